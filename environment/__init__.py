@@ -1,0 +1,1 @@
+"""The benchmark side: task format, submission validation and recovery, grading, chance, statistics."""

@@ -1,0 +1,125 @@
+"""Fixtures shared by every test: a loopback-only network guard, private work and cache directories, and a
+real `spu serve` process driven by the official MCP Python client over stdio."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+NETGUARD = Path(__file__).resolve().parent / "_netguard"
+
+# Every Python process the tests start loads the guard through PYTHONPATH; this one loads it now.
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(NETGUARD), str(REPO), os.environ.get("PYTHONPATH")]))
+sys.path.insert(0, str(NETGUARD))
+import sitecustomize  # noqa: E402,F401  (the guard, installed on import)
+
+
+def _has_cuda() -> bool:
+    from tools_server import hardware
+
+    return hardware.has_gpu()
+
+
+def pytest_collection_modifyitems(config, items):
+    if _has_cuda():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def spu_env(tmp_path, monkeypatch) -> dict[str, str]:
+    """Private SPU_WORKDIR and SPU_CACHE_DIR for one test; returns the environment for subprocesses."""
+    work = tmp_path / "spu-work"
+    cache = tmp_path / "spu-cache"
+    work.mkdir()
+    cache.mkdir()
+    monkeypatch.setenv("SPU_WORKDIR", str(work))
+    monkeypatch.setenv("SPU_CACHE_DIR", str(cache))
+    return dict(os.environ)
+
+
+class McpServer:
+    """`spu serve` over stdio, held open by the real MCP client on a background event loop."""
+
+    def __init__(self, env: dict[str, str], args: list[str] | None = None) -> None:
+        self.env = env
+        self.args = args or []
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._ready: Future = Future()
+        self._stop: asyncio.Event | None = None
+        self._task = asyncio.run_coroutine_threadsafe(self._main(), self._loop)
+        self._ready.result(timeout=60)
+
+    async def _main(self) -> None:
+        from mcp.client.session import ClientSession
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(command=sys.executable, args=["-m", "scaffold.cli", "serve", *self.args],
+                                       env=self.env, cwd=str(REPO))
+        self._stop = asyncio.Event()
+        try:
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                self.session = session
+                self._ready.set_result(True)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not self._ready.done():
+                self._ready.set_exception(exc)
+            raise
+
+    def _run(self, coro, timeout: float = 300) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout=timeout)
+
+    def list_tools(self) -> list[Any]:
+        return self._run(self.session.list_tools()).tools
+
+    def call(self, name: str, arguments: dict[str, Any] | None = None, progress=None, timeout: float = 300):
+        """The raw CallToolResult. ``progress`` is an async callback (progress, total, message)."""
+        return self._run(self.session.call_tool(name, arguments or {}, progress_callback=progress), timeout)
+
+    def call_ok(self, name: str, arguments: dict[str, Any] | None = None, **kw) -> dict[str, Any]:
+        result = self.call(name, arguments, **kw)
+        text = " ".join(getattr(c, "text", "") for c in result.content)
+        assert not result.is_error, f"{name} failed: {text}"
+        assert result.structured_content is not None, f"{name} returned no structured content: {text}"
+        return result.structured_content
+
+    def call_error(self, name: str, arguments: dict[str, Any] | None = None, **kw) -> dict[str, Any]:
+        """Call a tool expected to fail; returns the error dict (code, message, hint)."""
+        result = self.call(name, arguments, **kw)
+        assert result.is_error, f"{name} succeeded unexpectedly: {result.structured_content}"
+        return result.structured_content["error"]
+
+    def close(self) -> None:
+        if self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        try:
+            self._task.result(timeout=30)
+        except Exception:  # noqa: BLE001 - shutdown noise is not a test failure
+            pass
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+
+@pytest.fixture
+def mcp_server(spu_env) -> Iterator[McpServer]:
+    server = McpServer(spu_env)
+    try:
+        yield server
+    finally:
+        server.close()

@@ -1,0 +1,57 @@
+"""Run one tool function on validated input: the same code path in the server, a worker or a Dask task."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import Any
+
+from pydantic import ValidationError
+
+from tools_server.context import ProgressSink, ToolContext
+from tools_server.errors import ToolError
+from tools_server.registry import REGISTRY, ToolSpec
+
+
+def validation_error(exc: ValidationError) -> ToolError:
+    """Turn pydantic's report into an ``invalid_input`` error the model can act on."""
+    problems = []
+    for err in exc.errors()[:10]:
+        where = ".".join(str(p) for p in err["loc"]) or "(input)"
+        problems.append(f"{where}: {err['msg']}")
+    return ToolError("invalid_input", "Invalid arguments: " + "; ".join(problems), problems=problems)
+
+
+def resolve(tool: str, module: str) -> ToolSpec:
+    """Find a tool by name, importing the module that defines it (workers start with an empty registry)."""
+    if tool not in REGISTRY:
+        importlib.import_module(module)
+    if tool not in REGISTRY:
+        raise ToolError("unknown_tool", f"Module {module} does not define tool {tool!r}.")
+    return REGISTRY[tool]
+
+
+def run_tool(
+    spec: ToolSpec,
+    params: dict[str, Any],
+    job_id: str,
+    *,
+    progress_sink: ProgressSink | None = None,
+    threads: int = 1,
+    gpu: bool = False,
+) -> dict[str, Any]:
+    """Validate ``params``, call the tool and return ``{result, warnings, engine, wall_s}``.
+
+    Raises :class:`ToolError` for anything the caller should see as an error result.
+    """
+    try:
+        args = spec.input_model.model_validate(params)
+    except ValidationError as exc:
+        raise validation_error(exc) from None
+    ctx = ToolContext(spec.name, job_id, progress_sink=progress_sink, threads=threads, gpu=gpu)
+    start = time.perf_counter()
+    result = spec.fn(args, ctx) if spec.wants_context else spec.fn(args)
+    wall_s = time.perf_counter() - start
+    if not isinstance(result, dict):
+        raise ToolError("internal_error", f"tool {spec.name} returned {type(result).__name__}, not a dict")
+    return {"result": result, "warnings": ctx.warnings, "engine": ctx.engine, "wall_s": wall_s}

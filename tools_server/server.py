@@ -1,0 +1,143 @@
+"""The MCP server: the registry's tools over stdio or streamable HTTP.
+
+``SpuServer`` is the official SDK's ``MCPServer`` with tool listing and calling routed to our registry and
+:class:`~tools_server.dispatch.Dispatcher`; this is the one place where a :class:`ToolError` becomes an MCP
+error result (``isError``).
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
+
+from tools_server import __version__
+from tools_server.dispatch import Dispatcher
+from tools_server.errors import ToolError
+from tools_server.registry import REGISTRY, ToolSpec, load_tools
+
+log = logging.getLogger(__name__)
+
+INSTRUCTIONS = """\
+Tools for predicting wet-lab outcomes: audited web search and fetch, cheminformatics (RDKit), xTB and DFT,
+molecular dynamics, protein models and ranking helpers. Call system_info first. Compute tools run as jobs:
+if a call answers {status: running, job_id}, poll it with job_wait. Results carry provenance; big outputs
+are files under the server's work directory. Errors carry a stable code and a hint for recovery."""
+
+
+def mcp_tool(spec: ToolSpec) -> Tool:
+    return Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        input_schema=spec.input_schema(),
+        annotations=ToolAnnotations(
+            title=spec.title,
+            read_only_hint=spec.read_only,
+            destructive_hint=spec.destructive,
+            idempotent_hint=spec.idempotent,
+            open_world_hint=spec.open_world,
+        ),
+    )
+
+
+def error_result(exc: ToolError) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=str(exc))],
+        structured_content={"error": exc.to_dict()},
+        is_error=True,
+    )
+
+
+class SpuServer(MCPServer):
+    def __init__(self, dispatcher: Dispatcher | None = None) -> None:
+        super().__init__(name="spu", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+        load_tools()
+        self.dispatcher = dispatcher or Dispatcher()
+
+    async def list_tools(self) -> list[Tool]:
+        return [mcp_tool(spec) for spec in sorted(REGISTRY.values(), key=lambda s: s.name)]
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        spec = REGISTRY.get(name)
+        return None if spec is None else spec.input_schema()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> CallToolResult:
+        async def progress(fraction: float, message: str | None) -> None:
+            if context is not None:
+                try:
+                    await context.report_progress(fraction, 1.0, message)
+                except Exception:  # noqa: BLE001 - a progress notification must never fail the call
+                    log.debug("progress notification failed", exc_info=True)
+
+        try:
+            result = await self.dispatcher.call(name, arguments, progress)
+        except ToolError as exc:
+            return error_result(exc)
+        except Exception as exc:  # noqa: BLE001 - the server must answer whatever a tool does
+            log.exception("tool %s failed", name)
+            return error_result(ToolError("internal_error", f"{type(exc).__name__}: {exc}"))
+        return CallToolResult(
+            content=[TextContent(type="text", text=json.dumps(result, default=str))],
+            structured_content=result,
+        )
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def http_app(server: SpuServer, host: str, port: int, token: str | None, allowed_hosts: list[str] | None = None):
+    """The streamable-HTTP ASGI app with DNS-rebinding protection (Host and Origin checks) and, when a
+    token is given, a bearer-token check on every request."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    hosts = list(allowed_hosts or [])
+    if is_loopback(host):
+        hosts += [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
+    else:
+        hosts.append(f"{host}:{port}")
+    origins = [f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts]
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                                         allowed_origins=origins)
+    app = server.streamable_http_app(transport_security=security, host=host)
+    if not token:
+        return app
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http":
+            auth = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(auth, expected):
+                await send({"type": "http.response.start", "status": 401,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"www-authenticate", b"Bearer")]})
+                await send({"type": "http.response.body",
+                            "body": b'{"error": "missing or wrong bearer token"}'})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def run(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, token: str | None = None) -> None:
+    server = SpuServer()
+    try:
+        if transport == "stdio":
+            server.run("stdio")
+        else:
+            import uvicorn
+
+            uvicorn.run(http_app(server, host, port, token), host=host, port=port, log_level="warning")
+    finally:
+        server.dispatcher.jobs.shutdown()

@@ -1,0 +1,59 @@
+"""A long-lived worker process: reads jobs as JSON lines on stdin, answers on a private pipe.
+
+Started by the local executor as ``python -m tools_server.worker`` in its own session (process group), so
+a timeout or cancellation kills the worker and everything it started. Engines print to stdout freely:
+the protocol stream is a duplicate of the original stdout, and fd 1 is pointed at stderr, which the
+executor keeps in a log file whose tail explains a crash.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import sys
+import traceback
+from typing import Any
+
+from tools_server.errors import ToolError
+
+
+def main() -> None:
+    proto = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    faulthandler.enable(file=sys.stderr)
+    from tools_server.execute import resolve, run_tool
+
+    def send(message: dict[str, Any]) -> None:
+        proto.write(json.dumps(message, default=str) + "\n")
+        proto.flush()
+
+    send({"type": "ready", "pid": os.getpid()})
+    for line in sys.stdin:
+        job = json.loads(line)
+        job_id = job["job_id"]
+        print(f"--- job {job_id} ({job['tool']})", file=sys.stderr, flush=True)
+
+        def progress(fraction: float, message: str | None, _job_id: str = job_id) -> None:
+            send({"type": "progress", "job_id": _job_id, "fraction": fraction, "message": message})
+
+        try:
+            spec = resolve(job["tool"], job["module"])
+            out = run_tool(spec, job["params"], job_id, progress_sink=progress, threads=job["threads"],
+                           gpu=job["gpu"])
+            send({"type": "result", "job_id": job_id, **out})
+        except ToolError as exc:
+            send({"type": "error", "job_id": job_id, "error": exc.to_dict()})
+        except MemoryError:
+            send({"type": "error", "job_id": job_id, "error": ToolError(
+                "engine_crashed", "The job ran out of memory inside the worker.").to_dict()})
+        except Exception as exc:  # noqa: BLE001 - an unexpected exception is a tool bug, not a dead worker
+            tb = traceback.format_exc()
+            print(tb, file=sys.stderr, flush=True)
+            send({"type": "error", "job_id": job_id, "error": ToolError(
+                "internal_error", f"{type(exc).__name__}: {exc}", traceback_tail=tb[-2000:]).to_dict()})
+
+
+if __name__ == "__main__":
+    main()
