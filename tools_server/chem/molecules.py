@@ -1,0 +1,502 @@
+"""Molecule input shared by every chemistry and quantum-chemistry tool.
+
+One string names one molecule. Accepted forms, detected in this order:
+
+* a path to an ``.sdf``, ``.mol`` or ``.xyz`` file (for example an artifact written by an earlier tool);
+  ``path.sdf#3`` picks the fourth record of a multi-record SDF (records count from 0);
+* a molblock (text holding ``M  END`` or a ``V2000``/``V3000`` counts line);
+* XYZ text (a line with the atom count, a comment line, then ``Symbol x y z`` lines in Å; the two header
+  lines may be omitted);
+* otherwise a SMILES string.
+
+SMILES are canonicalised first and 3D coordinates are built from the canonical SMILES with RDKit's ETKDG
+(fixed seed) and relaxed with MMFF94 (UFF where MMFF has no parameters), so the same molecule always gives
+the same starting geometry. Charge and spin multiplicity are checked against the electron count, and the
+elements against what a method supports. Problems raise :class:`MoleculeError` with one of the stable
+codes ``invalid_smiles``, ``invalid_input``, ``charge_multiplicity_mismatch``, ``unsupported_element``.
+
+Only RDKit and NumPy are imported here, inside functions, so the module is cheap to import.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: ETKDG seed: fixed so a SMILES always gives the same 3D start (and cached results stay reproducible).
+EMBED_SEED = 0xF00D
+MAX_FILE_BYTES = 50 * 2**20
+_FILE_SUFFIXES = (".sdf", ".mol", ".xyz", ".sd")
+_XYZ_LINE = re.compile(r"^\s*([A-Z][a-z]?|\d{1,3})\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
+
+
+class MoleculeError(Exception):
+    """A molecule that cannot be used; ``code`` is a stable error code from ``tools_server.errors``."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+    def to_dict(self) -> dict[str, str]:
+        from tools_server.errors import ERROR_CODES
+
+        return {"code": self.code, "message": self.message, "hint": ERROR_CODES.get(self.code, "")}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (MoleculeError, (self.code, self.message))
+
+
+@dataclass
+class Molecule:
+    """A 3D molecule ready for a quantum-chemistry engine. Coordinates in Å."""
+
+    numbers: list[int]
+    coords_angstrom: Any  # numpy array (n_atoms, 3)
+    charge: int = 0
+    multiplicity: int = 1
+    smiles: str | None = None
+    source: str = "smiles"
+    rdmol: Any = None  # RDKit Mol with explicit H and one conformer, when known (for SDF output)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def symbols(self) -> list[str]:
+        from rdkit.Chem import GetPeriodicTable
+
+        table = GetPeriodicTable()
+        return [table.GetElementSymbol(int(z)) for z in self.numbers]
+
+    @property
+    def n_atoms(self) -> int:
+        return len(self.numbers)
+
+    @property
+    def n_electrons(self) -> int:
+        return int(sum(self.numbers)) - self.charge
+
+    @property
+    def unpaired(self) -> int:
+        return self.multiplicity - 1
+
+    def formula(self) -> str:
+        """Hill formula (C, H, then the rest alphabetically; all alphabetical without carbon)."""
+        counts: dict[str, int] = {}
+        for s in self.symbols:
+            counts[s] = counts.get(s, 0) + 1
+        first = ["C", "H"] if "C" in counts else []
+        order = first + sorted(k for k in counts if k not in first)
+        return "".join(f"{el}{counts[el] if counts[el] > 1 else ''}" for el in order)
+
+    def with_coords(self, coords_angstrom: Any) -> Molecule:
+        import numpy as np
+
+        return Molecule(
+            numbers=list(self.numbers),
+            coords_angstrom=np.asarray(coords_angstrom, dtype=float).reshape(-1, 3),
+            charge=self.charge,
+            multiplicity=self.multiplicity,
+            smiles=self.smiles,
+            source=self.source,
+            rdmol=self.rdmol,
+        )
+
+    def to_xyz(self, comment: str = "") -> str:
+        lines = [str(self.n_atoms), comment.replace("\n", " ")]
+        for sym, (x, y, z) in zip(self.symbols, self.coords_angstrom, strict=True):
+            lines.append(f"{sym:<2s} {x:16.10f} {y:16.10f} {z:16.10f}")
+        return "\n".join(lines) + "\n"
+
+    def to_molblock(self, title: str = "") -> str | None:
+        """The molecule at its current coordinates as a molblock, or None when the bonds are unknown."""
+        if self.rdmol is None:
+            return None
+        from rdkit import Chem
+        from rdkit.Geometry import Point3D
+
+        mol = Chem.Mol(self.rdmol)
+        conf = mol.GetConformer()
+        for i, (x, y, z) in enumerate(self.coords_angstrom):
+            conf.SetAtomPosition(i, Point3D(float(x), float(y), float(z)))
+        if title:
+            mol.SetProp("_Name", title)
+        return Chem.MolToMolBlock(mol)
+
+
+# --------------------------------------------------------------------------------------------------
+# RDKit parsing (2D), used by the cheminformatics tools
+# --------------------------------------------------------------------------------------------------
+
+
+class _Collect(logging.Handler):
+    def __init__(self, sink: list[str]) -> None:
+        super().__init__(logging.DEBUG)
+        self.sink = sink
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = re.sub(r"^\[[0-9:]+\]\s*", "", record.getMessage()).strip()
+        if line and not line.startswith("*") and line not in self.sink:
+            self.sink.append(line)
+
+
+@contextlib.contextmanager
+def rdkit_messages() -> Iterator[list[str]]:
+    """Collect RDKit's warnings and errors (its log) into a list instead of printing them."""
+    from rdkit import rdBase
+
+    messages: list[str] = []
+    logger = logging.getLogger("rdkit")
+    handler = _Collect(messages)
+    rdBase.LogToPythonLogger()
+    saved, logger.handlers = logger.handlers, [handler]
+    propagate, logger.propagate = logger.propagate, False
+    try:
+        yield messages
+    finally:
+        logger.handlers = saved
+        logger.propagate = propagate
+
+
+def detect_format(text: str) -> str:
+    """``file``, ``molblock``, ``xyz`` or ``smiles``."""
+    stripped = text.strip()
+    if "\n" not in stripped and _looks_like_path(stripped):
+        return "file"
+    if "M  END" in text or re.search(r"V[23]000", text):
+        return "molblock"
+    lines = [ln for ln in stripped.splitlines() if ln.strip()]
+    if lines and (lines[0].strip().isdigit() or all(_XYZ_LINE.match(ln) for ln in lines)):
+        return "xyz"
+    return "smiles"
+
+
+def _looks_like_path(text: str) -> bool:
+    base = text.split("#", 1)[0]
+    return base.lower().endswith(_FILE_SUFFIXES) and ("/" in base or "\\" in base or Path(base).exists())
+
+
+def read_file_text(spec: str) -> tuple[str, str, int]:
+    """(text, suffix, record index) of a file reference ``path[#index]``."""
+    base, _, index = spec.strip().partition("#")
+    path = Path(base).expanduser()
+    if not path.is_file():
+        raise MoleculeError("invalid_input", f"No such molecule file: {base}")
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise MoleculeError("invalid_input", f"{base} is larger than {MAX_FILE_BYTES // 2**20} MiB")
+    try:
+        record = int(index) if index else 0
+    except ValueError:
+        raise MoleculeError("invalid_input", f"Record index after '#' must be an integer: {spec}") from None
+    return path.read_text(errors="replace"), path.suffix.lower(), record
+
+
+def _sdf_record(text: str, record: int) -> str:
+    blocks = [b for b in re.split(r"^\$\$\$\$\s*$", text, flags=re.M) if "M  END" in b]
+    if not 0 <= record < len(blocks):
+        raise MoleculeError("invalid_input", f"The SDF has {len(blocks)} records; record {record} does not exist")
+    return blocks[record].lstrip("\n")
+
+
+def parse_rdkit(text: str, *, sanitize: bool = True) -> tuple[Any, list[str]]:
+    """An RDKit Mol (as written: hydrogens implicit) and RDKit's warnings for a SMILES, molblock or file.
+
+    XYZ input gets its bonds perceived with ``rdDetermineBonds`` (charge 0).
+    """
+    from rdkit import Chem
+
+    kind = detect_format(text)
+    if kind == "file":
+        content, suffix, record = read_file_text(text)
+        if suffix == ".xyz":
+            return _rdkit_from_xyz(content), []
+        text, kind = _sdf_record(content, record), "molblock"
+    with rdkit_messages() as messages:
+        if kind == "molblock":
+            mol = Chem.MolFromMolBlock(text, sanitize=sanitize, removeHs=True)
+        elif kind == "xyz":
+            mol = _rdkit_from_xyz(text)
+        else:
+            smiles = text.strip()
+            if not smiles or any(c.isspace() for c in smiles):
+                mol = None
+                messages.append("SMILES must be one token without spaces")
+            else:
+                mol = Chem.MolFromSmiles(smiles, sanitize=sanitize)
+    if mol is None:
+        useful = [m for m in messages if m.strip() != text.strip() and not set(m) <= set("~^ ")]
+        detail = "; ".join(useful) or "RDKit could not read it"
+        if kind == "smiles":
+            raise MoleculeError("invalid_smiles", f"Invalid SMILES {text.strip()[:200]!r}: {detail}")
+        raise MoleculeError("invalid_input", f"Could not read the {kind}: {detail}")
+    return mol, messages
+
+
+def _rdkit_from_xyz(text: str) -> Any:
+    from rdkit import Chem
+    from rdkit.Chem import rdDetermineBonds
+
+    numbers, coords = parse_xyz(text)
+    block = "\n".join(
+        [str(len(numbers)), ""]
+        + [f"{_symbol(z)} {x:.8f} {y:.8f} {w:.8f}" for z, (x, y, w) in zip(numbers, coords, strict=True)]
+    )
+    mol = Chem.MolFromXYZBlock(block)
+    if mol is None:
+        raise MoleculeError("invalid_input", "Could not read the XYZ block")
+    try:
+        rdDetermineBonds.DetermineBonds(mol, charge=0)
+    except Exception as exc:  # noqa: BLE001 - RDKit raises plain ValueError/RuntimeError here
+        raise MoleculeError("invalid_input", f"Could not perceive bonds from the XYZ coordinates: {exc}") from None
+    return Chem.RemoveHs(mol)
+
+
+def _symbol(z: int) -> str:
+    from rdkit.Chem import GetPeriodicTable
+
+    return GetPeriodicTable().GetElementSymbol(int(z))
+
+
+def parse_xyz(text: str) -> tuple[list[int], Any]:
+    """Atomic numbers and coordinates (Å) from XYZ text, with or without the two header lines."""
+    import numpy as np
+    from rdkit.Chem import GetPeriodicTable
+
+    table = GetPeriodicTable()
+    lines = [ln for ln in text.strip().splitlines()]
+    expected = None
+    if lines and lines[0].strip().isdigit():
+        expected = int(lines[0].strip())
+        lines = lines[2:]
+    numbers: list[int] = []
+    coords: list[list[float]] = []
+    for ln in lines:
+        if not ln.strip():
+            continue
+        m = _XYZ_LINE.match(ln)
+        if not m:
+            raise MoleculeError("invalid_input", f"Not an XYZ atom line: {ln.strip()[:80]!r}")
+        sym = m.group(1)
+        try:
+            z = int(sym) if sym.isdigit() else table.GetAtomicNumber(sym)
+            xyz = [float(m.group(i)) for i in (2, 3, 4)]
+        except (ValueError, RuntimeError):
+            raise MoleculeError("invalid_input", f"Unknown element or bad number in {ln.strip()[:80]!r}") from None
+        if z <= 0:
+            raise MoleculeError("invalid_input", f"Unknown element {sym!r}")
+        numbers.append(z)
+        coords.append(xyz)
+    if not numbers:
+        raise MoleculeError("invalid_input", "The XYZ block holds no atoms")
+    if expected is not None and expected != len(numbers):
+        raise MoleculeError("invalid_input", f"The XYZ header says {expected} atoms but {len(numbers)} follow")
+    return numbers, np.asarray(coords, dtype=float)
+
+
+def canonical_smiles(text: str) -> str:
+    from rdkit import Chem
+
+    mol, _ = parse_rdkit(text)
+    return Chem.MolToSmiles(mol)
+
+
+# --------------------------------------------------------------------------------------------------
+# 3D molecules for quantum chemistry
+# --------------------------------------------------------------------------------------------------
+
+
+def load_molecule(
+    text: str,
+    *,
+    charge: int | None = None,
+    multiplicity: int | None = None,
+    force_field: str = "MMFF",
+) -> Molecule:
+    """A validated 3D :class:`Molecule` from any accepted input string.
+
+    ``charge`` None means: the formal charge of a SMILES or molblock, 0 for XYZ. ``multiplicity`` None
+    means: radical electrons + 1 for SMILES/molblock, else the lowest one the electron parity allows.
+    """
+    kind = detect_format(text)
+    if kind == "file":
+        content, suffix, record = read_file_text(text)
+        if suffix == ".xyz":
+            mol = _molecule_from_xyz(content)
+            mol.source = "file"
+        else:
+            mol = _molecule_from_molblock(_sdf_record(content, record))
+            mol.source = "file"
+    elif kind == "molblock":
+        mol = _molecule_from_molblock(text)
+    elif kind == "xyz":
+        mol = _molecule_from_xyz(text)
+    else:
+        mol = _molecule_from_smiles(text, force_field)
+    _apply_charge_and_spin(mol, charge, multiplicity)
+    return mol
+
+
+def _rdkit_spin_defaults(rdmol: Any) -> tuple[int, int]:
+    from rdkit import Chem
+    from rdkit.Chem import Descriptors
+
+    return Chem.GetFormalCharge(rdmol), Descriptors.NumRadicalElectrons(rdmol) + 1
+
+
+def _apply_charge_and_spin(mol: Molecule, charge: int | None, multiplicity: int | None) -> None:
+    if mol.rdmol is not None:
+        formal, radical_mult = _rdkit_spin_defaults(mol.rdmol)
+        if charge is not None and charge != formal:
+            raise MoleculeError(
+                "charge_multiplicity_mismatch",
+                f"charge {charge} disagrees with the structure's formal charge {formal}; write the charge into "
+                "the SMILES/molblock (e.g. [NH4+]) or leave charge unset",
+            )
+        mol.charge = formal
+        default_mult = radical_mult
+    else:
+        mol.charge = 0 if charge is None else int(charge)
+        default_mult = 1 + (mol.n_electrons % 2)
+    if multiplicity is None:
+        multiplicity = default_mult
+        if (multiplicity - 1) % 2 != mol.n_electrons % 2:
+            multiplicity = 1 + (mol.n_electrons % 2)
+    mol.multiplicity = int(multiplicity)
+    validate_spin(mol.numbers, mol.charge, mol.multiplicity)
+
+
+def validate_spin(numbers: list[int], charge: int, multiplicity: int) -> None:
+    """Raise ``charge_multiplicity_mismatch`` unless charge and 2S+1 fit the electron count."""
+    n_electrons = int(sum(numbers)) - int(charge)
+    if multiplicity < 1:
+        raise MoleculeError("charge_multiplicity_mismatch", f"multiplicity must be >= 1, got {multiplicity}")
+    if n_electrons < 0:
+        raise MoleculeError("charge_multiplicity_mismatch", f"charge {charge} leaves {n_electrons} electrons")
+    if (multiplicity - 1) % 2 != n_electrons % 2:
+        parity = "odd" if n_electrons % 2 else "even"
+        allowed = "2, 4, ..." if n_electrons % 2 else "1, 3, ..."
+        raise MoleculeError(
+            "charge_multiplicity_mismatch",
+            f"{n_electrons} electrons ({parity}) at charge {charge} cannot have multiplicity {multiplicity}; "
+            f"allowed: {allowed}",
+        )
+    if multiplicity - 1 > n_electrons:
+        raise MoleculeError(
+            "charge_multiplicity_mismatch",
+            f"multiplicity {multiplicity} needs {multiplicity - 1} unpaired electrons but there are {n_electrons}",
+        )
+
+
+def check_elements(numbers: list[int], *, max_z: int, method: str) -> None:
+    """Raise ``unsupported_element`` for any atomic number above ``max_z``."""
+    bad = sorted({int(z) for z in numbers if int(z) > max_z or int(z) < 1})
+    if bad:
+        names = ", ".join(f"{_symbol(z)} (Z={z})" for z in bad)
+        raise MoleculeError("unsupported_element", f"{method} supports elements up to Z={max_z}; found {names}")
+
+
+def embed_3d(rdmol_h: Any, *, seed: int = EMBED_SEED) -> None:
+    """Give a hydrogen-complete RDKit Mol one ETKDG conformer in place (random-coordinate fallback)."""
+    from rdkit.Chem import AllChem
+
+    params = AllChem.ETKDGv3()
+    params.randomSeed = seed
+    if AllChem.EmbedMolecule(rdmol_h, params) != 0:
+        params.useRandomCoords = True
+        if AllChem.EmbedMolecule(rdmol_h, params) != 0:
+            raise MoleculeError("invalid_input", "RDKit could not build 3D coordinates (ETKDG failed)")
+
+
+def relax_force_field(rdmol_h: Any, force_field: str = "MMFF", conf_id: int = -1) -> str | None:
+    """Relax one conformer with MMFF94 (or UFF); returns the force field used, None if neither applies."""
+    from rdkit.Chem import AllChem
+
+    if force_field.upper().startswith("MMFF") and AllChem.MMFFHasAllMoleculeParams(rdmol_h):
+        AllChem.MMFFOptimizeMolecule(rdmol_h, confId=conf_id, maxIters=2000)
+        return "MMFF94"
+    if AllChem.UFFHasAllMoleculeParams(rdmol_h):
+        AllChem.UFFOptimizeMolecule(rdmol_h, confId=conf_id, maxIters=2000)
+        return "UFF"
+    return None
+
+
+def _molecule_from_smiles(text: str, force_field: str) -> Molecule:
+    import numpy as np
+    from rdkit import Chem
+
+    rdmol, _ = parse_rdkit(text)
+    smiles = Chem.MolToSmiles(rdmol)
+    # Build from the canonical SMILES so equal molecules get equal atom order and starting geometry.
+    mol_h = Chem.AddHs(Chem.MolFromSmiles(smiles))
+    for atom in mol_h.GetAtoms():
+        if atom.GetAtomicNum() == 0:
+            raise MoleculeError("invalid_smiles", "Dummy atoms (*) have no coordinates for quantum chemistry")
+    embed_3d(mol_h)
+    used = relax_force_field(mol_h, force_field)
+    notes = [] if used else ["no force-field parameters; ETKDG geometry used unrelaxed"]
+    coords = np.asarray(mol_h.GetConformer().GetPositions(), dtype=float)
+    return Molecule(
+        numbers=[a.GetAtomicNum() for a in mol_h.GetAtoms()],
+        coords_angstrom=coords,
+        smiles=smiles,
+        source="smiles",
+        rdmol=mol_h,
+        notes=notes,
+    )
+
+
+def _molecule_from_molblock(block: str) -> Molecule:
+    import numpy as np
+    from rdkit import Chem
+
+    with rdkit_messages() as messages:
+        rdmol = Chem.MolFromMolBlock(block, removeHs=False)
+    if rdmol is None:
+        raise MoleculeError("invalid_input", "Could not read the molblock: " + ("; ".join(messages) or "RDKit failed"))
+    if rdmol.GetNumConformers() == 0 or not rdmol.GetConformer().Is3D():
+        raise MoleculeError("invalid_input", "The molblock has no 3D coordinates; pass a SMILES to have them built")
+    if any(a.GetTotalNumHs() for a in rdmol.GetAtoms()):
+        raise MoleculeError(
+            "invalid_input",
+            "The molblock has implicit hydrogens; quantum chemistry needs every hydrogen with coordinates "
+            "(add them, e.g. RDKit AddHs(addCoords=True))",
+        )
+    return Molecule(
+        numbers=[a.GetAtomicNum() for a in rdmol.GetAtoms()],
+        coords_angstrom=np.asarray(rdmol.GetConformer().GetPositions(), dtype=float),
+        smiles=Chem.MolToSmiles(Chem.RemoveHs(rdmol)),
+        source="molblock",
+        rdmol=rdmol,
+    )
+
+
+def _molecule_from_xyz(text: str) -> Molecule:
+    numbers, coords = parse_xyz(text)
+    return Molecule(numbers=numbers, coords_angstrom=coords, source="xyz")
+
+
+def cache_key(text: str) -> str:
+    """What a molecule string contributes to a cache key: canonical SMILES, or rounded coordinates.
+
+    Coordinates are rounded to 1e-5 Å; a file contributes a hash of its contents, not its path.
+    """
+    kind = detect_format(text)
+    try:
+        if kind == "smiles":
+            return "smiles:" + canonical_smiles(text)
+        if kind == "file":
+            content, suffix, record = read_file_text(text)
+            return f"file:{suffix}:{record}:" + hashlib.sha256(content.encode()).hexdigest()
+        if kind == "xyz":
+            numbers, coords = parse_xyz(text)
+            return "xyz:" + ";".join(
+                f"{z},{x:.5f},{y:.5f},{w:.5f}" for z, (x, y, w) in zip(numbers, coords, strict=True)
+            )
+    except MoleculeError:
+        pass
+    return "raw:" + hashlib.sha256(text.strip().encode()).hexdigest()
