@@ -123,3 +123,18 @@ def mcp_server(spu_env) -> Iterator[McpServer]:
         yield server
     finally:
         server.close()
+
+
+@pytest.fixture
+def start_mcp_server() -> Iterator[Any]:
+    """A factory: ``start_mcp_server(env, args=None)`` starts another server; all are closed at the end."""
+    started: list[McpServer] = []
+
+    def start(env: dict[str, str], args: list[str] | None = None) -> McpServer:
+        server = McpServer(env, args)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()

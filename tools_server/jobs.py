@@ -18,6 +18,7 @@ import collections
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -37,6 +38,7 @@ from tools_server.errors import ToolError
 from tools_server.registry import ToolSpec
 
 TERMINAL = ("done", "error", "cancelled")
+_JOB_ID_RE = re.compile(r"^[a-z0-9_]+-[0-9a-f]+$")
 #: Called in the executor's thread with the job and the raw payload of run_tool; returns the final result.
 Finisher = Callable[["Job", dict[str, Any]], dict[str, Any]]
 
@@ -133,7 +135,7 @@ class JobStore:
         os.replace(tmp, self.root / f"{job.job_id}.json")
 
     def load(self, job_id: str) -> dict[str, Any] | None:
-        if not job_id.replace("-", "").isalnum():
+        if not _JOB_ID_RE.match(job_id):
             return None
         try:
             return json.loads((self.root / f"{job_id}.json").read_text(encoding="utf-8"))

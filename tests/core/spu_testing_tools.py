@@ -1,0 +1,87 @@
+"""Tools that exist only in the tests, to drive the job manager: sleep, crash, allocate, count.
+
+Loaded into the server and its workers through SPU_TOOL_MODULES.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import time
+
+from pydantic import BaseModel, Field
+
+from tools_server.context import ToolContext
+from tools_server.registry import tool
+
+
+class SleepInput(BaseModel):
+    seconds: float = Field(ge=0, le=600)
+    steps: int = Field(10, ge=1)
+    tag: str = ""
+
+
+@tool(name="test_sleep", resource="cpu", time_limit_s=30)
+def test_sleep(args: SleepInput, ctx: ToolContext) -> dict:
+    """Sleep, reporting progress in steps; returns the worker's pid and process group."""
+    for i in range(args.steps):
+        time.sleep(args.seconds / args.steps)
+        ctx.progress((i + 1) / args.steps, f"step {i + 1}/{args.steps}")
+    return {"slept_s": args.seconds, "pid": os.getpid(), "pgid": os.getpgid(0), "tag": args.tag}
+
+
+class CrashInput(BaseModel):
+    how: str = Field(description="segfault | abort | exit")
+
+
+@tool(name="test_crash", resource="cpu", cacheable=False)
+def test_crash(args: CrashInput) -> dict:
+    """Die the way native engines die."""
+    print("about to crash: " + args.how, flush=True)
+    if args.how == "segfault":
+        ctypes.string_at(0)
+    elif args.how == "abort":
+        os.kill(os.getpid(), signal.SIGABRT)
+    os._exit(3)
+
+
+class AllocInput(BaseModel):
+    megabytes: int = Field(ge=1)
+    hold_s: float = 5
+
+
+@tool(name="test_allocate", resource="cpu", memory_limit_mb=300, cacheable=False)
+def test_allocate(args: AllocInput) -> dict:
+    """Allocate and touch memory, then hold it."""
+    block = bytearray(args.megabytes * 2**20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    time.sleep(args.hold_s)
+    return {"allocated_mb": args.megabytes}
+
+
+class SpawnInput(BaseModel):
+    seconds: float = 60
+
+
+@tool(name="test_spawn_child", resource="cpu", time_limit_s=2, cacheable=False)
+def test_spawn_child(args: SpawnInput, ctx: ToolContext) -> dict:
+    """Start a grandchild process that would outlive a careless kill, then sleep past the time limit."""
+    import subprocess
+
+    child = subprocess.Popen(["sleep", str(args.seconds)])
+    (ctx.artifact("child.pid")).write_text(str(child.pid))
+    time.sleep(args.seconds)
+    return {}
+
+
+class SquareInput(BaseModel):
+    x: float
+
+
+@tool(name="test_square", resource="cpu", engines=("numpy",))
+def test_square(args: SquareInput, ctx: ToolContext) -> dict:
+    """A trivial cacheable job."""
+    ctx.set_engine("python", "3")
+    return {"square": args.x * args.x, "pid": os.getpid()}

@@ -1,0 +1,107 @@
+"""The job manager through the real MCP client: results, polling, progress, limits, crashes, restarts."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+
+def test_quick_job_returns_result_with_provenance(job_server):
+    out = job_server.call_ok("test_square", {"x": 3})
+    assert out["square"] == 9
+    prov = out["provenance"]
+    assert prov["tool"] == "test_square" and prov["cache"] == "miss"
+    assert prov["device"] == "cpu" and prov["job_id"].startswith("test_square-")
+    assert out["pid"] != os.getpid()  # ran in a worker process
+
+
+def test_cache_hit_on_second_call(job_server):
+    first = job_server.call_ok("test_square", {"x": 5})
+    second = job_server.call_ok("test_square", {"x": 5})
+    assert first["provenance"]["cache"] == "miss"
+    assert second["provenance"]["cache"] == "hit"
+    assert second["square"] == 25 and second["provenance"]["input_hash"] == first["provenance"]["input_hash"]
+
+
+def test_long_job_returns_running_then_job_wait(job_server):
+    out = job_server.call_ok("test_sleep", {"seconds": 3, "wait_s": 0.5})
+    assert out["status"] == "running" and out["job_id"].startswith("test_sleep-")
+    assert 0 <= out["progress"] < 1
+    listed = job_server.call_ok("jobs")["jobs"]
+    assert any(j["job_id"] == out["job_id"] and j["status"] == "running" for j in listed)
+    done = job_server.call_ok("job_wait", {"job_id": out["job_id"], "wait_s": 30})
+    assert done["slept_s"] == 3
+
+
+def test_progress_notifications_reach_the_client(job_server):
+    seen = []
+
+    async def on_progress(progress, total, message):
+        seen.append((progress, message))
+
+    out = job_server.call_ok("test_sleep", {"seconds": 3, "steps": 6, "tag": "p"}, progress=on_progress)
+    assert out["slept_s"] == 3
+    assert len(seen) >= 2, seen
+    assert all(0 <= p <= 1 for p, _ in seen) and any(m and m.startswith("step") for _, m in seen)
+
+
+def test_timeout_kills_the_whole_process_group(job_server):
+    err = job_server.call_error("test_spawn_child", {"seconds": 60, "wait_s": 20})
+    assert err["code"] == "timeout"
+    workdir = Path(job_server.env["SPU_WORKDIR"])
+    pid = int(next(workdir.glob("artifacts/test_spawn_child/*/child.pid")).read_text())
+    time.sleep(0.5)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.parametrize("how,signal_name", [("segfault", "SIGSEGV"), ("abort", "SIGABRT")])
+def test_native_crash_becomes_engine_crashed(job_server, how, signal_name):
+    err = job_server.call_error("test_crash", {"how": how})
+    assert err["code"] == "engine_crashed"
+    assert signal_name in err["message"]
+    assert "about to crash" in err["details"]["stderr_tail"]
+    # the server keeps answering and a fresh worker takes the next job
+    assert job_server.call_ok("test_square", {"x": 7})["square"] == 49
+
+
+def test_memory_limit_stops_the_job(job_server):
+    err = job_server.call_error("test_allocate", {"megabytes": 600, "hold_s": 10})
+    assert err["code"] == "engine_crashed"
+    assert "memory limit of 300 MiB" in err["message"]
+    assert job_server.call_ok("test_allocate", {"megabytes": 50, "hold_s": 0})["allocated_mb"] == 50
+
+
+def test_cancel_kills_running_job(job_server):
+    out = job_server.call_ok("test_sleep", {"seconds": 20, "wait_s": 0.5, "tag": "cancel"})
+    res = job_server.call_ok("job_cancel", {"job_id": out["job_id"]})
+    assert res["cancelled"] is True
+    err = job_server.call_error("job_wait", {"job_id": out["job_id"], "wait_s": 1})
+    assert err["code"] == "cancelled"
+
+
+def test_unknown_job_id(job_server):
+    assert job_server.call_error("job_wait", {"job_id": "nope-123"})["code"] == "job_not_found"
+
+
+def test_job_wait_after_server_restart(job_env, start_mcp_server):
+    first = start_mcp_server(job_env)
+    out = first.call_ok("test_sleep", {"seconds": 1.5, "wait_s": 0, "tag": "restart"})
+    job_id = out["job_id"]
+    first.call_ok("job_wait", {"job_id": job_id, "wait_s": 30})
+    running = first.call_ok("test_sleep", {"seconds": 30, "wait_s": 0, "tag": "lost"})
+    first.close()
+    second = start_mcp_server(job_env)
+    again = second.call_ok("job_wait", {"job_id": job_id, "wait_s": 1})
+    assert again["slept_s"] == 1.5 and again["tag"] == "restart"
+    lost = second.call_error("job_wait", {"job_id": running["job_id"], "wait_s": 1})
+    assert lost["code"] == "engine_crashed" and "restarted" in lost["message"]
+
+
+def test_invalid_arguments_are_invalid_input(job_server):
+    err = job_server.call_error("test_sleep", {"seconds": -1})
+    assert err["code"] == "invalid_input" and "seconds" in err["message"]
+    assert job_server.call_error("no_such_tool", {})["code"] == "unknown_tool"

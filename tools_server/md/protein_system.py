@@ -1,0 +1,138 @@
+"""Proteins from a PDB or mmCIF file: repaired with PDBFixer, parameterised with Amber14."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from tools_server.errors import ToolError
+from tools_server.md.liquid import BuiltSystem
+
+#: solvent name -> extra force-field file (None: vacuum).
+IMPLICIT_MODELS = {"gbn2": "implicit/gbn2.xml", "obc2": "implicit/obc2.xml"}
+
+
+def load_fixer(pdb_path: str | None, pdb_text: str | None) -> Any:
+    from pdbfixer import PDBFixer
+
+    try:
+        if pdb_text is not None:
+            is_cif = pdb_text.lstrip().startswith("data_")
+            return PDBFixer(pdbxfile=io.StringIO(pdb_text)) if is_cif else PDBFixer(pdbfile=io.StringIO(pdb_text))
+        path = Path(pdb_path or "")
+        if not path.is_file():
+            raise ToolError("invalid_input", f"No structure file at {pdb_path!r}.")
+        return PDBFixer(filename=str(path))
+    except ToolError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - PDBFixer raises many kinds on bad files
+        raise ToolError("invalid_input", f"Could not read the structure: {exc}") from exc
+
+
+def repair(fixer: Any, ph: float) -> dict[str, Any]:
+    """Standard residues, no heterogens, missing heavy atoms and internal loops built, hydrogens at ``ph``.
+
+    Missing residues at chain ends are not built (they would be floppy tails with no template).
+    """
+    fixer.findMissingResidues()
+    chains = list(fixer.topology.chains())
+    for key in list(fixer.missingResidues):
+        chain_index, res_index = key
+        if res_index == 0 or res_index == len(list(chains[chain_index].residues())):
+            del fixer.missingResidues[key]
+    internal_missing = sum(len(v) for v in fixer.missingResidues.values())
+    fixer.findNonstandardResidues()
+    replaced = [f"{r.name}{r.id}->{new}" for r, new in fixer.nonstandardResidues]
+    fixer.replaceNonstandardResidues()
+    heterogens = sorted(
+        {r.name for r in fixer.topology.residues() if r.name not in _STANDARD and r.name != "HOH"}
+    )
+    fixer.removeHeterogens(keepWater=False)
+    fixer.findMissingAtoms()
+    missing_atoms = sum(len(v) for v in fixer.missingAtoms.values()) + sum(
+        len(v) for v in fixer.missingTerminals.values()
+    )
+    fixer.addMissingAtoms()
+    fixer.addMissingHydrogens(ph)
+    return {
+        "built_missing_residues": internal_missing,
+        "built_missing_heavy_atoms": missing_atoms,
+        "replaced_nonstandard": replaced,
+        "removed_heterogens": heterogens,
+        "protonation_ph": ph,
+    }
+
+
+_STANDARD = {
+    "ALA", "ARG", "ASN", "ASP", "CYS", "GLN", "GLU", "GLY", "HIS", "ILE", "LEU", "LYS", "MET", "PHE",
+    "PRO", "SER", "THR", "TRP", "TYR", "VAL", "ACE", "NME",
+}  # fmt: skip
+
+
+def build_protein(
+    *,
+    pdb_path: str | None,
+    pdb_text: str | None,
+    ph: float,
+    solvent: str,
+    padding_nm: float,
+    ionic_strength_molar: float,
+    cutoff_nm: float,
+) -> BuiltSystem:
+    from openmm import app, unit
+
+    fixer = load_fixer(pdb_path, pdb_text)
+    report = repair(fixer, ph)
+    if fixer.topology.getNumAtoms() == 0:
+        raise ToolError("invalid_input", "The structure has no protein atoms after removing heterogens.")
+    files = ["amber14-all.xml"]
+    if solvent == "explicit":
+        files.append("amber14/tip3p.xml")
+    elif solvent in IMPLICIT_MODELS:
+        files.append(IMPLICIT_MODELS[solvent])
+    forcefield = app.ForceField(*files)
+    modeller = app.Modeller(fixer.topology, fixer.positions)
+    try:
+        if solvent == "explicit":
+            modeller.addSolvent(
+                forcefield,
+                model="tip3p",
+                padding=padding_nm * unit.nanometer,
+                ionicStrength=ionic_strength_molar * unit.molar,
+                neutralize=True,
+            )
+            system = forcefield.createSystem(
+                modeller.topology,
+                nonbondedMethod=app.PME,
+                nonbondedCutoff=cutoff_nm * unit.nanometer,
+                constraints=app.HBonds,
+            )
+        else:
+            system = forcefield.createSystem(modeller.topology, nonbondedMethod=app.NoCutoff, constraints=app.HBonds)
+    except ValueError as exc:
+        raise ToolError(
+            "invalid_input",
+            f"Amber14 could not parameterise the structure: {exc}",
+            hint="Check for unusual residues or broken chains; nonstandard residues are replaced and "
+            "ligands removed automatically.",
+        ) from exc
+    import numpy as np
+
+    positions_nm = np.asarray(modeller.positions.value_in_unit(unit.nanometer))
+    residues = list(modeller.topology.residues())
+    n_water = sum(1 for r in residues if r.name == "HOH")
+    n_ions = sum(1 for r in residues if r.name in ("NA", "CL"))
+    ff_name = "amber14-all" + (
+        " + TIP3P" if solvent == "explicit" else f" + {solvent.upper()} implicit" if solvent in IMPLICIT_MODELS else ""
+    )
+    description = {
+        "kind": "protein",
+        "force_field": ff_name,
+        "solvent": solvent,
+        "n_residues_protein": len(residues) - n_water - n_ions,
+        "n_waters": n_water,
+        "n_ions": n_ions,
+        **report,
+    }
+    return BuiltSystem(system, modeller.topology, positions_nm, solvent == "explicit", description)

@@ -1,0 +1,1 @@
+"""Protein tools: sequence properties, alignment, antibody numbering, ESM language models, ESMFold."""

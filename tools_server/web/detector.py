@@ -1,0 +1,225 @@
+"""The source-identifier detector: does a text contain an identifier of the forbidden source study?
+
+Text is normalized before matching, so the identifiers are found however a page or API spells them:
+
+* up to three rounds of JSON ``\\uXXXX`` escapes, escaped slashes (``\\/``), HTML entities (named,
+  decimal, hex) and percent-encoding (``%2F``, double-encoded ``%252F``);
+* Unicode NFKC (fullwidth digits and solidus), every dash and slash look-alike mapped to ASCII, soft
+  hyphens and zero-width characters removed, case folded; a line break right after ``/ . - _`` (how PDF
+  extractors split long DOIs) is closed up.
+
+Matching rules (each returns the *kind* of identifier, never its value):
+
+* ``doi`` / ``preprint_doi``: the DOI as a whole: the character after it must not be a letter or digit,
+  so ``10.1021/jacs.5b012345`` does not match ``10.1021/jacs.5b01234`` but a supplementary-file DOI
+  ``10.1021/jacs.5b01234.s001`` does (supplementary material is forbidden too).
+* ``pmid``: the number standing alone (no adjacent digit) right after a PubMed label, separated from it
+  only by punctuation or a tag's attributes (``PMID: n``, ``pubmed/n``, ``"pmid":"n"``, ``MED/n``,
+  ``"uid":"n"``, ``<Id>n``, ``ext_id=n``), followed by ``[uid]``/``[pmid]``, or inside an E-utilities
+  ``idlist``/``uids`` array. A bare number, or one that merely appears near a label, is not flagged.
+* ``pmcid``: ``PMC`` followed by the number, no further digit.
+* ``title`` / ``preprint_title``: on whole words after folding case, accents, punctuation and British
+  spellings, the longest run of consecutive title words found in the text must cover at least 70% of the
+  title's letters and at least four words (the whole title when it has four words or fewer). A truncated
+  title (``First words of the title …``) is found; a title with one word changed in the middle, or words
+  found inside longer words, is not.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+from dataclasses import dataclass
+from urllib.parse import unquote
+
+from tools_server.web.policy import Policy
+
+FLAG_MESSAGE = (
+    "The information policy requires you to stop: this result was withheld because it contains an "
+    "identifier of the study this task comes from, which you must not use. Stop this line of inquiry, "
+    "do not try to retrieve the item another way, and record this step (the tool and the query or URL) "
+    "in your report."
+)
+
+_DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d\u2043"), "-")
+_SLASHES = dict.fromkeys(map(ord, "\u2215\u2044\uff0f\u29f8"), "/")
+_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"), None)
+_UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+_PCT = re.compile(r"%[0-9a-fA-F]{2}")
+_TAG = re.compile(r"<[^<>]{0,300}>")
+_BROKEN_AFTER_PUNCT = re.compile(r"([/.\-_])\s+")
+_PMID_BEFORE = re.compile(
+    r"(?:pmid|pubmed(?:[\s_]*id)?|medline|\bmed|\buids?|<id|ext_id|nih\.gov/(?:pubmed/)?)"
+    r"(?:\s+[a-z_]+=\"[^\"]*\")*[^a-z0-9]{0,8}$"
+)
+_PMID_AFTER = re.compile(r"^\s*\[(?:uid|pmid|pubmed)\]")
+_ID_ARRAYS = re.compile(r"\"(?:idlist|uids)\"\s*:\s*\[([^\]]*)\]")
+_WORD = re.compile(r"[^\W_]+")
+_SPELLING = {
+    "sulphur": "sulfur",
+    "sulphate": "sulfate",
+    "aluminium": "aluminum",
+    "caesium": "cesium",
+    "haem": "heme",
+    "oestrogen": "estrogen",
+    "foetal": "fetal",
+    "anaemia": "anemia",
+}
+
+
+def _decode_round(text: str) -> str:
+    if "\\u" in text:
+        text = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+    text = text.replace("\\/", "/")
+    if "&" in text:
+        text = html.unescape(text)
+    if "%" in text and _PCT.search(text):
+        text = unquote(text, errors="replace")
+    return text
+
+
+def normalize_text(text: str) -> str:
+    """Decode escapes and fold Unicode and case: the form every identifier is matched in."""
+    for _ in range(3):
+        decoded = _decode_round(text)
+        if decoded == text:
+            break
+        text = decoded
+    text = unicodedata.normalize("NFKC", text)
+    text = text.translate(_DASHES).translate(_SLASHES).translate(_INVISIBLE)
+    return text.casefold()
+
+
+def _stem(word: str) -> str:
+    word = _SPELLING.get(word, word)
+    if len(word) > 5:
+        for british, american in (
+            ("isation", "ization"),
+            ("ising", "izing"),
+            ("ised", "ized"),
+            ("ysed", "yzed"),
+            ("ysing", "yzing"),
+            ("yse", "yze"),
+            ("ise", "ize"),
+            ("our", "or"),
+            ("tre", "ter"),
+        ):
+            if word.endswith(british):
+                word = word[: -len(british)] + american
+                break
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    return word
+
+
+def title_words(text: str) -> list[str]:
+    """Whole words, accents removed, British spellings and plurals folded."""
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return [_stem(w) for w in _WORD.findall(plain.casefold())]
+
+
+def _contains_doi(text: str, doi: str) -> bool:
+    start = 0
+    while True:
+        i = text.find(doi, start)
+        if i < 0:
+            return False
+        before = text[i - 1] if i else " "
+        after = text[i + len(doi)] if i + len(doi) < len(text) else " "
+        if not (before.isdigit() or before == ".") and not after.isalnum():
+            return True
+        start = i + 1
+
+
+def _contains_pmid(text: str, pmid: str) -> bool:
+    for m in re.finditer(rf"(?<!\d){re.escape(pmid)}(?!\d)", text):
+        if _PMID_BEFORE.search(text[max(0, m.start() - 60) : m.start()]) or _PMID_AFTER.match(
+            text[m.end() : m.end() + 12]
+        ):
+            return True
+    for arr in _ID_ARRAYS.finditer(text):
+        if re.search(rf"(?<!\d){re.escape(pmid)}(?!\d)", arr.group(1)):
+            return True
+    return False
+
+
+def _contains_pmcid(text: str, pmcid: str) -> bool:
+    return re.search(rf"(?<![a-z0-9])pmc[\s:#_-]*0*{re.escape(pmcid)}(?!\d)", text) is not None
+
+
+@dataclass(frozen=True)
+class _Title:
+    words: tuple[str, ...]
+    weights: tuple[int, ...]
+
+    @classmethod
+    def of(cls, title: str) -> _Title:
+        words = tuple(title_words(title))
+        return cls(words, tuple(len(w) for w in words))
+
+
+def _title_found(text_words: list[str], index: dict[str, list[int]], title: _Title) -> bool:
+    n = len(title.words)
+    if n == 0:
+        return False
+    total = sum(title.weights)
+    min_words = n if n <= 4 else 4
+    positions: dict[str, list[int]] = {}
+    for j, w in enumerate(title.words):
+        positions.setdefault(w, []).append(j)
+    best = 0
+    for w, js in positions.items():
+        for i in index.get(w, ()):
+            for j in js:
+                if i and j and text_words[i - 1] == title.words[j - 1]:
+                    continue  # not the start of a run
+                k = 0
+                weight = 0
+                while j + k < n and i + k < len(text_words) and text_words[i + k] == title.words[j + k]:
+                    weight += title.weights[j + k]
+                    k += 1
+                if k >= min_words and weight > best:
+                    best = weight
+                    if best >= 0.7 * total:
+                        return True
+    return False
+
+
+class Detector:
+    """Scans texts for the policy's identifiers; :meth:`scan` returns the kinds found, sorted."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self._titles = [("title", _Title.of(t)) for t in policy.titles]
+        self._titles += [("preprint_title", _Title.of(t)) for t in policy.preprint_titles]
+
+    def scan(self, *texts: str | bytes | None) -> list[str]:
+        found: set[str] = set()
+        for text in texts:
+            if text:
+                found |= self._scan_one(text.decode("utf-8", "replace") if isinstance(text, bytes) else text)
+        return sorted(found)
+
+    def _scan_one(self, raw: str) -> set[str]:
+        p = self.policy
+        found: set[str] = set()
+        norm = normalize_text(raw)
+        stripped = _TAG.sub(" ", norm)
+        variants = (norm, _BROKEN_AFTER_PUNCT.sub(r"\1", _TAG.sub("", norm)))
+        for kind, dois in (("doi", p.dois), ("preprint_doi", p.preprint_dois)):
+            if any(_contains_doi(v, d) for d in dois for v in variants):
+                found.add(kind)
+        if any(_contains_pmid(norm, x) for x in p.pmids):
+            found.add("pmid")
+        if any(_contains_pmcid(v, x) for x in p.pmcids for v in (norm, stripped)):
+            found.add("pmcid")
+        if self._titles:
+            words = title_words(stripped)
+            index: dict[str, list[int]] = {}
+            for i, w in enumerate(words):
+                index.setdefault(w, []).append(i)
+            for kind, title in self._titles:
+                if kind not in found and _title_found(words, index, title):
+                    found.add(kind)
+        return found
