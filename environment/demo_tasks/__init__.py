@@ -1,0 +1,30 @@
+"""Three small demo tasks built from published measurements (handbook and review tables).
+
+Each slug has ``<slug>/task/`` (what an agent sees) and ``<slug>/answers.json`` (kept outside the task,
+with a citation for every value and the mapping from the anonymized ids back to readable ones).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_ROOT = Path(__file__).resolve().parent
+
+#: The demo tasks: chemistry (pKa), materials (electrolyte solvents), biology (enzyme kinetics).
+DEMO_TASKS: list[str] = ["aromatic-acidity", "electrolyte-solvents", "enzyme-kinetics"]
+
+
+def _check(slug: str) -> Path:
+    if slug not in DEMO_TASKS:
+        raise KeyError(f"no demo task {slug!r}; choose one of {DEMO_TASKS}")
+    return _ROOT / slug
+
+
+def demo_task_dir(slug: str) -> Path:
+    """The task directory of a demo task."""
+    return _check(slug) / "task"
+
+
+def demo_answers_path(slug: str) -> Path:
+    """The answers file of a demo task (outside its task directory)."""
+    return _check(slug) / "answers.json"

@@ -1,0 +1,94 @@
+"""How well a submitted order agrees with measured values: Spearman with average ranks, pairs, top-1.
+
+A submitted order lists experiment ids from the lowest to the highest predicted value, so the submitted
+rank of the item at position ``p`` (0-based) is ``p + 1`` and submitted ranks never tie. Measured values
+may tie; tied values share the average of the ranks they span (paper §2.5, equation 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+
+def average_ranks(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Ranks 1..n of ``values`` (lowest = 1); tied values get the mean of the ranks they span."""
+    x = np.asarray(values, dtype=float)
+    n = x.size
+    order = np.argsort(x, kind="mergesort")
+    sorted_x = x[order]
+    ranks = np.empty(n, dtype=float)
+    start = 0
+    while start < n:
+        stop = start + 1
+        while stop < n and sorted_x[stop] == sorted_x[start]:
+            stop += 1
+        # positions start..stop-1 hold ranks start+1..stop; their mean is (start + 1 + stop) / 2
+        ranks[order[start:stop]] = (start + 1 + stop) / 2.0
+        start = stop
+    return ranks
+
+
+def centered_measured_ranks(values: Sequence[float] | np.ndarray) -> tuple[np.ndarray, float]:
+    """Measured ranks minus their mean, and the norm of the submitted-rank vector times theirs.
+
+    ``rho = (centered @ submitted_ranks) / denominator`` for any strict submitted order, which is how the
+    grader and the chance threshold evaluate many orders quickly.
+    """
+    ranks = average_ranks(values)
+    n = ranks.size
+    centered = ranks - ranks.mean()
+    # submitted ranks are a permutation of 1..n: sum of squared deviations = n (n^2 - 1) / 12
+    denominator = float(np.sqrt(centered @ centered) * np.sqrt(n * (n * n - 1) / 12.0))
+    return centered, denominator
+
+
+def spearman_of_order(order: Sequence[str], values: Mapping[str, float]) -> float:
+    """Spearman's rho between a strict order (lowest first) and measured values (ties averaged).
+
+    ``order`` must list each key of ``values`` once. Returns NaN when all measured values are equal.
+    """
+    measured = np.array([values[e] for e in order], dtype=float)
+    centered, denominator = centered_measured_ranks(measured)
+    if denominator == 0.0:
+        return float("nan")
+    submitted = np.arange(1, len(order) + 1, dtype=float)
+    return float(np.clip((centered @ submitted) / denominator, -1.0, 1.0))
+
+
+def spearman_of_values(a: Sequence[float], b: Sequence[float]) -> float:
+    """Spearman's rho between two value lists (both may tie; average ranks); NaN if either is constant."""
+    ra = average_ranks(a)
+    rb = average_ranks(b)
+    ra -= ra.mean()
+    rb -= rb.mean()
+    denominator = float(np.sqrt((ra @ ra) * (rb @ rb)))
+    if denominator == 0.0:
+        return float("nan")
+    return float(np.clip((ra @ rb) / denominator, -1.0, 1.0))
+
+
+def pairs_in_order(order: Sequence[str], values: Mapping[str, float]) -> float:
+    """Share of pairs placed in measured order, among the pairs whose measured values differ.
+
+    A pair (i before j in ``order``) counts as in order when ``values[i] < values[j]``. Returns NaN when all
+    values tie.
+    """
+    measured = np.array([values[e] for e in order], dtype=float)
+    diff = measured[None, :] - measured[:, None]  # diff[i, j] = v_j - v_i
+    upper = np.triu(np.ones_like(diff, dtype=bool), k=1)
+    untied = upper & (diff != 0)
+    total = int(untied.sum())
+    if total == 0:
+        return float("nan")
+    return float((untied & (diff > 0)).sum() / total)
+
+
+def top1_hit(order: Sequence[str], values: Mapping[str, float]) -> bool:
+    """Whether the item submitted as highest (last in ``order``) has the highest measured value.
+
+    With a tie at the top, placing any of the tied items last is a hit.
+    """
+    best = max(values[e] for e in order)
+    return values[order[-1]] == best

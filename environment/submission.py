@@ -1,0 +1,396 @@
+"""The submission (``rankings.json``): strict validation, recovery of known schema departures, writing.
+
+Rules (paper §2.5): UTF-8 JSON of at most 1 MiB with unique keys; the task identity; every comparison
+group exactly once; each group's ``order`` lists every experiment of the group exactly once. An error that
+affects the whole file (unparsable, too large, wrong task, unknown group, no groups) makes the file
+invalid (task score -1); an error confined to one group (absent, listed twice, incomplete or padded
+order) invalidates only that group (its rho is -1, it keeps its weight).
+
+With ``recover=True`` the five schema departures of the paper's Appendix E.1 are mapped back to the
+canonical schema before the rules are checked, without moving any item of any order:
+
+1. ``rankings`` is an object keyed by group id (values: the order, or a sub-object holding it);
+2. an alternative ordering key in a group object: ``item_ids``, ``ranking``, ``ranked_item_ids``,
+   ``items``, ``ordering``, ``ordered_item_ids``;
+3. an alternative top-level key for ``rankings``: ``groups`` or ``predictions``;
+4. ``group`` for ``group_id``;
+5. ``task`` and ``version`` for ``task_id`` and ``task_version``.
+
+A canonical key always wins over an alternative one; two different alternatives present at once are
+ambiguous and are not recovered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from environment.task import Task
+
+MAX_SUBMISSION_BYTES = 1024 * 1024
+ORDER_KEY = "order"
+ALT_ORDER_KEYS = ("item_ids", "ranking", "ranked_item_ids", "items", "ordering", "ordered_item_ids")
+ALT_TOP_KEYS = ("groups", "predictions")
+
+DEPARTURE_KEYED_BY_GROUP = "object keyed by group id"
+DEPARTURE_ORDER_KEY = "alternative ordering key"
+DEPARTURE_TOP_KEY = "alternative top-level key"
+DEPARTURE_GROUP_KEY = "alternative group identifier key"
+DEPARTURE_IDENTITY = "renamed identity fields"
+
+
+class ValidationReport(BaseModel):
+    """The outcome of validating one submission against one task.
+
+    ``valid``: no file error and no group error (after recovery when it was enabled). ``orders``: the
+    order of every group that passed, keyed by group id. ``normalized``: the canonical submission built
+    from the file (recovered where needed; each order exactly as given), present when there is no file
+    error. ``recovered``: one line per schema departure that was mapped back.
+    """
+
+    valid: bool
+    file_errors: list[str] = Field(default_factory=list)
+    group_errors: dict[str, list[str]] = Field(default_factory=dict)
+    recovered: list[str] = Field(default_factory=list)
+    normalized: dict[str, Any] | None = None
+    orders: dict[str, list[str]] = Field(default_factory=dict)
+
+    @property
+    def strict_valid(self) -> bool:
+        """Valid without any recovery: what the strict grader accepts."""
+        return self.valid and not self.recovered
+
+    def messages(self) -> list[str]:
+        """Every error as one line, file errors first."""
+        out = list(self.file_errors)
+        for group_id, errors in self.group_errors.items():
+            out.extend(f"group {group_id}: {e}" for e in errors)
+        return out
+
+
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(f"the key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def parse_submission_bytes(raw: bytes) -> tuple[Any, str | None]:
+    """Parse raw bytes under the file rules; return ``(document, None)`` or ``(None, error)``."""
+    if len(raw) > MAX_SUBMISSION_BYTES:
+        return None, f"the file has {len(raw)} bytes, more than the limit of {MAX_SUBMISSION_BYTES} (1 MiB)"
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, f"the file is not UTF-8: {exc}"
+    if text.startswith("\ufeff"):
+        return None, "the file starts with a byte-order mark; write plain UTF-8 JSON"
+    if not text.strip():
+        return None, "the file is empty"
+    try:
+        return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_reject_constant), None
+    except _DuplicateKey as exc:
+        return None, f"keys must be unique: {exc}"
+    except RecursionError:
+        return None, "the JSON is nested too deeply"
+    except ValueError as exc:  # JSONDecodeError and rejected constants
+        return None, f"the file is not valid JSON: {exc}"
+
+
+def _load(data: Any) -> tuple[Any, str | None]:
+    if isinstance(data, os.PathLike):
+        path = Path(data)
+        if not path.is_file():
+            return None, f"no submission file at {path}"
+        try:
+            return parse_submission_bytes(path.read_bytes())
+        except OSError as exc:
+            return None, f"cannot read {path}: {exc}"
+    if isinstance(data, bytes | bytearray | memoryview):
+        return parse_submission_bytes(bytes(data))
+    if isinstance(data, str):
+        try:
+            raw = data.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            return None, f"the text is not valid UTF-8: {exc}"
+        document, error = parse_submission_bytes(raw)
+        if error and not data.lstrip().startswith(("{", "[")):
+            error += " (a str is read as JSON text; pass a pathlib.Path to read a file)"
+        return document, error
+    try:
+        encoded = json.dumps(data, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError, RecursionError) as exc:
+        return None, f"the submission cannot be written as JSON: {exc}"
+    if len(encoded) > MAX_SUBMISSION_BYTES:
+        return None, f"the submission has {len(encoded)} bytes as JSON, more than the limit of 1 MiB"
+    return data, None
+
+
+class _Departures:
+    """Collects which departures were recovered, with their details, in first-seen order."""
+
+    def __init__(self) -> None:
+        self.details: dict[str, list[str]] = {}
+
+    def add(self, kind: str, detail: str) -> None:
+        bucket = self.details.setdefault(kind, [])
+        if detail not in bucket:
+            bucket.append(detail)
+
+    def lines(self) -> list[str]:
+        return [f"{kind}: {'; '.join(details)}" for kind, details in self.details.items()]
+
+
+def _pick_key(obj: dict[str, Any], canonical: str, alternatives: tuple[str, ...], recover: bool) -> tuple[str | None, str | None]:
+    """The key to read: ``(key, None)``, or ``(None, reason)`` when none or several alternatives fit."""
+    if canonical in obj:
+        return canonical, None
+    if not recover:
+        return None, None
+    present = [k for k in alternatives if k in obj]
+    if len(present) == 1:
+        return present[0], None
+    if len(present) > 1:
+        return None, f"several alternative keys {present} for {canonical!r}; cannot tell which to use"
+    return None, None
+
+
+def _extract_order(obj: dict[str, Any], recover: bool, where: str, departures: _Departures) -> tuple[Any, str | None]:
+    key, ambiguity = _pick_key(obj, ORDER_KEY, ALT_ORDER_KEYS, recover)
+    if key is None:
+        return None, ambiguity or f"{where} has no {ORDER_KEY!r} list"
+    if key != ORDER_KEY:
+        departures.add(DEPARTURE_ORDER_KEY, f"{key!r} for {ORDER_KEY!r}")
+    return obj[key], None
+
+
+def _group_entries(
+    container: Any, task: Task, recover: bool, departures: _Departures, file_errors: list[str]
+) -> list[tuple[str, Any, str | None]]:
+    """``(group_id, order_or_None, error_or_None)`` per group entry of the file, in file order."""
+    known = set(task.group_ids)
+    entries: list[tuple[str, Any, str | None]] = []
+    if isinstance(container, dict):
+        if not recover:
+            file_errors.append(
+                "'rankings' must be a list of {\"group_id\", \"order\"} objects, not an object keyed by group id"
+            )
+            return []
+        departures.add(DEPARTURE_KEYED_BY_GROUP, "groups given as an object mapping group id to its order")
+        for group_id, value in container.items():
+            if group_id not in known:
+                file_errors.append(f"unknown group {group_id!r} (the task's groups are {task.group_ids})")
+                continue
+            if isinstance(value, list):
+                entries.append((group_id, value, None))
+            elif isinstance(value, dict):
+                order, error = _extract_order(value, recover, f"the entry of group {group_id!r}", departures)
+                entries.append((group_id, order, error))
+            else:
+                entries.append((group_id, None, f"the entry of group {group_id!r} is neither a list nor an object"))
+        return entries
+    if not isinstance(container, list):
+        file_errors.append(f"'rankings' must be a list of group objects, not {type(container).__name__}")
+        return []
+    for index, entry in enumerate(container):
+        where = f"rankings[{index}]"
+        if not isinstance(entry, dict):
+            file_errors.append(f"{where} must be an object with 'group_id' and 'order', not {type(entry).__name__}")
+            continue
+        key, ambiguity = _pick_key(entry, "group_id", ("group",), recover)
+        if key is None:
+            file_errors.append(ambiguity or f"{where} has no 'group_id'")
+            continue
+        if key != "group_id":
+            departures.add(DEPARTURE_GROUP_KEY, "'group' for 'group_id'")
+        group_id = entry[key]
+        if not isinstance(group_id, str):
+            file_errors.append(f"{where}: the group id must be a string, not {type(group_id).__name__}")
+            continue
+        if group_id not in known:
+            file_errors.append(f"unknown group {group_id!r} (the task's groups are {task.group_ids})")
+            continue
+        order, error = _extract_order(entry, recover, where, departures)
+        entries.append((group_id, order, error))
+    return entries
+
+
+def _check_order(order: Any, expected: list[str]) -> list[str]:
+    if not isinstance(order, list):
+        return [f"the order must be a list of experiment ids, not {type(order).__name__}"]
+    not_text = [i for i, item in enumerate(order) if not isinstance(item, str)]
+    if not_text:
+        return [f"order items must be experiment id strings; positions {not_text[:10]} are not"]
+    errors: list[str] = []
+    counts: dict[str, int] = {}
+    for item in order:
+        counts[item] = counts.get(item, 0) + 1
+    repeated = [item for item, count in counts.items() if count > 1]
+    if repeated:
+        errors.append(f"experiments listed more than once: {repeated[:20]}")
+    expected_set = set(expected)
+    unknown = [item for item in counts if item not in expected_set]
+    if unknown:
+        errors.append(f"ids that are not experiments of this group: {unknown[:20]}")
+    missing = [e for e in expected if e not in counts]
+    if missing:
+        errors.append(f"{len(missing)} of {len(expected)} experiments missing: {missing[:20]}")
+    return errors
+
+
+def _identity(doc: dict[str, Any], task: Task, recover: bool, departures: _Departures, file_errors: list[str]) -> None:
+    renamed: list[str] = []
+    key, _ = _pick_key(doc, "task_id", ("task",), recover)
+    if key is None:
+        file_errors.append("the file does not state 'task_id'")
+    else:
+        if key != "task_id":
+            renamed.append("'task' for 'task_id'")
+        if doc[key] != task.task_id:
+            file_errors.append(f"task_id {doc[key]!r} is not this task's id {task.task_id!r}")
+    key, _ = _pick_key(doc, "task_version", ("version",), recover)
+    if key is not None:
+        if key != "task_version":
+            renamed.append("'version' for 'task_version'")
+        if doc[key] != task.task_version:
+            file_errors.append(f"task_version {doc[key]!r} is not this task's version {task.task_version!r}")
+    if renamed:
+        departures.add(DEPARTURE_IDENTITY, ", ".join(renamed))
+
+
+def validate_submission(data: Any, task: Task, *, recover: bool = True) -> ValidationReport:
+    """Check a submission against ``task``. Never raises on bad input.
+
+    ``data``: a ``pathlib.Path`` (read from disk), ``bytes`` (the raw file), ``str`` (JSON text) or an
+    already parsed object. ``task_version`` may be omitted from the file; when present it must equal the
+    task's version string. Extra keys are ignored.
+    """
+    departures = _Departures()
+    document, error = _load(data)
+    if error is not None:
+        return ValidationReport(valid=False, file_errors=[error])
+    if not isinstance(document, dict):
+        return ValidationReport(
+            valid=False, file_errors=[f"the file must hold a JSON object, not {type(document).__name__}"]
+        )
+    file_errors: list[str] = []
+    _identity(document, task, recover, departures, file_errors)
+    key, ambiguity = _pick_key(document, "rankings", ALT_TOP_KEYS, recover)
+    entries: list[tuple[str, Any, str | None]] = []
+    if key is None:
+        file_errors.append(ambiguity or "the file has no 'rankings'")
+    else:
+        if key != "rankings":
+            departures.add(DEPARTURE_TOP_KEY, f"{key!r} for 'rankings'")
+        container = document[key]
+        if isinstance(container, list | dict) and len(container) == 0:
+            file_errors.append("'rankings' is empty: list every comparison group")
+        else:
+            entries = _group_entries(container, task, recover, departures, file_errors)
+    recovered = departures.lines()
+    if file_errors:
+        return ValidationReport(valid=False, file_errors=file_errors, recovered=recovered)
+
+    group_errors: dict[str, list[str]] = {}
+    orders: dict[str, list[str]] = {}
+    by_group: dict[str, list[tuple[Any, str | None]]] = {}
+    for group_id, order, entry_error in entries:
+        by_group.setdefault(group_id, []).append((order, entry_error))
+    for group in task.groups:
+        found = by_group.get(group.group_id, [])
+        if not found:
+            group_errors[group.group_id] = ["the group is absent from the submission"]
+            continue
+        if len(found) > 1:
+            group_errors[group.group_id] = [f"the group is listed {len(found)} times; list it once"]
+            continue
+        order, entry_error = found[0]
+        errors = [entry_error] if entry_error else _check_order(order, group.experiment_ids)
+        if errors:
+            group_errors[group.group_id] = errors
+        else:
+            orders[group.group_id] = list(order)
+    normalized = {
+        "task_id": task.task_id,
+        "task_version": task.task_version,
+        "rankings": [
+            {"group_id": group_id, "order": list(order)}
+            for group_id, order, entry_error in entries
+            if entry_error is None and isinstance(order, list)
+        ],
+    }
+    return ValidationReport(
+        valid=not group_errors,
+        group_errors=group_errors,
+        recovered=recovered,
+        normalized=normalized,
+        orders=orders,
+    )
+
+
+def fallback_submission(task: Task) -> dict[str, Any]:
+    """A valid submission that lists every group in its presented order (the contract's order)."""
+    return {
+        "task_id": task.task_id,
+        "task_version": task.task_version,
+        "rankings": [{"group_id": g.group_id, "order": list(g.experiment_ids)} for g in task.groups],
+    }
+
+
+def submission_from_orders(task: Task, orders: dict[str, list[str]]) -> dict[str, Any]:
+    """A canonical submission dict from ``{group_id: order}``, groups in the contract's order."""
+    return {
+        "task_id": task.task_id,
+        "task_version": task.task_version,
+        "rankings": [{"group_id": g.group_id, "order": list(orders[g.group_id])} for g in task.groups],
+    }
+
+
+def write_submission_atomic(path: str | Path, data: dict[str, Any]) -> Path:
+    """Write ``data`` as UTF-8 JSON to ``path`` so a reader never sees a partial file.
+
+    The JSON goes to a temporary file in the same directory, is flushed and fsynced, then renamed over
+    ``path`` with ``os.replace``; the directory is fsynced too where the platform allows.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(data, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except FileNotFoundError:
+            pass
+        raise
+    try:
+        dir_fd = os.open(target.parent, os.O_RDONLY)
+    except OSError:
+        return target
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+    return target

@@ -1,0 +1,355 @@
+"""A benchmark task: the directory the agent sees, and the answers kept apart from it.
+
+A task directory holds ``contract.json`` (task id and version, title, comparison groups), ``instruction.md``,
+``targets.csv`` (one row per experiment: ``experiment_id``, ``group_id``, then the conditions), and
+optionally ``experiment.md``, ``protocol.json`` and input files (structures, sequences). ``answers.json``
+(the measured value of every experiment) never lives inside it. Formats: ``docs/task-format.md``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+#: Files of a task directory that are not input files.
+TASK_FILES = ("contract.json", "instruction.md", "experiment.md", "protocol.json", "targets.csv")
+REQUIRED_FILES = ("contract.json", "instruction.md", "targets.csv")
+DEFAULT_DIRECTION = "order from lowest to highest measured value"
+WEIGHT_TOLERANCE = 1e-6
+
+
+class TaskError(ValueError):
+    """A task or answers file that cannot be used as given; the message says what to fix."""
+
+
+class Group(BaseModel):
+    """One comparison group: experiments sharing one measured endpoint, ranked lowest to highest."""
+
+    model_config = ConfigDict(extra="allow")
+
+    group_id: str
+    endpoint: str = ""
+    direction: str = DEFAULT_DIRECTION
+    weight: float
+    experiment_ids: list[str]
+
+
+class Task(BaseModel):
+    """A loaded task directory. ``groups`` keep the contract's (presented) order of experiments."""
+
+    task_id: str
+    task_version: str
+    title: str = ""
+    groups: list[Group]
+    root: Path
+    instruction: str = ""
+    experiment: str = ""
+    protocol: dict[str, Any] = Field(default_factory=dict)
+    targets: list[dict[str, Any]] = Field(default_factory=list)
+    target_columns: list[str] = Field(default_factory=list)
+    numeric_columns: list[str] = Field(default_factory=list)
+    input_files: list[str] = Field(default_factory=list)
+
+    def group(self, group_id: str) -> Group:
+        for group in self.groups:
+            if group.group_id == group_id:
+                return group
+        raise KeyError(group_id)
+
+    @property
+    def group_ids(self) -> list[str]:
+        return [g.group_id for g in self.groups]
+
+    @property
+    def n_experiments(self) -> int:
+        return sum(len(g.experiment_ids) for g in self.groups)
+
+    def condition_columns(self) -> list[str]:
+        """The columns of ``targets.csv`` after ``experiment_id`` and ``group_id``."""
+        return [c for c in self.target_columns if c not in ("experiment_id", "group_id")]
+
+    def rows_of(self, group_id: str) -> list[dict[str, Any]]:
+        """The ``targets.csv`` rows of one group, in file order."""
+        return [row for row in self.targets if row["group_id"] == group_id]
+
+
+class AnswerGroup(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    group_id: str
+    weight: float | None = None
+    unit: str | None = None
+    values: dict[str, float]
+    sources: dict[str, str] = Field(default_factory=dict)
+
+
+class Answers(BaseModel):
+    """Measured values per experiment per group, read only by the grader and statistics."""
+
+    model_config = ConfigDict(extra="allow")
+
+    task_id: str
+    task_version: str
+    groups: list[AnswerGroup]
+
+    def group(self, group_id: str) -> AnswerGroup:
+        for group in self.groups:
+            if group.group_id == group_id:
+                return group
+        raise KeyError(group_id)
+
+
+def _read_json(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise TaskError(f"{what}: {path} does not exist") from None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise TaskError(f"{what}: cannot read {path}: {exc}") from None
+    try:
+        return json.loads(text, object_pairs_hook=_unique_pairs(path.name))
+    except json.JSONDecodeError as exc:
+        raise TaskError(f"{what}: {path.name} is not valid JSON: {exc}") from None
+
+
+def _unique_pairs(name: str):
+    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise TaskError(f"{name} has the key {key!r} twice in one object")
+            out[key] = value
+        return out
+
+    return hook
+
+
+def _as_id(value: Any, where: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise TaskError(f"{where} must be a string, not {type(value).__name__}")
+    text = str(value)
+    if not text.strip():
+        raise TaskError(f"{where} is empty")
+    return text
+
+
+def parse_contract(data: Any, root: Path) -> dict[str, Any]:
+    """Check a contract object and return task fields with weights filled in (equal when absent)."""
+    if not isinstance(data, dict):
+        raise TaskError("contract.json must hold a JSON object")
+    for key in ("task_id", "task_version", "groups"):
+        if key not in data:
+            raise TaskError(f"contract.json lacks {key!r}")
+    task_id = _as_id(data["task_id"], "contract.json task_id")
+    task_version = _as_id(data["task_version"], "contract.json task_version")
+    raw_groups = data["groups"]
+    if not isinstance(raw_groups, list) or not raw_groups:
+        raise TaskError("contract.json 'groups' must be a non-empty list")
+    groups: list[dict[str, Any]] = []
+    seen_groups: set[str] = set()
+    for index, raw in enumerate(raw_groups):
+        where = f"contract.json groups[{index}]"
+        if not isinstance(raw, dict):
+            raise TaskError(f"{where} must be an object")
+        if "group_id" not in raw:
+            raise TaskError(f"{where} lacks 'group_id'")
+        group_id = _as_id(raw["group_id"], f"{where}.group_id")
+        if group_id in seen_groups:
+            raise TaskError(f"contract.json names group {group_id!r} twice")
+        seen_groups.add(group_id)
+        ids = raw.get("experiment_ids")
+        if not isinstance(ids, list) or len(ids) < 2:
+            raise TaskError(f"group {group_id!r}: 'experiment_ids' must list at least two experiments")
+        ids = [_as_id(x, f"group {group_id!r} experiment id") for x in ids]
+        duplicates = sorted({x for x in ids if ids.count(x) > 1})
+        if duplicates:
+            raise TaskError(f"group {group_id!r} lists experiment ids more than once: {duplicates}")
+        weight = raw.get("weight")
+        if weight is not None and (
+            isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight < 0
+        ):
+            raise TaskError(f"group {group_id!r}: weight must be a non-negative number, not {weight!r}")
+        groups.append({**raw, "group_id": group_id, "experiment_ids": ids, "weight": weight})
+    given = [g["weight"] for g in groups if g["weight"] is not None]
+    if given and len(given) != len(groups):
+        raise TaskError("contract.json: give a weight for every group or for none (then groups weigh equally)")
+    if not given:
+        for g in groups:
+            g["weight"] = 1.0 / len(groups)
+    elif abs(sum(given) - 1.0) > WEIGHT_TOLERANCE:
+        raise TaskError(f"contract.json: group weights sum to {sum(given):.6g}, not 1")
+    return {
+        "task_id": task_id,
+        "task_version": task_version,
+        "title": str(data.get("title", "")),
+        "groups": [Group(**g) for g in groups],
+        "root": root,
+    }
+
+
+def _numeric(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def parse_targets(text: str, groups: list[Group]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
+    """Parse ``targets.csv`` and check it has one row per experiment of the contract, and no other.
+
+    A condition column whose non-empty cells all parse as finite numbers becomes numeric (floats; empty
+    cells become ``None``). ``experiment_id`` and ``group_id`` always stay strings.
+    """
+    reader = csv.DictReader(io.StringIO(text))
+    columns = list(reader.fieldnames or [])
+    for needed in ("experiment_id", "group_id"):
+        if needed not in columns:
+            raise TaskError(f"targets.csv lacks the column {needed!r} (columns: {columns})")
+    if len(set(columns)) != len(columns):
+        raise TaskError("targets.csv has a repeated column name")
+    rows: list[dict[str, Any]] = []
+    for line, row in enumerate(reader, start=2):
+        if None in row or any(v is None for v in row.values()):
+            raise TaskError(f"targets.csv line {line} has a different number of cells than the header")
+        rows.append({k: (v or "").strip() for k, v in row.items()})
+    expected = {(g.group_id, e) for g in groups for e in g.experiment_ids}
+    seen: set[tuple[str, str]] = set()
+    for line, row in enumerate(rows, start=2):
+        key = (row["group_id"], row["experiment_id"])
+        if key in seen:
+            raise TaskError(f"targets.csv line {line}: experiment {key[1]!r} of group {key[0]!r} appears twice")
+        if key not in expected:
+            raise TaskError(
+                f"targets.csv line {line}: experiment {key[1]!r} of group {key[0]!r} is not in contract.json"
+            )
+        seen.add(key)
+    missing = sorted(expected - seen)
+    if missing:
+        shown = ", ".join(f"{e} ({g})" for g, e in missing[:10])
+        raise TaskError(f"targets.csv has no row for {len(missing)} experiment(s) of the contract: {shown}")
+    numeric: list[str] = []
+    for column in columns:
+        if column in ("experiment_id", "group_id"):
+            continue
+        cells = [row[column] for row in rows if row[column] != ""]
+        if cells and all(_numeric(c) is not None for c in cells):
+            numeric.append(column)
+            for row in rows:
+                row[column] = _numeric(row[column]) if row[column] != "" else None
+    return rows, columns, numeric
+
+
+def load_task(path: str | Path) -> Task:
+    """Load and check a task directory; raise :class:`TaskError` saying what is wrong."""
+    root = Path(path)
+    if not root.is_dir():
+        raise TaskError(f"task directory {root} does not exist or is not a directory")
+    for name in REQUIRED_FILES:
+        if not (root / name).is_file():
+            raise TaskError(f"task directory {root} lacks {name}")
+    if (root / "answers.json").exists():
+        raise TaskError(f"{root} holds answers.json: answers must be kept outside the task directory")
+    fields = parse_contract(_read_json(root / "contract.json", "contract"), root.resolve())
+    try:
+        targets_text = (root / "targets.csv").read_text(encoding="utf-8-sig")
+        instruction = (root / "instruction.md").read_text(encoding="utf-8")
+        experiment_path = root / "experiment.md"
+        experiment = experiment_path.read_text(encoding="utf-8") if experiment_path.is_file() else ""
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"task file is not UTF-8 text: {exc}") from None
+    protocol: dict[str, Any] = {}
+    if (root / "protocol.json").is_file():
+        loaded = _read_json(root / "protocol.json", "protocol")
+        if not isinstance(loaded, dict):
+            raise TaskError("protocol.json must hold a JSON object")
+        protocol = loaded
+    rows, columns, numeric = parse_targets(targets_text, fields["groups"])
+    inputs = sorted(
+        p.relative_to(root).as_posix()
+        for p in root.rglob("*")
+        if p.is_file() and p.relative_to(root).as_posix() not in TASK_FILES
+    )
+    return Task(
+        **fields,
+        instruction=instruction,
+        experiment=experiment,
+        protocol=protocol,
+        targets=rows,
+        target_columns=columns,
+        numeric_columns=numeric,
+        input_files=inputs,
+    )
+
+
+def parse_answers(data: Any) -> Answers:
+    if not isinstance(data, dict):
+        raise TaskError("answers.json must hold a JSON object")
+    for key in ("task_id", "task_version", "groups"):
+        if key not in data:
+            raise TaskError(f"answers.json lacks {key!r}")
+    if not isinstance(data["groups"], list):
+        raise TaskError("answers.json 'groups' must be a list")
+    groups = []
+    for index, raw in enumerate(data["groups"]):
+        if not isinstance(raw, dict) or "group_id" not in raw or not isinstance(raw.get("values"), dict):
+            raise TaskError(f"answers.json groups[{index}] must be an object with 'group_id' and 'values'")
+        values: dict[str, float] = {}
+        for exp, value in raw["values"].items():
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise TaskError(
+                    f"answers.json group {raw['group_id']!r}: the value of {exp!r} must be a finite number, "
+                    f"not {value!r}"
+                )
+            values[str(exp)] = float(value)
+        groups.append(AnswerGroup(**{**raw, "group_id": str(raw["group_id"]), "values": values}))
+    return Answers(
+        **{**data, "task_id": str(data["task_id"]), "task_version": str(data["task_version"]), "groups": groups}
+    )
+
+
+def load_answers(path: str | Path) -> Answers:
+    """Load ``answers.json``; raise :class:`TaskError` if it is malformed."""
+    return parse_answers(_read_json(Path(path), "answers"))
+
+
+def check_answers(task: Task, answers: Answers) -> None:
+    """Raise :class:`TaskError` unless ``answers`` has a value for every experiment of ``task``.
+
+    Also requires matching task identity and weights (when the answers give them), and at least two
+    distinct values per group (a group whose values are all equal cannot be scored by rank correlation).
+    """
+    if answers.task_id != task.task_id or answers.task_version != task.task_version:
+        raise TaskError(
+            f"answers are for task {answers.task_id!r} version {answers.task_version!r}, "
+            f"not {task.task_id!r} version {task.task_version!r}"
+        )
+    answer_ids = [g.group_id for g in answers.groups]
+    if sorted(answer_ids) != sorted(task.group_ids):
+        raise TaskError(f"answers name groups {answer_ids}, the task has {task.group_ids}")
+    for group in task.groups:
+        given = answers.group(group.group_id)
+        if given.weight is not None and abs(given.weight - group.weight) > WEIGHT_TOLERANCE:
+            raise TaskError(
+                f"group {group.group_id!r}: weight {given.weight} in answers differs from {group.weight} in the contract"
+            )
+        missing = [e for e in group.experiment_ids if e not in given.values]
+        extra = sorted(set(given.values) - set(group.experiment_ids))
+        if missing or extra:
+            raise TaskError(
+                f"group {group.group_id!r}: answers lack values for {missing} and have unknown experiments {extra}"
+            )
+        if len({given.values[e] for e in group.experiment_ids}) < 2:
+            raise TaskError(f"group {group.group_id!r}: all measured values are equal, so no order can be scored")
+
+
+def measured_values(task: Task, answers: Answers, group_id: str) -> list[float]:
+    """The measured values of a group, in the contract's order of experiment ids."""
+    values = answers.group(group_id).values
+    return [values[e] for e in task.group(group_id).experiment_ids]
