@@ -1,0 +1,192 @@
+"""Third-party tools through the spu.tools entry point; the HTTP transport's safety rules; the cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def plugin_dir(tmp_path_factory):
+    """The example plugin installed (with its entry-point metadata) into a directory on PYTHONPATH."""
+    target = tmp_path_factory.mktemp("plugin")
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
+                    "--target", str(target), str(REPO / "examples" / "spu-example-plugin")], check=True)
+    return target
+
+
+def test_example_plugin_appears_and_runs(spu_env, plugin_dir, start_mcp_server):
+    env = {**spu_env, "PYTHONPATH": os.pathsep.join([str(plugin_dir), spu_env["PYTHONPATH"]])}
+    server = start_mcp_server(env)
+    tools = {t.name: t for t in server.list_tools()}
+    assert {"example_buffer_ph", "example_molar_volume"} <= set(tools)
+    assert tools["example_buffer_ph"].annotations.read_only_hint is True
+    assert "wait_s" in tools["example_molar_volume"].input_schema["properties"]
+    assert server.call_ok("example_buffer_ph", {"pka": 4.76, "acid_molar": 0.1, "base_molar": 0.1})["ph"] == 4.76
+    # R T / p at 273.15 K and 101325 Pa: 22.414 L/mol (CODATA molar volume of an ideal gas)
+    vol = server.call_ok("example_molar_volume", {"temperature_k": 273.15, "pressure_pa": 101325})
+    assert vol["molar_volume_l_per_mol"] == pytest.approx(22.414, abs=1e-3)
+    assert server.call_error("example_buffer_ph", {"pka": 4.76, "acid_molar": 1, "base_molar": 1e-6})[
+        "code"] == "invalid_input"
+
+
+def test_every_tool_is_annotated_and_named_by_the_rules(mcp_server):
+    tools = mcp_server.list_tools()
+    assert {"system_info", "job_wait", "job_cancel", "jobs"} <= {t.name for t in tools}
+    for t in tools:
+        assert len(t.name) < 40 and t.name == t.name.lower()
+        a = t.annotations
+        assert None not in (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint), t.name
+        assert t.description and t.input_schema["type"] == "object"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spu(*args: str, env=None, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "scaffold.cli", *args], capture_output=True, text=True,
+                          env=env, **kw)
+
+
+def test_http_refuses_public_bind_without_token(spu_env):
+    # the refusal happens before any socket is bound
+    res = _spu("serve", "--transport", "http", "--host", "0.0.0.0", env=spu_env, timeout=60)
+    assert res.returncode == 2 and "needs --token" in res.stderr
+
+
+@pytest.fixture
+def http_server(spu_env):
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "scaffold.cli", "serve", "--transport", "http",
+                             "--port", str(port), "--token", "s3cret"], env=spu_env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}/mcp"
+    for _ in range(100):
+        try:
+            httpx.get(url, timeout=0.5)
+            break
+        except httpx.TransportError:
+            time.sleep(0.1)
+    yield url, port
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "0"}}}
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+def test_http_token_and_rebinding_checks(http_server):
+    url, port = http_server
+    assert httpx.post(url, json=INIT, headers=HEADERS).status_code == 401
+    auth = {**HEADERS, "authorization": "Bearer s3cret"}
+    assert httpx.post(url, json=INIT, headers={**auth, "authorization": "Bearer wrong"}).status_code == 401
+    # a rebound DNS name reaching the loopback server carries a foreign Host header
+    bad_host = httpx.post(url, json=INIT, headers={**auth, "host": "evil.example:80"})
+    assert bad_host.status_code in (403, 421)
+    bad_origin = httpx.post(url, json=INIT, headers={**auth, "origin": "http://evil.example"})
+    assert bad_origin.status_code == 403
+    ok = httpx.post(url, json=INIT, headers=auth)
+    assert ok.status_code == 200 and "protocolVersion" in ok.text
+
+
+def test_http_client_calls_a_tool(http_server):
+    import asyncio
+
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    url, _ = http_server
+
+    async def main():
+        client = httpx.AsyncClient(headers={"authorization": "Bearer s3cret"}, timeout=30)
+        async with streamable_http_client(url, http_client=client) as streams:
+            async with ClientSession(streams[0], streams[1]) as session:
+                await session.initialize()
+                return await session.call_tool("system_info", {})
+
+    result = asyncio.run(main())
+    assert not result.is_error and result.structured_content["cpu_cores"] >= 1
+
+
+def test_server_starts_fast_without_engines(spu_env):
+    """Heavy engines are imported only in workers: the server process must not import them."""
+    code = ("import sys, time; t=time.perf_counter(); from tools_server.server import SpuServer; SpuServer(); "
+            "print(time.perf_counter()-t); print(sorted(m for m in ('torch','pyscf','openmm','rdkit','tblite',"
+            "'xtb','esm','transformers','mdtraj') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=spu_env, check=True)
+    seconds, heavy = out.stdout.strip().splitlines()
+    assert heavy == "[]", f"the server imported engines at start-up: {heavy}"
+
+
+def test_cache_is_safe_under_two_writer_processes(tmp_path):
+    script = (
+        "import sys; from pathlib import Path; from tools_server.cache import ResultCache\n"
+        "c = ResultCache(Path(sys.argv[1]))\n"
+        "for i in range(300):\n"
+        "    c.put(f'{i % 20:064x}', {'writer': sys.argv[2], 'i': i, 'pad': 'x' * 5000})\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), w]) for w in ("a", "b")]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    from tools_server.cache import ResultCache
+
+    cache = ResultCache(tmp_path)
+    entries = [cache.get(f"{i:064x}") for i in range(20)]
+    assert all(e is not None and e["writer"] in ("a", "b") and len(e["pad"]) == 5000 for e in entries)
+    assert not list((tmp_path / "v1").glob("*/.tmp-*"))
+
+
+def test_cache_cli_stats_and_clear(job_server, job_env):
+    job_server.call_ok("test_square", {"x": 11})
+    stats = json.loads(_spu("cache", "stats", "--json", env=job_env, check=True).stdout)
+    assert stats["entries"] == 1 and stats["per_tool"] == {"test_square": 1}
+    assert json.loads(_spu("cache", "clear", "--json", env=job_env, check=True).stdout) == {"removed": 1}
+    assert job_server.call_ok("test_square", {"x": 11})["provenance"]["cache"] == "miss"
+
+
+def test_large_result_becomes_an_artifact(spu_env):
+    from tools_server.dispatch import RESULT_BUDGET_CHARS, fit_budget
+
+    big = {"rows": [{"i": i, "value": i * 0.5} for i in range(5000)], "count": 5000, "provenance": {"tool": "t"}}
+    small = fit_budget("t", big, "abc")
+    assert len(json.dumps(small)) < RESULT_BUDGET_CHARS
+    assert small["count"] == 5000 and "rows" not in small
+    assert json.loads(Path(small["result_artifact"]).read_text())["rows"][4999]["value"] == 2499.5
+
+
+@pytest.mark.slow
+def test_dask_backend_on_a_local_cluster(job_env, monkeypatch):
+    """The swappable executor: the same job on a Dask LocalCluster (loopback only)."""
+    import asyncio
+
+    from distributed import Client, LocalCluster
+
+    from tools_server.dispatch import Dispatcher
+    from tools_server.jobs import DaskExecutor, JobManager
+    from tools_server.registry import load_tools
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    load_tools()
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        dispatcher = Dispatcher(JobManager(DaskExecutor(client=client)))
+        out = asyncio.run(dispatcher.call("test_square", {"x": 12}))
+        assert out["square"] == 144 and out["provenance"]["device"] == "dask"
+        assert out["pid"] != os.getpid()
+        slept = asyncio.run(dispatcher.call("test_sleep", {"seconds": 0.2, "steps": 1, "tag": "dask"}))
+        assert slept["slept_s"] == 0.2 and slept["tag"] == "dask"
