@@ -76,7 +76,9 @@ def anonymize_task(
         check_answers(task, readable_answers)
         answers_target = Path(answers_out) if answers_out is not None else dst.parent / "answers.json"
         if answers_target.exists() and answers_target.resolve() == Path(answers).resolve():
-            raise TaskError(f"{answers_target} would overwrite the readable answers; give another answers_out")
+            raise TaskError(
+                f"{answers_target} would overwrite the readable answers; give another answers_out"
+            )
 
     shutil.copytree(src, dst)
     pattern = _token_pattern(old_ids)
@@ -96,7 +98,9 @@ def anonymize_task(
         rng.shuffle(ids)
         raw["experiment_ids"] = ids
         shuffled[str(raw["group_id"])] = ids
-    (dst / "contract.json").write_text(json.dumps(contract, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (dst / "contract.json").write_text(
+        json.dumps(contract, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
 
     reader = csv.DictReader(io.StringIO((src / "targets.csv").read_text(encoding="utf-8-sig")))
     columns = list(reader.fieldnames or [])
@@ -137,6 +141,13 @@ def anonymize_task(
         map_path = target
     else:
         map_path = Path(answers_out) if answers_out is not None else dst.parent / "id_map.json"
-        map_path.write_text(json.dumps({"task_id": task.task_id, "id_map": reverse}, indent=2) + "\n", encoding="utf-8")
+        map_path.write_text(
+            json.dumps({"task_id": task.task_id, "id_map": reverse}, indent=2) + "\n", encoding="utf-8"
+        )
     load_task(dst)
-    return {"task_dir": str(dst), "mapping_file": str(map_path), "id_map": reverse, "text_replacements": replaced}
+    return {
+        "task_dir": str(dst),
+        "mapping_file": str(map_path),
+        "id_map": reverse,
+        "text_replacements": replaced,
+    }

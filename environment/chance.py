@@ -25,8 +25,8 @@ from environment.task import Answers, Task, check_answers, measured_values
 __all__ = [
     "attainable_max",
     "chance_threshold",
-    "exact_score_distribution",
     "exact_quantile",
+    "exact_score_distribution",
     "pairs_in_order",
     "random_scores",
     "top1_hit",
@@ -112,7 +112,11 @@ def exact_quantile(distribution: dict[float, float], q: float) -> float:
 
 
 def chance_threshold(
-    task: Task, answers: Answers, draws: int = DEFAULT_DRAWS, seed: int = 0, quantile: float = DEFAULT_QUANTILE
+    task: Task,
+    answers: Answers,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+    quantile: float = DEFAULT_QUANTILE,
 ) -> dict[str, Any]:
     """The chance threshold and companions for one task.
 

@@ -57,22 +57,38 @@ def score_report(report: ValidationReport, task: Task, answers: Answers) -> tupl
     for group in task.groups:
         n = len(group.experiment_ids)
         if report.file_errors:
-            groups.append(GroupScore(group_id=group.group_id, rho=FAILED, weight=group.weight, n=n,
-                                     error="file invalid: " + "; ".join(report.file_errors)))
+            groups.append(
+                GroupScore(
+                    group_id=group.group_id,
+                    rho=FAILED,
+                    weight=group.weight,
+                    n=n,
+                    error="file invalid: " + "; ".join(report.file_errors),
+                )
+            )
             total += group.weight * FAILED
             continue
         order = report.orders.get(group.group_id)
         if order is None:
             errors = report.group_errors.get(group.group_id, ["invalid group"])
-            groups.append(GroupScore(group_id=group.group_id, rho=FAILED, weight=group.weight, n=n,
-                                     error="; ".join(errors)))
+            groups.append(
+                GroupScore(
+                    group_id=group.group_id, rho=FAILED, weight=group.weight, n=n, error="; ".join(errors)
+                )
+            )
             total += group.weight * FAILED
             continue
         values = answers.group(group.group_id).values
         rho = spearman_of_order(order, values)
         groups.append(
-            GroupScore(group_id=group.group_id, rho=rho, weight=group.weight, n=n,
-                       pairs_in_order=pairs_in_order(order, values), top1_hit=top1_hit(order, values))
+            GroupScore(
+                group_id=group.group_id,
+                rho=rho,
+                weight=group.weight,
+                n=n,
+                pairs_in_order=pairs_in_order(order, values),
+                top1_hit=top1_hit(order, values),
+            )
         )
         total += group.weight * rho
     if report.file_errors:

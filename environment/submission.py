@@ -156,7 +156,9 @@ class _Departures:
         return [f"{kind}: {'; '.join(details)}" for kind, details in self.details.items()]
 
 
-def _pick_key(obj: dict[str, Any], canonical: str, alternatives: tuple[str, ...], recover: bool) -> tuple[str | None, str | None]:
+def _pick_key(
+    obj: dict[str, Any], canonical: str, alternatives: tuple[str, ...], recover: bool
+) -> tuple[str | None, str | None]:
     """The key to read: ``(key, None)``, or ``(None, reason)`` when none or several alternatives fit."""
     if canonical in obj:
         return canonical, None
@@ -170,7 +172,9 @@ def _pick_key(obj: dict[str, Any], canonical: str, alternatives: tuple[str, ...]
     return None, None
 
 
-def _extract_order(obj: dict[str, Any], recover: bool, where: str, departures: _Departures) -> tuple[Any, str | None]:
+def _extract_order(
+    obj: dict[str, Any], recover: bool, where: str, departures: _Departures
+) -> tuple[Any, str | None]:
     key, ambiguity = _pick_key(obj, ORDER_KEY, ALT_ORDER_KEYS, recover)
     if key is None:
         return None, ambiguity or f"{where} has no {ORDER_KEY!r} list"
@@ -188,7 +192,7 @@ def _group_entries(
     if isinstance(container, dict):
         if not recover:
             file_errors.append(
-                "'rankings' must be a list of {\"group_id\", \"order\"} objects, not an object keyed by group id"
+                '\'rankings\' must be a list of {"group_id", "order"} objects, not an object keyed by group id'
             )
             return []
         departures.add(DEPARTURE_KEYED_BY_GROUP, "groups given as an object mapping group id to its order")
@@ -202,7 +206,9 @@ def _group_entries(
                 order, error = _extract_order(value, recover, f"the entry of group {group_id!r}", departures)
                 entries.append((group_id, order, error))
             else:
-                entries.append((group_id, None, f"the entry of group {group_id!r} is neither a list nor an object"))
+                entries.append(
+                    (group_id, None, f"the entry of group {group_id!r} is neither a list nor an object")
+                )
         return entries
     if not isinstance(container, list):
         file_errors.append(f"'rankings' must be a list of group objects, not {type(container).__name__}")
@@ -210,7 +216,9 @@ def _group_entries(
     for index, entry in enumerate(container):
         where = f"rankings[{index}]"
         if not isinstance(entry, dict):
-            file_errors.append(f"{where} must be an object with 'group_id' and 'order', not {type(entry).__name__}")
+            file_errors.append(
+                f"{where} must be an object with 'group_id' and 'order', not {type(entry).__name__}"
+            )
             continue
         key, ambiguity = _pick_key(entry, "group_id", ("group",), recover)
         if key is None:
@@ -253,7 +261,9 @@ def _check_order(order: Any, expected: list[str]) -> list[str]:
     return errors
 
 
-def _identity(doc: dict[str, Any], task: Task, recover: bool, departures: _Departures, file_errors: list[str]) -> None:
+def _identity(
+    doc: dict[str, Any], task: Task, recover: bool, departures: _Departures, file_errors: list[str]
+) -> None:
     renamed: list[str] = []
     key, _ = _pick_key(doc, "task_id", ("task",), recover)
     if key is None:

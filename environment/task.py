@@ -172,13 +172,18 @@ def parse_contract(data: Any, root: Path) -> dict[str, Any]:
             raise TaskError(f"group {group_id!r} lists experiment ids more than once: {duplicates}")
         weight = raw.get("weight")
         if weight is not None and (
-            isinstance(weight, bool) or not isinstance(weight, int | float) or not math.isfinite(weight) or weight < 0
+            isinstance(weight, bool)
+            or not isinstance(weight, int | float)
+            or not math.isfinite(weight)
+            or weight < 0
         ):
             raise TaskError(f"group {group_id!r}: weight must be a non-negative number, not {weight!r}")
         groups.append({**raw, "group_id": group_id, "experiment_ids": ids, "weight": weight})
     given = [g["weight"] for g in groups if g["weight"] is not None]
     if given and len(given) != len(groups):
-        raise TaskError("contract.json: give a weight for every group or for none (then groups weigh equally)")
+        raise TaskError(
+            "contract.json: give a weight for every group or for none (then groups weigh equally)"
+        )
     if not given:
         for g in groups:
             g["weight"] = 1.0 / len(groups)
@@ -224,7 +229,9 @@ def parse_targets(text: str, groups: list[Group]) -> tuple[list[dict[str, Any]],
     for line, row in enumerate(rows, start=2):
         key = (row["group_id"], row["experiment_id"])
         if key in seen:
-            raise TaskError(f"targets.csv line {line}: experiment {key[1]!r} of group {key[0]!r} appears twice")
+            raise TaskError(
+                f"targets.csv line {line}: experiment {key[1]!r} of group {key[0]!r} appears twice"
+            )
         if key not in expected:
             raise TaskError(
                 f"targets.csv line {line}: experiment {key[1]!r} of group {key[0]!r} is not in contract.json"
@@ -310,7 +317,12 @@ def parse_answers(data: Any) -> Answers:
             values[str(exp)] = float(value)
         groups.append(AnswerGroup(**{**raw, "group_id": str(raw["group_id"]), "values": values}))
     return Answers(
-        **{**data, "task_id": str(data["task_id"]), "task_version": str(data["task_version"]), "groups": groups}
+        **{
+            **data,
+            "task_id": str(data["task_id"]),
+            "task_version": str(data["task_version"]),
+            "groups": groups,
+        }
     )
 
 
@@ -346,7 +358,9 @@ def check_answers(task: Task, answers: Answers) -> None:
                 f"group {group.group_id!r}: answers lack values for {missing} and have unknown experiments {extra}"
             )
         if len({given.values[e] for e in group.experiment_ids}) < 2:
-            raise TaskError(f"group {group.group_id!r}: all measured values are equal, so no order can be scored")
+            raise TaskError(
+                f"group {group.group_id!r}: all measured values are equal, so no order can be scored"
+            )
 
 
 def measured_values(task: Task, answers: Answers, group_id: str) -> list[float]:

@@ -1,0 +1,297 @@
+"""Benchmark commands: ``spu task show|anonymize``, ``spu validate``, ``spu grade``, ``spu chance``,
+``spu report``, ``spu consensus``. Exit codes: 0 ok, 1 the checked thing is wrong, 2 usage error."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+
+task_app = typer.Typer(help="Inspect and prepare benchmark task directories.", no_args_is_help=True)
+
+
+def _echo_json(data: Any) -> None:
+    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+def _usage_error(message: str) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+def _load_task(path: Path):
+    from environment.task import TaskError, load_task
+
+    try:
+        return load_task(path)
+    except TaskError as exc:
+        raise _usage_error(str(exc)) from None
+
+
+def _load_task_and_answers(task_dir: Path, answers_path: Path):
+    from environment.task import TaskError, check_answers, load_answers
+
+    task = _load_task(task_dir)
+    try:
+        answers = load_answers(answers_path)
+        check_answers(task, answers)
+    except TaskError as exc:
+        raise _usage_error(str(exc)) from None
+    return task, answers
+
+
+TaskOpt = Annotated[Path, typer.Option("--task", help="Task directory (holds contract.json).")]
+AnswersOpt = Annotated[
+    Path, typer.Option("--answers", help="answers.json of the task (kept outside the task).")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+
+
+@task_app.command("show")
+def task_show(
+    path: Annotated[Path, typer.Argument(help="Task directory.")], as_json: JsonOpt = False
+) -> None:
+    """Check a task directory and summarize it: identity, groups, columns, input files."""
+    task = _load_task(path)
+    summary = {
+        "task_id": task.task_id,
+        "task_version": task.task_version,
+        "title": task.title,
+        "root": str(task.root),
+        "experiments": task.n_experiments,
+        "groups": [
+            {"group_id": g.group_id, "endpoint": g.endpoint, "weight": g.weight, "n": len(g.experiment_ids)}
+            for g in task.groups
+        ],
+        "condition_columns": task.condition_columns(),
+        "numeric_columns": task.numeric_columns,
+        "input_files": task.input_files,
+        "has_experiment_md": bool(task.experiment),
+        "has_protocol_json": bool(task.protocol),
+    }
+    if as_json:
+        _echo_json(summary)
+        return
+    typer.echo(f"{task.task_id} (version {task.task_version}): {task.title}")
+    typer.echo(f"{task.n_experiments} experiments in {len(task.groups)} groups")
+    for g in summary["groups"]:
+        typer.echo(f"  {g['group_id']}: n={g['n']} weight={g['weight']:.3g}  {g['endpoint']}")
+    typer.echo(
+        f"conditions: {', '.join(summary['condition_columns']) or '-'} (numeric: "
+        f"{', '.join(task.numeric_columns) or '-'})"
+    )
+    typer.echo(f"input files: {', '.join(task.input_files) or '-'}")
+
+
+@task_app.command("anonymize")
+def task_anonymize(
+    source: Annotated[Path, typer.Argument(help="Task directory with readable experiment ids.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="New task directory (must not exist).")],
+    answers: Annotated[Path | None, typer.Option("--answers", help="Readable answers.json to remap.")] = None,
+    answers_out: Annotated[
+        Path | None,
+        typer.Option("--answers-out", help="Where to write the remapped answers (default: beside OUT)."),
+    ] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help="Seed for reproducible ids and order.")] = None,
+    no_rewrite_text: Annotated[
+        bool, typer.Option("--no-rewrite-text", help="Do not replace old ids inside text files.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Write a copy of a task with random experiment ids and shuffled order; the mapping goes with the answers."""
+    from environment.anonymize import anonymize_task
+    from environment.task import TaskError
+
+    try:
+        result = anonymize_task(
+            source, out, answers=answers, answers_out=answers_out, seed=seed, rewrite_text=not no_rewrite_text
+        )
+    except TaskError as exc:
+        raise _usage_error(str(exc)) from None
+    if as_json:
+        _echo_json(result)
+    else:
+        typer.echo(f"anonymized task written to {result['task_dir']}; id mapping in {result['mapping_file']}")
+
+
+def validate_cmd(
+    submission: Annotated[Path, typer.Argument(help="rankings.json to check.")],
+    task: TaskOpt,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Do not recover the five schema departures.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Validate a submission against the task contract; errors per group; exit 1 if invalid."""
+    from environment.submission import validate_submission
+
+    loaded = _load_task(task)
+    report = validate_submission(submission, loaded, recover=not strict)
+    if as_json:
+        _echo_json(report.model_dump())
+    else:
+        status = "valid" if report.valid else "INVALID"
+        typer.echo(f"{submission}: {status}")
+        for line in report.recovered:
+            typer.echo(f"  recovered {line}")
+        for line in report.messages():
+            typer.echo(f"  error: {line}")
+    raise typer.Exit(0 if report.valid else EXIT_INVALID)
+
+
+def grade_cmd(
+    submission: Annotated[Path, typer.Argument(help="rankings.json to score.")],
+    task: TaskOpt,
+    answers: AnswersOpt,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Strict grader: no recovery of schema departures.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Score a submission: Spearman per group (average ranks for ties), weighted task score.
+
+    Exit 1 when the submission is invalid (it is still scored: -1 for the file or for each invalid group)."""
+    from environment.grading import grade
+
+    loaded, loaded_answers = _load_task_and_answers(task, answers)
+    result = grade(submission, loaded, loaded_answers, recover=not strict)
+    code = 0 if result.valid else EXIT_INVALID
+    if as_json:
+        _echo_json(result.model_dump())
+        raise typer.Exit(code)
+    typer.echo(
+        f"{result.task_id}: score {result.score:.4f}" + ("" if result.valid else " (submission invalid)")
+    )
+    if result.recovered:
+        typer.echo(f"  strict score {result.strict_score:.4f}; recovered: {'; '.join(result.recovered)}")
+    for error in result.file_errors:
+        typer.echo(f"  file error: {error}")
+    for g in result.groups:
+        extra = (
+            f"  error: {g.error}"
+            if g.error
+            else (
+                f"  pairs in order {g.pairs_in_order:.3f}  top-1 {'hit' if g.top1_hit else 'miss'}"
+                if g.pairs_in_order is not None and not math.isnan(g.pairs_in_order)
+                else ""
+            )
+        )
+        typer.echo(f"  {g.group_id}: rho {g.rho:+.4f}  weight {g.weight:.3g}  n={g.n}{extra}")
+    raise typer.Exit(code)
+
+
+def chance_cmd(
+    task: TaskOpt,
+    answers: AnswersOpt,
+    draws: Annotated[int, typer.Option("--draws", min=1, help="Random valid submissions drawn.")] = 4000,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Chance threshold (95th percentile of random valid submissions) and attainable maximum."""
+    from environment.chance import chance_threshold
+
+    loaded, loaded_answers = _load_task_and_answers(task, answers)
+    result = chance_threshold(loaded, loaded_answers, draws=draws, seed=seed)
+    if as_json:
+        _echo_json(result)
+        return
+    typer.echo(
+        f"{result['task_id']}: chance threshold {result['chance_threshold']:.4f} "
+        f"({draws} draws, seed {seed}); attainable max {result['attainable_max']:.4f}"
+    )
+    if result["exact_threshold"] is not None:
+        typer.echo(f"  exact 95th percentile over all permutations: {result['exact_threshold']:.4f}")
+    typer.echo(f"  presented order scores {result['presented_order_score']:.4f}")
+    for g in result["groups"]:
+        typer.echo(
+            f"  {g['group_id']}: n={g['n']} threshold {g['chance_threshold']:.4f} "
+            f"attainable max {g['attainable_max']:.4f}"
+        )
+
+
+def report_cmd(
+    runs_dir: Annotated[
+        Path, typer.Argument(help="RUNS_DIR/<configuration>/<task_id>[/<run>]/rankings.json")
+    ],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Output directory (default RUNS_DIR/_report).")
+    ] = None,
+    tasks: Annotated[
+        Path | None, typer.Option("--tasks", help="Directory searched for task dirs (default: demo tasks).")
+    ] = None,
+    answers: Annotated[
+        Path | None,
+        typer.Option("--answers", help="answers.json file or directory searched for them (default: demo)."),
+    ] = None,
+    bootstrap: Annotated[
+        int, typer.Option("--bootstrap", min=100, help="Bootstrap resamples of tasks.")
+    ] = 10_000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed for bootstrap and chance draws.")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Statistics across runs: scored tasks, raw and task-adjusted means with bootstrap intervals, chance,
+    coverage, paired Wilcoxon tests with Holm correction; writes report.md, summary.json, runs.csv, PNGs."""
+    from environment.report import build_report
+    from environment.task import TaskError
+
+    try:
+        summary = build_report(runs_dir, out, tasks_dir=tasks, answers=answers, n_boot=bootstrap, seed=seed)
+    except TaskError as exc:
+        raise _usage_error(str(exc)) from None
+    if as_json:
+        _echo_json(summary)
+        return
+    for row in summary["configurations"]:
+        typer.echo(
+            f"{row['configuration']}: {row['scored_tasks']} scored tasks, raw mean {row['raw_mean']:.3f}, "
+            f"above chance {row['above_chance']}"
+        )
+    typer.echo(f"report: {summary['files'][0]}")
+
+
+def consensus_cmd(
+    submissions: Annotated[list[Path], typer.Argument(help="Submissions (rankings.json files) to combine.")],
+    task: TaskOpt,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the consensus rankings.json.")],
+    as_json: JsonOpt = False,
+) -> None:
+    """Consensus ranking by mean rank over the valid submissions (ties broken by experiment id)."""
+    from environment.consensus import ConsensusError, consensus_details
+    from environment.submission import write_submission_atomic
+
+    loaded = _load_task(task)
+    try:
+        result = consensus_details(list(submissions), loaded)
+    except ConsensusError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(EXIT_INVALID) from None
+    write_submission_atomic(out, result["submission"])
+    if as_json:
+        _echo_json({"out": str(out), **result})
+        return
+    counts = ", ".join(f"{g['group_id']}: {g['n_submissions']}" for g in result["groups"])
+    typer.echo(
+        f"consensus of {len(submissions)} submissions written to {out} (valid orders per group: {counts})"
+    )
+    for skipped in result["skipped"]:
+        typer.echo(
+            f"  skipped {submissions[skipped['index']]}"
+            + (f" group {skipped['group_id']}" if "group_id" in skipped else "")
+            + f": {'; '.join(skipped['errors'])}"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    """Add the benchmark commands to the root ``spu`` app."""
+    app.add_typer(task_app, name="task")
+    app.command("validate")(validate_cmd)
+    app.command("grade")(grade_cmd)
+    app.command("chance")(chance_cmd)
+    app.command("report")(report_cmd)
+    app.command("consensus")(consensus_cmd)

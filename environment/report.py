@@ -1,0 +1,457 @@
+"""``spu report RUNS_DIR``: grade every run, then statistics across configurations, as markdown and PNG.
+
+Runs directory layout (see ``docs/environment.md``)::
+
+    RUNS_DIR/<configuration>/<task_id>/rankings.json            one run
+    RUNS_DIR/<configuration>/<task_id>/<run>/rankings.json      repeated runs (any sub-directory names)
+
+A run directory without ``rankings.json`` is a run without a file. An optional ``outcome.json`` in a run
+directory (``{"outcome": "refusal"}``) marks a refusal, which is excluded from the scored mean even when
+it left a file. Directories whose names start with ``.`` or ``_`` are skipped. Tasks are found under
+``--tasks`` (every directory holding ``contract.json``), answers under ``--answers`` (every
+``answers.json``, matched by its ``task_id``); both default to the demo tasks.
+
+Per run: the strict score (missing or rejected file: -1), and the score after recovering the five schema
+departures. A run is *scored* when, after recovery, its file has no file-level error and it is not a
+refusal. A configuration's task score is the mean over its scored runs of that task.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from environment.chance import chance_threshold
+from environment.grading import grade
+from environment.statistics import (
+    adjusted_means,
+    bootstrap_intervals,
+    design_connected,
+    paired_comparisons,
+    raw_means,
+)
+from environment.task import Answers, Task, TaskError, check_answers, load_answers, load_task
+
+
+@dataclass
+class RunRecord:
+    configuration: str
+    task_id: str
+    run: str
+    has_file: bool
+    outcome: str | None
+    strict_score: float
+    recovered_score: float
+    scored: bool
+    recovered: list[str] = field(default_factory=list)
+    file_errors: list[str] = field(default_factory=list)
+
+
+def _visible_dirs(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
+
+
+def discover_tasks(tasks_dir: Path | None) -> dict[str, Task]:
+    """Every task under ``tasks_dir`` (default: the demo tasks), keyed by task id."""
+    if tasks_dir is None:
+        from environment.demo_tasks import DEMO_TASKS, demo_task_dir
+
+        paths = [demo_task_dir(s) for s in DEMO_TASKS]
+    else:
+        paths = sorted(p.parent for p in Path(tasks_dir).rglob("contract.json"))
+    tasks: dict[str, Task] = {}
+    for path in paths:
+        task = load_task(path)
+        if task.task_id in tasks:
+            raise TaskError(f"task id {task.task_id!r} is used by two task directories")
+        tasks[task.task_id] = task
+    return tasks
+
+
+def discover_answers(answers: Path | None) -> dict[str, Answers]:
+    """Every answers file at or under ``answers`` (default: the demo answers), keyed by task id."""
+    if answers is None:
+        from environment.demo_tasks import DEMO_TASKS, demo_answers_path
+
+        paths = [demo_answers_path(s) for s in DEMO_TASKS]
+    elif Path(answers).is_file():
+        paths = [Path(answers)]
+    else:
+        paths = sorted(Path(answers).rglob("answers.json"))
+    found: dict[str, Answers] = {}
+    for path in paths:
+        loaded = load_answers(path)
+        found[loaded.task_id] = loaded
+    return found
+
+
+def _run_dirs(task_dir: Path) -> list[tuple[str, Path]]:
+    if (task_dir / "rankings.json").exists():
+        return [("1", task_dir)]
+    subdirs = _visible_dirs(task_dir)
+    return [(d.name, d) for d in subdirs] if subdirs else [("1", task_dir)]
+
+
+def collect_runs(
+    runs_dir: Path, tasks: dict[str, Task], answers: dict[str, Answers]
+) -> tuple[list[RunRecord], list[str]]:
+    """Grade every run under ``runs_dir``; return the records and warnings about skipped directories."""
+    records: list[RunRecord] = []
+    warnings: list[str] = []
+    for config_dir in _visible_dirs(runs_dir):
+        for task_dir in _visible_dirs(config_dir):
+            task_id = task_dir.name
+            if task_id not in tasks or task_id not in answers:
+                warnings.append(f"{config_dir.name}/{task_id}: no task or answers with this id; skipped")
+                continue
+            task, ans = tasks[task_id], answers[task_id]
+            for run_name, run_dir in _run_dirs(task_dir):
+                outcome = None
+                outcome_path = run_dir / "outcome.json"
+                if outcome_path.is_file():
+                    try:
+                        outcome = str(json.loads(outcome_path.read_text(encoding="utf-8")).get("outcome"))
+                    except (ValueError, AttributeError):
+                        warnings.append(f"{outcome_path}: unreadable outcome.json; ignored")
+                path = run_dir / "rankings.json"
+                if not path.is_file():
+                    records.append(
+                        RunRecord(
+                            config_dir.name,
+                            task_id,
+                            run_name,
+                            False,
+                            outcome,
+                            -1.0,
+                            -1.0,
+                            False,
+                            file_errors=["no rankings.json"],
+                        )
+                    )
+                    continue
+                result = grade(path, task, ans)
+                scored = not result.file_errors and outcome != "refusal"
+                records.append(
+                    RunRecord(
+                        config_dir.name,
+                        task_id,
+                        run_name,
+                        True,
+                        outcome,
+                        result.strict_score,
+                        result.score,
+                        scored,
+                        result.recovered,
+                        result.file_errors,
+                    )
+                )
+    return records, warnings
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:.{digits}f}"
+
+
+def summarize(
+    records: list[RunRecord],
+    tasks: dict[str, Task],
+    answers: dict[str, Answers],
+    *,
+    n_boot: int = 10_000,
+    seed: int = 0,
+    draws: int = 4000,
+) -> dict[str, Any]:
+    """All statistics of the report as one JSON-ready dict."""
+    configs = sorted({r.configuration for r in records})
+    task_ids = sorted({r.task_id for r in records})
+    chance = {}
+    for task_id in task_ids:
+        check_answers(tasks[task_id], answers[task_id])
+        result = chance_threshold(tasks[task_id], answers[task_id], draws=draws, seed=seed)
+        chance[task_id] = {
+            k: result[k] for k in ("chance_threshold", "attainable_max", "presented_order_score")
+        }
+        chance[task_id]["n_experiments"] = tasks[task_id].n_experiments
+    scores = np.full((len(task_ids), len(configs)), np.nan)
+    strict = np.full((len(task_ids), len(configs)), -1.0)
+    recovered = np.full((len(task_ids), len(configs)), -1.0)
+    for ti, task_id in enumerate(task_ids):
+        for ci, config in enumerate(configs):
+            runs = [r for r in records if r.task_id == task_id and r.configuration == config]
+            scored = [r.recovered_score for r in runs if r.scored]
+            if scored:
+                scores[ti, ci] = float(np.mean(scored))
+            if runs:
+                strict[ti, ci] = float(np.mean([r.strict_score for r in runs]))
+                recovered[ti, ci] = float(np.mean([r.recovered_score for r in runs]))
+    raw = raw_means(scores) if configs else np.array([])
+    connected = design_connected(scores) if configs else True
+    adjusted = adjusted_means(scores) if configs and connected else np.full(len(configs), np.nan)
+    intervals = bootstrap_intervals(scores, n_boot=n_boot, seed=seed) if configs and task_ids else None
+    rows = []
+    for ci, config in enumerate(configs):
+        runs = [r for r in records if r.configuration == config]
+        scored_tasks = [task_ids[ti] for ti in range(len(task_ids)) if not math.isnan(scores[ti, ci])]
+        above = [t for t in scored_tasks if scores[task_ids.index(t), ci] > chance[t]["chance_threshold"]]
+        rows.append(
+            {
+                "configuration": config,
+                "runs": len(runs),
+                "scored_tasks": len(scored_tasks),
+                "coverage": len(scored_tasks) / len(task_ids) if task_ids else 0.0,
+                "raw_mean": float(raw[ci]),
+                "raw_ci": intervals["raw"][ci].tolist() if intervals else None,
+                "adjusted_mean": float(adjusted[ci]),
+                "adjusted_ci": intervals["adjusted"][ci].tolist() if intervals and connected else None,
+                "above_chance": len(above),
+                "mean_at_minus_one": float(strict[:, ci].mean()),
+                "mean_after_recovery": float(recovered[:, ci].mean()),
+                "recovered_runs": sum(1 for r in runs if r.recovered and not r.file_errors),
+                "rejected_runs": sum(1 for r in runs if r.has_file and r.file_errors),
+                "runs_without_file": sum(1 for r in runs if not r.has_file),
+                "refusals": sum(1 for r in runs if r.outcome == "refusal"),
+            }
+        )
+    return {
+        "configurations": rows,
+        "tasks": [
+            {
+                "task_id": t,
+                **chance[t],
+                "scores": {c: _nan_to_none(scores[i, j]) for j, c in enumerate(configs)},
+            }
+            for i, t in enumerate(task_ids)
+        ],
+        "paired": paired_comparisons(scores, configs) if len(configs) > 1 else [],
+        "design_connected": connected,
+        "bootstrap": {"resamples": n_boot, "seed": seed},
+        "chance": {"draws": draws, "seed": seed},
+    }
+
+
+def _nan_to_none(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
+
+
+def _clean(obj: Any) -> Any:
+    if isinstance(obj, float):
+        return None if math.isnan(obj) else obj
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def _ci(ci: list[float] | None) -> str:
+    if not ci or any(v is None or math.isnan(v) for v in ci):
+        return ""
+    return f" [{ci[0]:.3f}, {ci[1]:.3f}]"
+
+
+def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]) -> str:
+    lines = [
+        "# SPU run report",
+        "",
+        (
+            f"Runs: `{runs_dir.name}`; {len(summary['configurations'])} configurations, {len(summary['tasks'])} tasks. "
+            f"Intervals: 95% percentile bootstrap over tasks ({summary['bootstrap']['resamples']} resamples). "
+            f"Chance thresholds: 95th percentile of {summary['chance']['draws']} random valid submissions."
+        ),
+        "",
+        "## Configurations",
+        "",
+        (
+            "| configuration | scored tasks | coverage | raw mean [95% CI] | task-adjusted mean [95% CI] | above chance "
+            "| mean at -1 | after recovery | recovered | rejected | no file | refusals |"
+        ),
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for row in summary["configurations"]:
+        lines.append(
+            f"| {row['configuration']} | {row['scored_tasks']} | {row['coverage']:.0%} | "
+            f"{_fmt(row['raw_mean'])}{_ci(row['raw_ci'])} | {_fmt(row['adjusted_mean'])}{_ci(row['adjusted_ci'])} | "
+            f"{row['above_chance']}/{row['scored_tasks']} | {_fmt(row['mean_at_minus_one'])} | "
+            f"{_fmt(row['mean_after_recovery'])} | {row['recovered_runs']} | {row['rejected_runs']} | "
+            f"{row['runs_without_file']} | {row['refusals']} |"
+        )
+    if not summary["design_connected"]:
+        lines += [
+            "",
+            "The scored tasks do not link every configuration, so task-adjusted means are not defined.",
+        ]
+    if summary["paired"]:
+        lines += [
+            "",
+            "## Paired comparisons",
+            "",
+            (
+                "Mean difference (A - B) on the tasks scored for both; two-sided Wilcoxon signed-rank test, Holm "
+                "correction over all pairs."
+            ),
+            "",
+            "| A | B | shared tasks | mean difference | p | Holm p |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in summary["paired"]:
+            lines.append(
+                f"| {row['a']} | {row['b']} | {row['shared_tasks']} | {_fmt(row['mean_difference'])} | "
+                f"{_fmt(row['p'], 4)} | {_fmt(row['p_holm'], 4)} |"
+            )
+    configs = [row["configuration"] for row in summary["configurations"]]
+    lines += [
+        "",
+        "## Tasks",
+        "",
+        "| task | experiments | chance threshold | attainable max | presented order | "
+        + " | ".join(configs)
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(configs),
+    ]
+    for task in summary["tasks"]:
+        cells = " | ".join(_fmt(task["scores"][c]) for c in configs)
+        lines.append(
+            f"| {task['task_id']} | {task['n_experiments']} | {_fmt(task['chance_threshold'])} | "
+            f"{_fmt(task['attainable_max'])} | {_fmt(task['presented_order_score'])} | {cells} |"
+        )
+    lines += [
+        "",
+        "## Plots",
+        "",
+        "![Scores against chance thresholds](scores_vs_chance.png)",
+        "",
+        "![Configuration means](configuration_means.png)",
+        "",
+        "## Definitions",
+        "",
+        (
+            "- *Scored*: a run whose rankings.json is valid, or whose group orders were recovered from one of the five "
+            "documented schema departures, and that is not a refusal. A configuration's task score is the mean of its "
+            "scored runs on that task."
+        ),
+        (
+            "- *Mean at -1*: the strict grader over all tasks; a missing or rejected file scores -1. *After recovery*: the "
+            "same with recovered files scored."
+        ),
+        "- *Task-adjusted mean*: alpha_c + mean(mu_t) from the additive model y_tc = mu_t + alpha_c.",
+        "- *Above chance*: scored tasks whose score exceeds the task's chance threshold.",
+    ]
+    if warnings:
+        lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
+    return "\n".join(lines) + "\n"
+
+
+def plot(summary: dict[str, Any], out_dir: Path) -> list[Path]:
+    """Write ``scores_vs_chance.png`` and ``configuration_means.png``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    tasks = sorted(summary["tasks"], key=lambda t: t["chance_threshold"])
+    configs = [row["configuration"] for row in summary["configurations"]]
+    paths = []
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(tasks) + 3), 4.5))
+    x = np.arange(len(tasks))
+    ax.plot(x, [t["chance_threshold"] for t in tasks], "k_", markersize=18, label="chance threshold")
+    ax.plot(x, [t["attainable_max"] for t in tasks], "_", color="0.6", markersize=18, label="attainable max")
+    markers = "osD^v<>pXh*"
+    for i, config in enumerate(configs):
+        ys = [t["scores"][config] for t in tasks]
+        ax.scatter(
+            x + (i - (len(configs) - 1) / 2) * 0.08,
+            [np.nan if y is None else y for y in ys],
+            marker=markers[i % len(markers)],
+            label=config,
+            zorder=3,
+        )
+    ax.axhline(0, color="0.85", linewidth=0.8)
+    ax.set_xticks(x, [t["task_id"] for t in tasks], rotation=45, ha="right", fontsize=8)
+    ax.set_ylim(-1.05, 1.05)
+    ax.set_ylabel("task score (Spearman, weighted)")
+    ax.set_title("Scores against chance thresholds")
+    ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    paths.append(out_dir / "scores_vs_chance.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6.5, 0.45 * len(configs) + 1.8))
+    y = np.arange(len(configs))
+    for offset, key, label in ((-0.15, "raw", "raw mean"), (0.15, "adjusted", "task-adjusted mean")):
+        means = np.array([row[f"{key}_mean"] for row in summary["configurations"]], dtype=float)
+        cis = [row[f"{key}_ci"] for row in summary["configurations"]]
+        low = np.array(
+            [means[i] - c[0] if c and c[0] is not None else 0.0 for i, c in enumerate(cis)], dtype=float
+        )
+        high = np.array(
+            [c[1] - means[i] if c and c[1] is not None else 0.0 for i, c in enumerate(cis)], dtype=float
+        )
+        ax.errorbar(
+            means, y + offset, xerr=[np.nan_to_num(low), np.nan_to_num(high)], fmt="o", capsize=3, label=label
+        )
+    ax.set_yticks(y, configs)
+    ax.axvline(0, color="0.85", linewidth=0.8)
+    ax.set_xlabel("mean task score with 95% bootstrap interval")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    paths.append(out_dir / "configuration_means.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    return paths
+
+
+def build_report(
+    runs_dir: str | Path,
+    out_dir: str | Path | None = None,
+    *,
+    tasks_dir: str | Path | None = None,
+    answers: str | Path | None = None,
+    n_boot: int = 10_000,
+    seed: int = 0,
+    draws: int = 4000,
+) -> dict[str, Any]:
+    """Grade all runs, compute the statistics and write report.md, summary.json, runs.csv and two PNGs.
+
+    ``out_dir`` defaults to ``RUNS_DIR/_report`` (skipped when the runs are scanned again).
+    """
+    runs = Path(runs_dir)
+    if not runs.is_dir():
+        raise TaskError(f"runs directory {runs} does not exist")
+    out = Path(out_dir) if out_dir is not None else runs / "_report"
+    tasks = discover_tasks(Path(tasks_dir) if tasks_dir else None)
+    found_answers = discover_answers(Path(answers) if answers else None)
+    records, warnings = collect_runs(runs, tasks, found_answers)
+    if not records:
+        raise TaskError(
+            f"no runs found under {runs} (layout: RUNS_DIR/<configuration>/<task_id>/rankings.json)"
+        )
+    summary = _clean(summarize(records, tasks, found_answers, n_boot=n_boot, seed=seed, draws=draws))
+    summary["warnings"] = warnings
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.md").write_text(render_markdown(summary, runs, warnings), encoding="utf-8")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    with open(out / "runs.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(asdict(records[0]).keys()), lineterminator="\n")
+        writer.writeheader()
+        for record in records:
+            row = asdict(record)
+            row["recovered"] = "; ".join(row["recovered"])
+            row["file_errors"] = "; ".join(row["file_errors"])
+            writer.writerow(row)
+    plots = plot(summary, out)
+    summary["files"] = [
+        str(out / "report.md"),
+        str(out / "summary.json"),
+        str(out / "runs.csv"),
+        *map(str, plots),
+    ]
+    return summary

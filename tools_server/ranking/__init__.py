@@ -1,0 +1,1 @@
+"""Ranking helpers for agents: check a draft against the task contract, aggregate proxies, compare orders."""
