@@ -5,6 +5,7 @@ The job tools are coroutines: the dispatcher passes itself as their second argum
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import platform
@@ -42,8 +43,9 @@ ENGINES: dict[str, str] = {
 }
 
 
+@functools.cache
 def engine_table() -> dict[str, dict[str, Any]]:
-    """Which engines are importable, and their versions, found without importing them."""
+    """Which engines are importable, and their versions, found without importing them (once per process)."""
     out = {}
     for module, dist in ENGINES.items():
         present = importlib.util.find_spec(module) is not None

@@ -136,6 +136,8 @@ def build_liquid(
 
     components = parse_components(specs, seed)
     pure_water = all(c.is_water for c in components)
+    if pure_water and density_g_cm3 is None:
+        return build_water_box(sum(c.count for c in components), specs[0][0], cutoff_nm)
     if density_g_cm3 is None:
         density_g_cm3 = 0.9 if pure_water else 0.85 * guess_density_g_cm3(components)
     placed, edge_a = pack_box(components, density_g_cm3, seed)
@@ -209,6 +211,31 @@ def build_liquid(
         "initial_density_g_cm3": round(density_g_cm3, 4),
     }
     return BuiltSystem(system, topology, positions_nm, True, description)
+
+
+def build_water_box(n_waters: int, smiles: str, cutoff_nm: float) -> BuiltSystem:
+    """TIP3P water from OpenMM's pre-equilibrated box (Modeller.addSolvent), so NPT settles within ps."""
+    import numpy as np
+    from openmm import app, unit
+
+    forcefield = app.ForceField("amber14/tip3p.xml")
+    modeller = app.Modeller(app.Topology(), [])
+    modeller.addSolvent(forcefield, model="tip3p", numAdded=n_waters, neutralize=False)
+    system = forcefield.createSystem(
+        modeller.topology, nonbondedMethod=app.PME, nonbondedCutoff=cutoff_nm * unit.nanometer,
+        constraints=app.HBonds, rigidWater=True,
+    )
+    box_nm = modeller.topology.getPeriodicBoxVectors()[0][0].value_in_unit(unit.nanometer)
+    n_added = modeller.topology.getNumResidues()
+    description = {
+        "kind": "liquid",
+        "force_field": "TIP3P (amber14/tip3p.xml, rigid, PME, long-range dispersion correction)",
+        "components": [{"smiles": smiles, "count": n_added}],
+        "initial_box_nm": round(box_nm, 4),
+        "start": "OpenMM pre-equilibrated water box",
+    }
+    positions_nm = np.asarray(modeller.positions.value_in_unit(unit.nanometer))
+    return BuiltSystem(system, modeller.topology, positions_nm, True, description)
 
 
 def _tip3p_geometry(positions_nm, topology) -> None:

@@ -91,7 +91,7 @@ def degrees_of_freedom(system: Any) -> int:
 
 
 def run_protocol(built: BuiltSystem, protocol: Protocol, ctx: ToolContext) -> dict[str, Any]:
-    """Run the protocol on ``built``; write trajectory.dcd, topology.pdb, final.pdb, thermo.csv artifacts."""
+    """Run the protocol on ``built``; write trajectory.xtc, topology.pdb, final.pdb, thermo.csv artifacts."""
     import numpy as np
     import openmm
     from openmm import app, unit
@@ -150,8 +150,8 @@ def run_protocol(built: BuiltSystem, protocol: Protocol, ctx: ToolContext) -> di
 
     equil_rows: list = []
     advance(protocol.steps(protocol.equilibration_ps), "equilibration", equil_rows)
-    dcd_path = ctx.artifact("trajectory.dcd")
-    simulation.reporters.append(app.DCDReporter(str(dcd_path), interval, enforcePeriodicBox=False))
+    traj_path = ctx.artifact("trajectory.xtc")
+    simulation.reporters.append(app.XTCReporter(str(traj_path), interval, enforcePeriodicBox=False))
     prod_rows: list = []
     t_prod = time.perf_counter()
     advance(protocol.steps(protocol.production_ps), "production", prod_rows)
@@ -211,7 +211,8 @@ def run_protocol(built: BuiltSystem, protocol: Protocol, ctx: ToolContext) -> di
         _check_density(ctx, dens, protocol)
     if drift is not None:
         result["nve_check"] = drift
-        if abs(drift["drift_kt_per_dof_per_ns"]) > DRIFT_WARN_KT_PER_DOF_NS:
+        significant = abs(drift["drift_kj_mol_per_ns"]) > 3 * drift["drift_stderr_kj_mol_per_ns"]
+        if significant and abs(drift["drift_kt_per_dof_per_ns"]) > DRIFT_WARN_KT_PER_DOF_NS:
             ctx.warn(
                 f"Energy drift in the NVE check is {drift['drift_kt_per_dof_per_ns']:.3g} kT per degree of freedom "
                 f"per ns (threshold {DRIFT_WARN_KT_PER_DOF_NS}): use a smaller timestep or check the system."
@@ -224,7 +225,7 @@ def run_protocol(built: BuiltSystem, protocol: Protocol, ctx: ToolContext) -> di
     if max_force > 1e4:
         ctx.warn(f"Largest force after minimisation is {max_force:.3g} kJ/mol/nm: bad contacts may remain.")
     result["artifacts"] = {
-        "trajectory_dcd": str(dcd_path),
+        "trajectory_xtc": str(traj_path),
         "topology_pdb": str(ctx.artifact("topology.pdb")),
         "final_pdb": str(ctx.artifact("final.pdb")),
         "thermo_csv": str(ctx.artifact("thermo.csv")),
@@ -307,11 +308,16 @@ def _nve_drift(context, integrator, protocol: Protocol, interval: int, dof: int,
         energies.append(
             (st.getPotentialEnergy() + st.getKineticEnergy()).value_in_unit(unit.kilojoule_per_mole)
         )
-    slope = float(np.polyfit(times, energies, 1)[0]) if len(times) > 1 else 0.0
+    t = np.asarray(times) - times[0]
+    e = np.asarray(energies)
+    slope, intercept = np.polyfit(t, e, 1)
+    resid = e - (slope * t + intercept)
+    stderr = float(np.sqrt(resid.var() * len(t) / max(1, len(t) - 2) / max(1e-30, ((t - t.mean()) ** 2).sum())))
     return {
         "time_ps": round(protocol.nve_check_ps, 4),
-        "drift_kj_mol_per_ns": round(slope, 3),
+        "drift_kj_mol_per_ns": round(float(slope), 3),
         "drift_kt_per_dof_per_ns": round(slope / (kt_kj * dof), 5),
+        "drift_stderr_kj_mol_per_ns": round(stderr, 3),
         "total_energy_std_kj_mol": round(float(np.std(energies)), 3),
     }
 

@@ -25,6 +25,14 @@ CONVERGENCE = {
     "convergence_drms": 1.2e-3,
     "convergence_dmax": 1.8e-3,
 }
+#: geomeTRIC's "GAU_TIGHT" thresholds, used before frequencies so soft modes (methyl rotors) are relaxed.
+CONVERGENCE_TIGHT = {
+    "convergence_energy": 1e-6,
+    "convergence_grms": 1e-5,
+    "convergence_gmax": 1.5e-5,
+    "convergence_drms": 4e-5,
+    "convergence_dmax": 6e-5,
+}
 
 
 @dataclass
@@ -43,6 +51,7 @@ def optimize(
     energy_gradient: EnergyGradient,
     *,
     max_steps: int = 200,
+    tight: bool = False,
     step_callback: Callable[[int, float], None] | None = None,
 ) -> OptimizationResult:
     """Minimise the energy from ``coords_angstrom``; never raises for non-convergence (see ``converged``)."""
@@ -73,7 +82,8 @@ def optimize(
     with tempfile.TemporaryDirectory(prefix="spu-geomopt-") as tmp, _quiet():
         try:
             geometric.optimize.run_optimizer(
-                customengine=engine, input=os.path.join(tmp, "job"), maxiter=max_steps, **CONVERGENCE
+                customengine=engine, input=os.path.join(tmp, "job"), maxiter=max_steps,
+                **(CONVERGENCE_TIGHT if tight else CONVERGENCE),
             )
         except GeomOptNotConvergedError:
             converged = False

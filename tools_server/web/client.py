@@ -288,6 +288,14 @@ class AuditedClient:
             "http_error", f"more than {self.max_redirects} redirects starting at {redact_url(url)}"
         )
 
+    def check_url(self, url: str, *, tool: str | None = None, call_id: str | None = None) -> None:
+        """Refuse (``url_refused``, logged) a URL the guard rejects without resolving it."""
+        self._check(
+            url,
+            {"tool": tool, "call_id": call_id, "provider": "fetch", "purpose": "check", "method": None},
+            0,
+        )
+
     def _check(self, url: str, base: dict[str, Any], hop: int) -> None:
         try:
             self.guard.check_url(url)

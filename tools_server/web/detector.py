@@ -164,7 +164,7 @@ def _title_found(text_words: list[str], index: dict[str, list[int]], title: _Tit
     if n == 0:
         return False
     total = sum(title.weights)
-    min_words = n if n <= 4 else 4
+    min_words = min(n, 4)
     positions: dict[str, list[int]] = {}
     for j, w in enumerate(title.words):
         positions.setdefault(w, []).append(j)

@@ -1,0 +1,69 @@
+"""Latency of spu tools over stdio against a bare MCPServer echo server, measured in the same run.
+
+    .venv/bin/python bench/mcp_overhead.py [--calls 200]
+
+Prints p50 and p95 per call for: the bare SDK echo server (baseline), an instant spu tool (bench_echo,
+and system_info), and a trivial `cpu` job that runs in a worker process (bench_noop_job), each with its
+ratio to the baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+HERE = Path(__file__).resolve().parent
+
+
+async def measure(params: StdioServerParameters, tool: str, args: dict, calls: int) -> list[float]:
+    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        for _ in range(5):  # warm-up: first job starts a worker process
+            await session.call_tool(tool, args)
+        times = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            result = await session.call_tool(tool, args)
+            times.append(time.perf_counter() - start)
+            assert not result.is_error, result.content
+        return times
+
+
+def pct(values: list[float], q: float) -> float:
+    return statistics.quantiles(values, n=100)[q - 1] * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=200)
+    opts = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="spu-bench-")
+    env = {**os.environ, "SPU_WORKDIR": work, "SPU_CACHE_DIR": work + "/cache", "SPU_TOOL_MODULES": "_bench_tools",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+    bare = StdioServerParameters(command=sys.executable, args=[str(HERE / "_bare_echo_server.py")], env=env)
+    spu = StdioServerParameters(command=sys.executable, args=["-m", "scaffold.cli", "serve"], env=env)
+    rows = [("bare MCPServer echo (baseline)", bare, "echo", {"text": "hi"}),
+            ("spu instant tool (bench_echo)", spu, "bench_echo", {"text": "hi"}),
+            ("spu system_info", spu, "system_info", {}),
+            ("spu cpu job in a worker (bench_noop_job)", spu, "bench_noop_job", {"text": "hi"})]
+    baseline = None
+    print(f"{'case':44s} {'p50 ms':>8s} {'p95 ms':>8s} {'p50/base':>9s} {'p95/base':>9s}")
+    for label, params, tool, args in rows:
+        times = asyncio.run(measure(params, tool, args, opts.calls))
+        p50, p95 = pct(times, 50), pct(times, 95)
+        if baseline is None:
+            baseline = (p50, p95)
+        print(f"{label:44s} {p50:8.2f} {p95:8.2f} {p50 / baseline[0]:9.2f} {p95 / baseline[1]:9.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""The audited gateway: run one web operation, screen its output, record the call.
+
+One :class:`Gateway` owns the audit log, the audited client and (when a policy is set) the detector. The
+embedded MCP server and the audit service (``spu audit serve``) both call :meth:`Gateway.call`; the only
+difference is which process holds the gateway, and therefore the policy.
+
+For every call, in order: refuse it if the policy is ``enforce`` and an exposure was already recorded
+(``policy_blocked``, recorded too); run the operation, whose every HTTP attempt the client logs; scan the
+arguments, the result, every URL and final URL, and every raw body for the policy's identifiers; if
+anything matched, withhold the result and return the stop notice instead; append the ``call`` record
+(fsynced) and only then return.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from tools_server.errors import ToolError
+from tools_server.web import fetch, scholarly, search
+from tools_server.web.audit import AuditLog, read_records
+from tools_server.web.client import AuditedClient
+from tools_server.web.detector import FLAG_MESSAGE, Detector
+from tools_server.web.net import CallNet
+from tools_server.web.policy import Policy
+
+
+@dataclass(frozen=True)
+class Operation:
+    input_model: type[BaseModel]
+    run: Callable[[Any, CallNet], dict[str, Any]]
+    provider: Callable[[Any], str | None]
+
+
+OPERATIONS: dict[str, Operation] = {
+    "web_search": Operation(
+        search.SearchInput, search.web_search, lambda a: a.provider or search.configured_provider()
+    ),
+    "web_fetch": Operation(fetch.FetchInput, fetch.web_fetch, lambda a: "fetch"),
+    "literature_search": Operation(
+        scholarly.LiteratureInput, scholarly.literature_search, lambda a: a.source
+    ),
+    "pubchem_lookup": Operation(scholarly.PubChemInput, scholarly.pubchem_lookup, lambda a: "pubchem"),
+    "uniprot_lookup": Operation(scholarly.UniProtInput, scholarly.uniprot_lookup, lambda a: "uniprot"),
+    "pdb_lookup": Operation(scholarly.PDBInput, scholarly.pdb_lookup, lambda a: "rcsb"),
+}
+
+
+def stop_notice(tool: str) -> dict[str, Any]:
+    """What a flagged call returns in place of its result: no content, no identifiers."""
+    return {
+        "withheld": True,
+        "policy": {"flagged": True, "action": "stop_and_record", "message": FLAG_MESSAGE},
+        "tool": tool,
+    }
+
+
+class Gateway:
+    """Audit log + client + policy. Thread-safe; share one per process."""
+
+    def __init__(
+        self,
+        log_path: str | Path,
+        *,
+        policy: Policy | None = None,
+        workdir: str | Path | None = None,
+        client: AuditedClient | None = None,
+    ) -> None:
+        self.audit = AuditLog(log_path)
+        self.policy = policy if policy is not None and not policy.empty else None
+        self.detector = Detector(self.policy) if self.policy else None
+        self.workdir = Path(workdir) if workdir else self.audit.path.parent
+        self.client = client or AuditedClient(self.audit)
+        if self.client.audit is None:
+            self.client.audit = self.audit
+        self._lock = threading.Lock()
+        self._exposed = (
+            self.policy is not None and self.policy.mode == "enforce" and _any_flag(self.audit.path)
+        )
+
+    @property
+    def exposed(self) -> bool:
+        return self._exposed
+
+    def call(self, tool: str, args: dict[str, Any], call_id: str | None = None) -> dict[str, Any]:
+        """Run ``tool`` with ``args``; raises :class:`ToolError`; the call is on disk before returning."""
+        op = OPERATIONS.get(tool)
+        if op is None:
+            raise ToolError("unknown_tool", f"{tool!r} is not a web tool.")
+        call_id = call_id or uuid.uuid4().hex[:16]
+        try:
+            parsed = op.input_model.model_validate(args)
+        except ValidationError as exc:
+            self._record(tool, call_id, args, error="invalid_input")
+            raise ToolError(
+                "invalid_input", f"invalid arguments for {tool}: {exc.errors(include_url=False)}"
+            ) from None
+        clean_args = parsed.model_dump(mode="json")
+        if self._exposed:
+            self._record(tool, call_id, clean_args, error="policy_blocked")
+            raise ToolError(
+                "policy_blocked",
+                "The information policy blocks further web access in this run: "
+                "an earlier result exposed the source study.",
+                hint="Stop using web tools, and record in your report the step that exposed it.",
+            )
+        net = CallNet(self.client, tool, call_id, self.workdir)
+        started = time.monotonic()
+        provider = None
+        try:
+            provider = op.provider(parsed)
+            result = op.run(parsed, net)
+        except ToolError as exc:
+            flags = self._scan(clean_args, *net.scan_extra)
+            self._record(
+                tool,
+                call_id,
+                clean_args,
+                provider=provider,
+                error=exc.code,
+                flags=flags,
+                latency_ms=_ms(started),
+            )
+            if flags:
+                return self._flagged(tool)
+            raise
+        flags = self._scan(clean_args, result, *net.scan_extra)
+        self._record(
+            tool,
+            call_id,
+            clean_args,
+            provider=provider,
+            flags=flags,
+            n_results=result.get("n_results"),
+            sources=net.sources,
+            latency_ms=_ms(started),
+        )
+        if flags:
+            return self._flagged(tool)
+        return result
+
+    def _flagged(self, tool: str) -> dict[str, Any]:
+        if self.policy is not None and self.policy.mode == "enforce":
+            self._exposed = True
+        return stop_notice(tool)
+
+    def _scan(self, *items: Any) -> list[str]:
+        if self.detector is None:
+            return []
+        texts = [x if isinstance(x, (str, bytes)) else json.dumps(x, ensure_ascii=False) for x in items if x]
+        return self.detector.scan(*texts)
+
+    def _record(self, tool: str, call_id: str, args: dict[str, Any], **fields: Any) -> None:
+        self.audit.append(
+            {
+                "kind": "call",
+                "tool": tool,
+                "call_id": call_id,
+                "args": args,
+                **{k: v for k, v in fields.items() if v not in (None, [], {})},
+            }
+        )
+
+
+def _any_flag(log: Path) -> bool:
+    return any(r.get("kind") == "call" and r.get("flags") for r in read_records(log))
+
+
+def _ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 1)

@@ -1,0 +1,163 @@
+"""MCP tools for audited web access: search, fetch, literature and database lookups.
+
+Every tool goes through one gateway (:mod:`tools_server.web.gateway`): embedded in this process by
+default (audit log at ``$SPU_WORKDIR/audit/audit.jsonl``, policy from ``SPU_POLICY``), or the audit
+service named by ``SPU_AUDIT_URL`` with ``SPU_AUDIT_TOKEN``, in which case this process never reads a
+policy.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+from tools_server import settings
+from tools_server.context import ToolContext
+from tools_server.errors import ToolError
+from tools_server.registry import tool
+from tools_server.web.fetch import FetchInput
+from tools_server.web.scholarly import LiteratureInput, PDBInput, PubChemInput, UniProtInput
+from tools_server.web.search import SearchInput
+
+_gateways: dict[tuple[str | None, ...], Any] = {}
+_lock = threading.Lock()
+
+
+def current_gateway() -> Any:
+    """The gateway for the current environment (remote service, or embedded with its audit log)."""
+    from tools_server.web import guard, service
+
+    url = os.environ.get(service.AUDIT_URL_ENV, "").strip()
+    if url:
+        token = os.environ.get(service.AUDIT_TOKEN_ENV, "").strip()
+        if not token:
+            raise ToolError(
+                "http_error",
+                "SPU_AUDIT_URL is set but SPU_AUDIT_TOKEN is not.",
+                hint="The operator must set SPU_AUDIT_TOKEN to the audit service's token.",
+            )
+        key: tuple[str | None, ...] = ("remote", url, token)
+    else:
+        key = (
+            "embedded",
+            str(settings.workdir()),
+            os.environ.get("SPU_POLICY"),
+            os.environ.get(guard.ALLOW_ENV),
+            os.environ.get(guard.HOSTS_ENV),
+        )
+    with _lock:
+        gw = _gateways.get(key)
+        if gw is None:
+            gw = _gateways[key] = _make(key)
+        return gw
+
+
+def _make(key: tuple[str | None, ...]) -> Any:
+    if key[0] == "remote":
+        from tools_server.web.service import RemoteGateway
+
+        return RemoteGateway(key[1], key[2])
+    from pathlib import Path
+
+    from tools_server.web.gateway import Gateway
+    from tools_server.web.policy import Policy
+
+    workdir = Path(key[1])
+    policy = Policy.load(key[2]) if key[2] else None
+    return Gateway(workdir / "audit" / "audit.jsonl", policy=policy, workdir=workdir)
+
+
+def _run(name: str, args: Any, ctx: ToolContext) -> dict[str, Any]:
+    result = current_gateway().call(name, args.model_dump(mode="json"), call_id=ctx.job_id)
+    ctx.set_engine("spu-audited-web", None)
+    return result
+
+
+@tool(name="web_search", resource="net", read_only=True, idempotent=False, open_world=True, time_limit_s=120)
+def web_search(args: SearchInput, ctx: ToolContext) -> dict:
+    """Search the web through the audited search provider.
+
+    Operators such as `site:nature.com`, `-term` and "quoted phrases" pass through to the provider.
+    Returns `results` (rank, title, url, snippet, published date when known) and the `provider` used.
+    Every search is recorded in the audit log. If `withheld` is true, the information policy applies:
+    stop, do not retrieve the item another way, and record the step in your report.
+    """
+    return _run("web_search", args, ctx)
+
+
+@tool(name="web_fetch", resource="net", read_only=True, idempotent=False, open_world=True, time_limit_s=180)
+def web_fetch(args: FetchInput, ctx: ToolContext) -> dict:
+    """Fetch a public http(s) URL and return its text: HTML as markdown, PDF as text (pages marked
+    `--- page N ---`), JSON pretty-printed, plain text as is.
+
+    Long documents are paginated: pass `start_index` = the previous `next_start_index` (null when the
+    document is complete) to read on; later pages come from the same download. `total_chars` is the
+    document length in characters, `content_sha256` the SHA-256 of the downloaded bytes. Private and
+    local addresses are refused (`url_refused`), and robots.txt is respected. If `withheld` is true, the
+    information policy applies: stop and record the step in your report.
+    """
+    return _run("web_fetch", args, ctx)
+
+
+@tool(
+    name="literature_search",
+    resource="net",
+    read_only=True,
+    idempotent=False,
+    open_world=True,
+    time_limit_s=120,
+)
+def literature_search(args: LiteratureInput, ctx: ToolContext) -> dict:
+    """Search the scholarly literature: Europe PMC (default), PubMed, Crossref, OpenAlex or arXiv.
+
+    Optional `from_date`/`until_date` (YYYY, YYYY-MM or YYYY-MM-DD) filter by publication date. Returns
+    `total_hits` and `results` with title, authors (first six), journal, year, date, doi, pmid, pmcid,
+    arxiv_id, url and the start of the abstract (600 characters). If `withheld` is true, the information
+    policy applies: stop and record the step in your report.
+    """
+    return _run("literature_search", args, ctx)
+
+
+@tool(
+    name="pubchem_lookup", resource="net", read_only=True, idempotent=False, open_world=True, time_limit_s=120
+)
+def pubchem_lookup(args: PubChemInput, ctx: ToolContext) -> dict:
+    """Look up a compound in PubChem by name, CAS number, SMILES, InChIKey or CID.
+
+    Returns `compounds` with cid, IUPAC name, formula, molecular_weight_g_mol, exact_mass_da, smiles
+    (isomeric), connectivity_smiles, InChI, InChIKey, xlogp (computed XLogP3), tpsa_a2 (topological polar
+    surface area, Å²), H-bond donors/acceptors, rotatable bonds, formal charge, heavy atoms, CAS numbers
+    and up to ten synonyms. An unknown compound is an `invalid_input` error.
+    """
+    return _run("pubchem_lookup", args, ctx)
+
+
+@tool(
+    name="uniprot_lookup", resource="net", read_only=True, idempotent=False, open_world=True, time_limit_s=120
+)
+def uniprot_lookup(args: UniProtInput, ctx: ToolContext) -> dict:
+    """Look up proteins in UniProtKB by accession (P69905) or query ('gene:HBB AND organism_id:9606').
+
+    Returns `entries` with accession, entry name, reviewed (Swiss-Prot), protein name, genes, organism,
+    taxon id, length (residues), mass_da, the function comment (first 800 characters) and the sequence
+    (entries up to 5000 residues).
+    """
+    return _run("uniprot_lookup", args, ctx)
+
+
+@tool(name="pdb_lookup", resource="net", read_only=True, idempotent=False, open_world=True, time_limit_s=300)
+def pdb_lookup(args: PDBInput, ctx: ToolContext) -> dict:
+    """Fetch a PDB entry from RCSB: metadata and the structure file, saved as an artifact.
+
+    Returns title, experimental method, resolution_a (Å; null for NMR), release date, polymer entity
+    count, deposited atoms, molecular_weight_kda, the primary citation, and `structure_file` (path of
+    the saved mmCIF or PDB file) with its size and SHA-256.
+    """
+    result = _run("pdb_lookup", args, ctx)
+    text = result.pop("structure_text", None)
+    if text is not None:
+        path = ctx.artifact(f"{result['pdb_id']}.{result['file_format']}")
+        path.write_text(text, encoding="utf-8")
+        result["structure_file"] = str(path)
+    return result
