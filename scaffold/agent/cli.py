@@ -1,0 +1,193 @@
+"""``spu agent``: run the reference agent, its demo, and tools for recordings and trajectories."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+DEMO_SLUG = "aromatic-acidity"
+DEMO_RECORDING = "demo-aromatic-acidity"
+
+agent_app = typer.Typer(help="The reference agent: a minimal loop that drives any model API through the spu tools.",
+                        no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(agent_app, name="agent")
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def _config(config_file: Path | None, overrides: list[str] | None) -> dict:
+    from scaffold.agent.config import ConfigError, load_config
+
+    try:
+        return load_config(config_file, overrides or [])
+    except ConfigError as exc:
+        raise _fail(str(exc)) from None
+
+
+@agent_app.command("run")
+def run_command(
+    task: Annotated[Path, typer.Option("--task", help="Task directory (contract.json, instruction.md, targets.csv).")],
+    out: Annotated[Path, typer.Option("--out", help="Output directory for rankings.json, report.md, trajectory ...")],
+    model: Annotated[list[str], typer.Option(
+        "--model", help="PROVIDER:MODEL with PROVIDER openai, openai-responses, anthropic or replay. Repeat it "
+        "with --ensemble to mix models.")],
+    base_url: Annotated[str | None, typer.Option("--base-url", help="API base URL (vLLM, llama.cpp, OpenRouter ...).")] = None,
+    config_file: Annotated[Path | None, typer.Option("--config", help="YAML file merged over the defaults.")] = None,
+    overrides: Annotated[list[str] | None, typer.Option("-c", help="key=value override, dotted keys; repeatable.")] = None,
+    ensemble: Annotated[int, typer.Option("--ensemble", min=1, help="K independent runs and their consensus.")] = 1,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the run record as JSON.")] = False,
+) -> None:
+    """Run the agent on a task. A valid rankings.json is in OUT from the first second to the end, whatever happens."""
+    from environment.task import TaskError, load_task
+    from scaffold.agent.models import split_model_spec
+
+    config = _config(config_file, overrides)
+    try:
+        load_task(task)
+        for spec in model:
+            split_model_spec(spec)
+    except (TaskError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    size = max(ensemble, int(config.get("ensemble", {}).get("size") or 1))
+    if size > 1 or len(model) > 1:
+        _run_ensemble(task, out, model, size, config, base_url, as_json)
+        return
+    _run_single(task, out, model[0], config, base_url, as_json)
+
+
+def _run_single(task: Path, out: Path, spec: str, config: dict, base_url: str | None, as_json: bool) -> int:
+    from scaffold.agent.runner import exit_code, run_agent
+
+    outcome = run_agent(task, out, spec, config, base_url=base_url)
+    if as_json:
+        typer.echo(json.dumps(outcome.result, indent=2))
+    else:
+        r = outcome.result
+        typer.echo(f"{r['exit_status']}: {r['reason']}")
+        typer.echo(f"submission: {r['submission']} -> {Path(out) / 'rankings.json'}")
+        typer.echo(f"{r['steps']} model calls, {r['elapsed_s']:.1f} s, ${r['cost_usd']:.4f}, {r['drafts']} drafts")
+    code = exit_code(outcome)
+    if code:
+        raise typer.Exit(code)
+    return code
+
+
+def _run_ensemble(task: Path, out: Path, specs: list[str], size: int, config: dict, base_url: str | None,
+                  as_json: bool) -> None:
+    from scaffold.agent.ensemble import run_ensemble
+
+    def progress(member: dict) -> None:
+        if not as_json:
+            typer.echo(f"member {member['member']} ({member['model']}): {member['exit_status']}, {member['submission']}")
+
+    summary = run_ensemble(task, out, specs, size, config, base_url=base_url, on_member=progress)
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        typer.echo(f"submission: {summary['submission']} of members {summary['used']} -> {Path(out) / 'rankings.json'}")
+    if summary["submission"] != "consensus":
+        raise typer.Exit(1)
+
+
+@agent_app.command("demo")
+def demo_command(
+    out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("spu-demo-run"),
+    slug: Annotated[str, typer.Option("--task", help="Demo task slug.")] = DEMO_SLUG,
+    model: Annotated[str, typer.Option("--model", help="PROVIDER:MODEL; default: the shipped recording.")] =
+    f"replay:{DEMO_RECORDING}",
+    base_url: Annotated[str | None, typer.Option("--base-url")] = None,
+    overrides: Annotated[list[str] | None, typer.Option("-c", help="key=value override; repeatable.")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Run the agent on a demo task (by default replaying the shipped recording against the live tools),
+    then validate and grade what it wrote against the demo answers."""
+    from environment.demo_tasks import DEMO_TASKS, demo_answers_path, demo_task_dir
+    from environment.grading import grade
+    from environment.submission import validate_submission
+    from environment.task import load_answers, load_task
+    from scaffold.agent.runner import exit_code, run_agent
+
+    if slug not in DEMO_TASKS:
+        raise _fail(f"no demo task {slug!r}; choose one of {DEMO_TASKS}")
+    config = _config(None, overrides)
+    task_dir = demo_task_dir(slug)
+    outcome = run_agent(task_dir, out, model, config, base_url=base_url)
+    task = load_task(task_dir)
+    report = validate_submission(out / "rankings.json", task, recover=False)
+    result = grade(out / "rankings.json", task, load_answers(demo_answers_path(slug)))
+    record = {**outcome.result, "valid": report.valid, "score": result.score,
+              "groups": [{"group_id": g.group_id, "rho": g.rho} for g in result.groups]}
+    if as_json:
+        typer.echo(json.dumps(record, indent=2))
+    else:
+        typer.echo(f"{outcome.exit_status}: {outcome.reason}")
+        typer.echo(f"rankings.json valid: {report.valid}; submission: {outcome.submission}")
+        typer.echo("score (weighted Spearman): " + f"{result.score:.3f}  ("
+                   + ", ".join(f"{g.group_id} rho={g.rho:.3f}" for g in result.groups) + ")")
+        typer.echo(f"files: {out}/rankings.json report.md sources.json trajectory.jsonl trajectory.json")
+    code = exit_code(outcome) or (0 if report.valid else 1)
+    if code:
+        raise typer.Exit(code)
+
+
+@agent_app.command("recording")
+def recording_command(
+    trajectory: Annotated[Path, typer.Argument(help="A trajectory.jsonl of an earlier run.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the recording (JSONL).")],
+) -> None:
+    """Extract the model turns of a trajectory as a recording for --model replay:FILE."""
+    from scaffold.agent.trajectory import read_records
+
+    if not trajectory.is_file():
+        raise _fail(f"{trajectory} does not exist")
+    records = read_records(trajectory)
+    start = next((r for r in records if r.get("type") == "run_start"), {})
+    # this run's paths become placeholders, longest first (WORK_DIR lies inside OUT_DIR)
+    placeholders = {start[key]: "${" + key.upper() + "}" for key in ("work_dir", "task_dir", "out_dir") if start.get(key)}
+    turns = [r for r in records if r.get("type") == "model_turn"]
+    with open(output, "w", encoding="utf-8") as handle:
+        for r in turns:
+            message = {k: r["message"][k] for k in ("role", "content", "tool_calls") if k in r["message"]}
+            for call in message.get("tool_calls") or []:
+                if isinstance(call.get("arguments"), dict):
+                    call["arguments"] = _placeholders(call["arguments"], placeholders)
+                    call["arguments_raw"] = json.dumps(call["arguments"], ensure_ascii=False)
+            handle.write(json.dumps({"type": "model_turn", "message": message}, ensure_ascii=False) + "\n")
+    typer.echo(f"{len(turns)} model turns -> {output}")
+
+
+def _placeholders(value, paths: dict[str, str]):
+    if isinstance(value, str):
+        for path, name in sorted(paths.items(), key=lambda kv: -len(kv[0])):
+            value = value.replace(path, name)
+        return value
+    if isinstance(value, list):
+        return [_placeholders(v, paths) for v in value]
+    if isinstance(value, dict):
+        return {k: _placeholders(v, paths) for k, v in value.items()}
+    return value
+
+
+@agent_app.command("atif")
+def atif_command(
+    trajectory: Annotated[Path, typer.Argument(help="A trajectory.jsonl.")],
+    output: Annotated[Path | None, typer.Option("-o", "--output", help="Default: trajectory.json beside it.")] = None,
+) -> None:
+    """Export a trajectory.jsonl as Harbor's ATIF trajectory.json."""
+    from scaffold.agent.trajectory import agent_version, write_atif
+
+    if not trajectory.is_file():
+        raise _fail(f"{trajectory} does not exist")
+    target = output or trajectory.with_name("trajectory.json")
+    data = write_atif(trajectory, target, agent_version=agent_version())
+    typer.echo(f"{len(data['steps'])} ATIF steps -> {target}")
+

@@ -1,0 +1,93 @@
+"""Budgets checked before every model call: steps, wall time, tokens and cost.
+
+Cost is priced from the config's table (USD per million tokens; ``input``, ``output``, ``cache_read``,
+``cache_write``). A model is looked up by its exact name, then by the longest table key it starts with
+(``gpt-4.1-2025-04-14`` uses ``gpt-4.1``), also after dropping a ``vendor/`` prefix.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from scaffold.agent.endings import LimitReached
+from scaffold.agent.models.base import Usage
+
+
+def find_price(prices: dict[str, Any], model: str) -> dict[str, float] | None:
+    for name in (model, model.rsplit("/", 1)[-1]):
+        if name in prices:
+            return prices[name]
+        matches = [key for key in prices if name.startswith(key)]
+        if matches:
+            return prices[max(matches, key=len)]
+    return None
+
+
+def cost_usd(usage: Usage, price: dict[str, float] | None) -> float:
+    if not price:
+        return 0.0
+    input_price = float(price.get("input", 0.0))
+    return (
+        usage.input_tokens * input_price
+        + usage.output_tokens * float(price.get("output", 0.0))
+        + usage.cache_read_tokens * float(price.get("cache_read", input_price))
+        + usage.cache_write_tokens * float(price.get("cache_write", input_price))
+    ) / 1e6
+
+
+class Budget:
+    def __init__(self, limits: dict[str, Any], price: dict[str, float] | None) -> None:
+        self.step_limit = int(limits.get("step_limit") or 0)
+        self.wall_time_limit_s = float(limits.get("wall_time_limit_s") or 0)
+        self.token_limit = int(limits.get("token_limit") or 0)
+        self.cost_limit_usd = float(limits.get("cost_limit_usd") or 0)
+        self.price = price
+        self.started = time.monotonic()
+        self.steps = 0
+        self.usage = Usage()
+        self.cost_usd = 0.0
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.started
+
+    @property
+    def tokens(self) -> int:
+        return self.usage.prompt_tokens + self.usage.output_tokens
+
+    def record(self, usage: Usage) -> float:
+        """Count one model call; return its cost in USD."""
+        self.steps += 1
+        self.usage.add(usage)
+        cost = cost_usd(usage, self.price)
+        self.cost_usd += cost
+        return cost
+
+    def fractions(self) -> dict[str, float]:
+        """Share of each active budget used so far."""
+        out = {}
+        if self.step_limit:
+            out["steps"] = self.steps / self.step_limit
+        if self.wall_time_limit_s:
+            out["wall_time"] = self.elapsed_s / self.wall_time_limit_s
+        if self.token_limit:
+            out["tokens"] = self.tokens / self.token_limit
+        if self.cost_limit_usd and self.price:
+            out["cost"] = self.cost_usd / self.cost_limit_usd
+        return out
+
+    def used_fraction(self) -> float:
+        return max(self.fractions().values(), default=0.0)
+
+    def check(self) -> None:
+        """Raise :class:`LimitReached` if any budget is spent."""
+        for name, fraction in self.fractions().items():
+            if fraction >= 1.0:
+                raise LimitReached(f"{name} limit reached ({self.describe()})")
+
+    def describe(self) -> str:
+        parts = [f"{self.steps} steps", f"{self.elapsed_s:.0f} s", f"{self.tokens} tokens"]
+        if self.price:
+            parts.append(f"${self.cost_usd:.4f}")
+        return ", ".join(parts)

@@ -1,0 +1,95 @@
+"""One agent run from a task directory, an output directory, a model spec and a config.
+
+Builds the pieces (task, output directory, model adapter, tools, budget), turns SIGTERM and SIGINT into
+the :class:`~scaffold.agent.endings.Interrupted` ending while the loop runs, and closes the tool server
+and the HTTP client afterwards.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from environment.task import Task, load_task
+from scaffold.agent.endings import Interrupted
+from scaffold.agent.limits import Budget, find_price
+from scaffold.agent.loop import Agent, RunOutcome
+from scaffold.agent.models import make_model, split_model_spec
+from scaffold.agent.rundir import RunDir
+from scaffold.agent.tools import Toolbox
+from scaffold.agent.tools.builtin import BuiltinTools
+from scaffold.agent.tools.mcp_tools import McpTools
+
+#: exit codes of ``spu agent run`` by exit status (docs/agent.md)
+EXIT_CODES = {"submitted": 0, "limit_reached": 0, "model_gave_up": 1, "model_error": 1, "crashed": 1}
+SIGNAL_EXIT_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130}
+
+
+def prompt_cache_key(config: dict[str, Any], task: Task) -> str | None:
+    """One key per task: every run on a task shares the system prompt, tools and task message."""
+    value = config.get("prompt_cache_key", "auto")
+    if value in (None, False, "", "false", "none"):
+        return None
+    if value == "auto":
+        return f"spu-{task.task_id}-v{task.task_version}"
+    return str(value)
+
+
+def run_agent(task_dir: str | Path, out: str | Path, model_spec: str, config: dict[str, Any], *,
+              base_url: str | None = None, run_id: str | None = None) -> RunOutcome:
+    task = load_task(task_dir)
+    split_model_spec(model_spec)  # a usage error before anything is written
+    mcp_cfg = config["tools"]["mcp"]
+    rundir = RunDir(out, task, server_workdir=mcp_cfg.get("workdir"))
+    rundir.create()
+    paths = {"TASK_DIR": str(task.root), "OUT_DIR": str(rundir.root), "WORK_DIR": str(rundir.work)}
+    model = make_model(model_spec, config["model"], base_url=base_url,
+                       cache_key=prompt_cache_key(config["model"], task), paths=paths)
+    _, model_name = split_model_spec(model_spec)
+    budget = Budget(config["limits"], find_price(config.get("prices") or {}, model_name))
+    builtin = BuiltinTools(rundir, config["tools"], list(config["tools"].get("builtin") or []))
+    mcp = None
+    if mcp_cfg.get("enabled", True):
+        mcp = McpTools(mcp_cfg, workdir=rundir.spu_work, cwd=rundir.work,
+                       max_output_chars=int(config["tools"].get("max_output_chars") or 20000))
+    tools = Toolbox(builtin, mcp, mcp_required=bool(mcp_cfg.get("required", False)))
+    agent = Agent(rundir=rundir, model=model, tools=tools, config=config, budget=budget, run_id=run_id)
+    try:
+        with interrupts_end_the_run(agent):
+            return agent.run()
+    finally:
+        tools.close()
+        model.close()
+
+
+@contextmanager
+def interrupts_end_the_run(agent: Agent) -> Iterator[None]:
+    """While the loop runs, SIGTERM/SIGINT raise :class:`Interrupted` in it (once; not while finishing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum: int, _frame: Any) -> None:
+        if agent.finishing:
+            return
+        agent.signal = signum
+        raise Interrupted(f"received {signal.Signals(signum).name}")
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def exit_code(outcome: RunOutcome) -> int:
+    """0 when the run ended by submitting or at a budget; 1 when the model failed or gave up, or the agent
+    crashed; 143/130 after SIGTERM/SIGINT. A valid rankings.json is in place in every case."""
+    if outcome.exit_status == "interrupted":
+        return SIGNAL_EXIT_CODES.get(outcome.result.get("signal"), 143)
+    return EXIT_CODES.get(outcome.exit_status, 1)

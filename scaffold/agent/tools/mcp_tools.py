@@ -1,0 +1,168 @@
+"""The spu MCP tools, reached with the official MCP Python client.
+
+By default the agent starts ``spu serve`` over stdio (``[python, -m, scaffold.cli, serve]``) with
+``SPU_WORKDIR`` pointing into the run's output directory; ``tools.mcp.url`` connects to a running server
+over streamable HTTP instead. The client lives on a private event loop in a background thread so the loop
+of the agent stays plain synchronous code.
+
+A successful result is shown to the model as its ``structuredContent`` (compact JSON; it carries the
+provenance), falling back to the text content; an ``isError`` result is passed on as an error with its
+text (``[code] message Hint: ...``). Long outputs are cut head and tail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import sys
+import threading
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from pathlib import Path
+from typing import Any
+
+from scaffold.agent.models.base import ToolDef
+from scaffold.agent.tools.output import ToolResult, cut_middle
+
+log = logging.getLogger(__name__)
+
+#: the model's keys are not the tool server's business
+HIDDEN_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY")
+
+
+class McpError(RuntimeError):
+    """The server could not be started or reached."""
+
+
+def server_command(config: dict[str, Any]) -> list[str]:
+    command = config.get("command")
+    if not command:
+        return [sys.executable, "-m", "scaffold.cli", "serve"]
+    return [str(c) for c in command] if isinstance(command, list) else str(command).split()
+
+
+class McpTools:
+    def __init__(self, config: dict[str, Any], *, workdir: Path, cwd: Path, max_output_chars: int = 20000) -> None:
+        self.config = config
+        self.workdir = workdir
+        self.cwd = cwd
+        self.max_chars = max_output_chars
+        self.call_timeout_s = float(config.get("call_timeout_s") or 900)
+        self.exclude = set(config.get("exclude") or [])
+        self.tools: list[ToolDef] = []
+        self.server_info: dict[str, Any] = {}
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-client", daemon=True)
+        self._ready: Future = Future()
+        self._stop: asyncio.Event | None = None
+        self._main: Future | None = None
+        self._client: Any = None
+
+    # -- life cycle -------------------------------------------------------------------------------------
+
+    def start(self, timeout_s: float = 120.0) -> None:
+        self._thread.start()
+        self._main = asyncio.run_coroutine_threadsafe(self._serve(), self._loop)
+        try:
+            self._ready.result(timeout=timeout_s)
+        except FutureTimeout:
+            self.close()
+            raise McpError(f"the MCP server did not answer within {timeout_s:.0f} s") from None
+        except Exception as exc:
+            self.close()
+            raise McpError(f"could not start or reach the MCP server: {_describe(exc)}") from exc
+
+    def _target(self) -> Any:
+        from mcp.client.stdio import StdioServerParameters
+
+        url = self.config.get("url")
+        if url:
+            return str(url)
+        argv = server_command(self.config)
+        env = {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV}
+        env["SPU_WORKDIR"] = str(self.workdir)
+        return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(self.cwd))
+
+    async def _serve(self) -> None:
+        from mcp.client.client import Client
+
+        self._stop = asyncio.Event()
+        try:
+            async with Client(self._target(), mode="legacy") as client:
+                listing = await client.list_tools()
+                self._client = client
+                self.tools = sorted(
+                    (
+                        ToolDef(t.name, t.description or "", t.input_schema or {"type": "object", "properties": {}})
+                        for t in listing.tools
+                        if t.name not in self.exclude
+                    ),
+                    key=lambda t: t.name,
+                )
+                info = client.server_info
+                self.server_info = {"name": getattr(info, "name", None), "version": getattr(info, "version", None)}
+                self._ready.set_result(True)
+                await self._stop.wait()
+        except BaseException as exc:
+            if not self._ready.done():
+                self._ready.set_exception(exc if isinstance(exc, Exception) else McpError(repr(exc)))
+                return
+            raise
+
+    def close(self) -> None:
+        """Stop the client (which stops a stdio server) and the background loop; safe to call twice."""
+        if self._thread.is_alive():
+            if self._stop is not None:
+                self._loop.call_soon_threadsafe(self._stop.set)
+            if self._main is not None:
+                try:
+                    self._main.result(timeout=15)
+                except Exception as exc:  # noqa: BLE001 - shutdown noise must not hide the run's outcome
+                    log.debug("MCP client shutdown: %s", _describe(exc))
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=10)
+
+    # -- calls ------------------------------------------------------------------------------------------
+
+    def definitions(self) -> list[ToolDef]:
+        return list(self.tools)
+
+    def has(self, name: str) -> bool:
+        return any(t.name == name for t in self.tools)
+
+    def call(self, name: str, args: dict[str, Any]) -> ToolResult:
+        if self._client is None:
+            return ToolResult("the MCP server is not connected", is_error=True)
+        future = asyncio.run_coroutine_threadsafe(
+            self._client.call_tool(name, args, read_timeout_seconds=self.call_timeout_s), self._loop
+        )
+        try:
+            result = future.result(timeout=self.call_timeout_s + 30)
+        except FutureTimeout:
+            future.cancel()
+            return ToolResult(f"{name}: no answer from the tool server within {self.call_timeout_s:.0f} s",
+                              is_error=True)
+        except Exception as exc:  # noqa: BLE001 - a protocol error becomes an error the model can see
+            return ToolResult(f"{name}: the tool server call failed: {_describe(exc)}", is_error=True)
+        return to_tool_result(result, self.max_chars)
+
+
+def to_tool_result(result: Any, max_chars: int) -> ToolResult:
+    text = "\n".join(getattr(block, "text", "") for block in result.content or [] if getattr(block, "text", None))
+    structured = result.structured_content
+    if result.is_error:
+        return ToolResult(cut_middle(text or json.dumps(structured, ensure_ascii=False), max_chars), is_error=True,
+                          data=structured if isinstance(structured, dict) else None)
+    if structured is not None:
+        content = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
+    else:
+        content = text
+    return ToolResult(cut_middle(content, max_chars), data=structured if isinstance(structured, dict) else None)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(e) for e in exc.exceptions)
+    return f"{type(exc).__name__}: {exc}"
