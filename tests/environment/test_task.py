@@ -1,0 +1,119 @@
+"""Loading tasks and answers: the demo tasks load, malformed tasks fail with a message naming the problem."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from env_task_factory import write_task
+
+from environment.demo_tasks import DEMO_TASKS, demo_answers_path, demo_task_dir
+from environment.task import TaskError, check_answers, load_answers, load_task
+
+
+@pytest.mark.parametrize("slug", DEMO_TASKS)
+def test_demo_tasks_load_with_cited_answers(slug):
+    task = load_task(demo_task_dir(slug))
+    answers = load_answers(demo_answers_path(slug))
+    check_answers(task, answers)
+    assert len(task.groups) == 2
+    assert sum(g.weight for g in task.groups) == pytest.approx(1.0)
+    for group in task.groups:
+        assert 5 <= len(group.experiment_ids) <= 10
+        given = answers.group(group.group_id)
+        assert set(given.sources) == set(group.experiment_ids)  # every value cited
+        assert all(len(s) > 20 for s in given.sources.values())
+        # anonymized ids: short hex starting with a letter, not the readable ids of the answers' id_map
+        assert all(len(e) == 4 and e[0] in "abcdef" for e in group.experiment_ids)
+    assert "Information policy" in task.instruction and "rankings.json" in task.instruction
+    assert not (demo_task_dir(slug) / "answers.json").exists()
+
+
+def test_chemistry_demo_has_smiles_that_rdkit_parses():
+    from rdkit import Chem
+
+    task = load_task(demo_task_dir("aromatic-acidity"))
+    assert all(Chem.MolFromSmiles(row["smiles"]) is not None for row in task.targets)
+
+
+def test_demo_values_are_the_tabulated_ones():
+    answers = load_answers(demo_answers_path("aromatic-acidity"))
+    readable = {old: new for new, old in answers.model_extra["id_map"].items()}
+    # CRC Handbook, aqueous pKa at 25 C: benzoic acid 4.20, 4-nitrophenol 7.15
+    assert answers.group("g1").values[readable["benzoic_h"]] == pytest.approx(4.20)
+    assert answers.group("g2").values[readable["phenol_4no2"]] == pytest.approx(7.15)
+
+
+def test_equal_weights_when_absent_and_numeric_columns(make_task):
+    task, *_ = make_task({"a": {"x": 1, "y": 2}, "b": {"z": 1, "w": 2}}, conditions={"x": {"temp": "25"},
+                         "y": {"temp": "30.5"}, "z": {"temp": ""}, "w": {"temp": "40"}})
+    assert [g.weight for g in task.groups] == [0.5, 0.5]
+    assert task.numeric_columns == ["temp"]
+    assert [r["temp"] for r in task.targets] == [25.0, 30.5, None, 40.0]
+
+
+def _mutate_contract(task_dir, change):
+    contract = json.loads((task_dir / "contract.json").read_text())
+    change(contract)
+    (task_dir / "contract.json").write_text(json.dumps(contract))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda c: c.pop("task_id"), "lacks 'task_id'"),
+        (lambda c: c["groups"].append(dict(c["groups"][0])), "names group 'a' twice"),
+        (lambda c: c["groups"][0].update(weight=0.7), "give a weight for every group or for none"),
+        (lambda c: [g.update(weight=0.4) for g in c["groups"]], "sum to 0.8"),
+        (lambda c: c["groups"][0].update(experiment_ids=["x", "x"]), "more than once"),
+        (lambda c: c["groups"][0].update(experiment_ids=["x"]), "at least two"),
+        (lambda c: c["groups"][0]["experiment_ids"].append("q"), "no row for 1 experiment"),
+    ],
+)
+def test_malformed_contract_is_refused(tmp_path, change, message):
+    task_dir, _ = write_task(tmp_path, {"a": {"x": 1, "y": 2}, "b": {"z": 1, "w": 2}})
+    _mutate_contract(task_dir, change)
+    with pytest.raises(TaskError, match=message):
+        load_task(task_dir)
+
+
+def test_targets_row_not_in_contract_and_missing_files(tmp_path):
+    task_dir, _ = write_task(tmp_path, {"a": {"x": 1, "y": 2}})
+    with open(task_dir / "targets.csv", "a") as fh:
+        fh.write("extra,a\n")
+    with pytest.raises(TaskError, match="'extra' of group 'a' is not in contract.json"):
+        load_task(task_dir)
+    (task_dir / "instruction.md").unlink()
+    with pytest.raises(TaskError, match="lacks instruction.md"):
+        load_task(task_dir)
+
+
+def test_answers_inside_the_task_are_refused(tmp_path):
+    task_dir, answers = write_task(tmp_path, {"a": {"x": 1, "y": 2}})
+    (task_dir / "answers.json").write_text(answers.read_text())
+    with pytest.raises(TaskError, match="outside the task directory"):
+        load_task(task_dir)
+
+
+def test_duplicate_keys_in_contract_are_refused(tmp_path):
+    task_dir, _ = write_task(tmp_path, {"a": {"x": 1, "y": 2}})
+    (task_dir / "contract.json").write_text('{"task_id": "t", "task_id": "u", "task_version": "1", "groups": []}')
+    with pytest.raises(TaskError, match="twice"):
+        load_task(task_dir)
+
+
+def test_answers_must_cover_the_task(make_task, tmp_path):
+    task, _answers, _, answers_path = make_task({"a": {"x": 1, "y": 2, "z": 3}})
+    data = json.loads(answers_path.read_text())
+    del data["groups"][0]["values"]["z"]
+    (tmp_path / "short.json").write_text(json.dumps(data))
+    with pytest.raises(TaskError, match=r"lack values for \['z'\]"):
+        check_answers(task, load_answers(tmp_path / "short.json"))
+    data["groups"][0]["values"] = {"x": 1, "y": 1, "z": 1}
+    (tmp_path / "flat.json").write_text(json.dumps(data))
+    with pytest.raises(TaskError, match="all measured values are equal"):
+        check_answers(task, load_answers(tmp_path / "flat.json"))
+    data["groups"][0]["values"] = {"x": 1, "y": "high", "z": 1}
+    (tmp_path / "text.json").write_text(json.dumps(data))
+    with pytest.raises(TaskError, match="finite number"):
+        load_answers(tmp_path / "text.json")
