@@ -12,6 +12,7 @@ import hashlib
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from decimal import Decimal
 from pathlib import Path
 
 from environment.contamination.digits import (
@@ -182,12 +183,12 @@ def _binomial_p(successes: int, trials: int, null: float) -> float:
 
 
 def audit_cell(
-    rows: Sequence[Prediction], seed: int = 0, min_label_figures: int = 3, null_splits: int = 1
+    rows: Sequence[Prediction], seed: int = 0, min_label_figures: int = 3, null_splits: int = 20
 ) -> CellAudit:
     """Statistics of one cell before multiple-testing correction (``q_*`` and ``significant_*`` unset)."""
     first = rows[0]
     seen: set[str] = set()
-    audited: list[tuple[str, DigitKey, DigitKey | None, str, str]] = []
+    audited: list[tuple[str, DigitKey, DigitKey | None, Decimal, Decimal | None]] = []
     label_excluded = unparsed = 0
     for row in rows:
         if row.cell != first.cell:
@@ -195,24 +196,20 @@ def audit_cell(
         if row.item_id in seen:
             raise ValueError(f"item {row.item_id!r} appears twice in cell {'/'.join(filter(None, row.cell))}")
         seen.add(row.item_id)
-        label = digit_key(row.label)
-        if label is None or written_figures(row.label) < min_label_figures:
+        label_value = parse_decimal(row.label)
+        label = digit_key(label_value)
+        if label is None or written_figures(label_value) < min_label_figures:
             label_excluded += 1
             continue
-        prediction = digit_key(row.prediction)
-        if parse_decimal(row.prediction) is None:
-            unparsed += 1
-        audited.append((row.item_id, label, prediction, row.label, row.prediction))
+        predicted_value = parse_decimal(row.prediction)
+        unparsed += predicted_value is None
+        audited.append((row.item_id, label, digit_key(predicted_value), label_value, predicted_value))
     audited.sort(key=lambda item: item[0])
     labels = [item[1] for item in audited]
     counts = nested_matches([item[2] for item in audited], labels)
     null = null_retention(labels, seed=_cell_seed(seed, first.benchmark), splits=null_splits)
 
-    numeric = [
-        (float(parse_decimal(p)), float(parse_decimal(y)), key)
-        for _, key, _, y, p in audited
-        if parse_decimal(p) is not None
-    ]
+    numeric = [(float(p), float(y), key) for _, key, _, y, p in audited if p is not None]
     pearson_r = _pearson([p for p, _, _ in numeric], [y for _, y, _ in numeric])
     reference_r = _pearson([first_figure_value(k) for _, _, k in numeric], [y for _, y, _ in numeric])
     return CellAudit(
@@ -269,7 +266,7 @@ def run_audit(
     alpha: float = 0.05,
     seed: int = 0,
     min_label_figures: int = 3,
-    null_splits: int = 1,
+    null_splits: int = 20,
 ) -> AuditResult:
     """Audit every cell in ``rows`` and correct all their retention tests together at FDR ``alpha``."""
     if not 0 < alpha < 1:

@@ -20,9 +20,8 @@ def simulated_labels(n: int, rng, mean: float = -3.0, sd: float = 2.0) -> list[s
     return [format_figures(float(x)) for x in rng.normal(mean, sd, size=n)]
 
 
-def _guess(labels: Sequence[str], rng) -> str:
+def _guess(values: Sequence[float], rng) -> str:
     # A draw from the label distribution, jittered so it is not a verbatim copy of another label.
-    values = [float(y) for y in labels]
     spread = (max(values) - min(values)) or 1.0
     return format_figures(float(rng.choice(values)) + float(rng.normal(0.0, 0.05 * spread)))
 
@@ -48,12 +47,13 @@ def simulated_cell(
 
     For ``planted``, each item is copied verbatim with probability ``share`` and guessed otherwise.
     """
+    values = [float(y) for y in labels]
     rows = []
     for i, label in enumerate(labels):
         if predictor == "planted":
-            prediction = label if rng.random() < share else _guess(labels, rng)
+            prediction = label if rng.random() < share else _guess(values, rng)
         elif predictor == "random":
-            prediction = _guess(labels, rng)
+            prediction = _guess(values, rng)
         elif predictor == "coarse":
             prediction = _coarse(label, rng)
         else:
