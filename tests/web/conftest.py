@@ -96,6 +96,7 @@ class Farm:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
+        self.article_html, self.pdf_bytes, self.crn_cif = ARTICLE_HTML, PDF_BYTES, CRN_CIF
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -273,6 +274,12 @@ def _arxiv(h, path, q, body):
     h._send(200, ARXIV_ATOM, "application/atom+xml; charset=utf-8")
 
 
+def _pubchem(h, path, q, body):
+    if path.endswith("/synonyms/JSON"):
+        return _pubchem_synonyms(h, path, q, body)
+    return _pubchem_props(h, path, q, body)
+
+
 def _pubchem_props(h, path, q, body):
     form = parse_qs(body.decode())
     value = (form.get("name") or form.get("smiles") or form.get("cid") or form.get("inchikey") or [""])[0]
@@ -344,8 +351,8 @@ def _page(h, path, q, body):
 
 
 def _big(h, path, q, body):
-    para = "<p>" + " ".join(f"word{i}" for i in range(200)) + "</p>\n"
-    h._send(200, "<html><body><article>" + para * 60 + "</article></body></html>", "text/html")
+    paras = "".join(f"<p>Paragraph {p}: " + " ".join(f"word{i}" for i in range(200)) + "</p>\n" for p in range(60))
+    h._send(200, "<html><body><article>" + paras + "</article></body></html>", "text/html")
 
 
 def _pdf(h, path, q, body):
@@ -441,7 +448,7 @@ ROUTES = {
     "/retry-after": _retry_after, "/always-503": _always_503, "/redirect-to": _redirect_to,
 }
 PREFIX_ROUTES = {
-    "/redirect/": _redirect, "/pubchem/compound/cid/": _pubchem_synonyms, "/pubchem/compound/": _pubchem_props,
+    "/redirect/": _redirect, "/pubchem/compound/": _pubchem,
     "/uniprot/": _uniprot, "/rcsb_data/core/entry/": _rcsb_entry, "/rcsb_files/download/": _rcsb_file,
 }
 
