@@ -1,0 +1,73 @@
+"""Fixtures for the reference agent's tests: scripted model servers on loopback, the demo task, configs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from scripted_model_server import ScriptedModelServer  # noqa: E402
+
+
+
+@pytest.fixture
+def model_server() -> Iterator[Any]:
+    """``model_server(script, default=None, delay_s=0, context_limit_chars=None)`` starts a scripted server."""
+    started: list[ScriptedModelServer] = []
+
+    def start(script: list[Any] | None = None, **kw: Any) -> ScriptedModelServer:
+        server = ScriptedModelServer(script, **kw)
+        server.__enter__()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.close()
+
+
+@pytest.fixture
+def demo_task() -> Path:
+    from environment.demo_tasks import demo_task_dir
+
+    return demo_task_dir("aromatic-acidity")
+
+
+@pytest.fixture
+def demo_answers() -> Path:
+    from environment.demo_tasks import demo_answers_path
+
+    return demo_answers_path("aromatic-acidity")
+
+
+@pytest.fixture
+def agent_config(monkeypatch) -> Any:
+    """``agent_config("limits.step_limit=5", ...)``: the embedded defaults, no MCP server, fast retries."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-anthropic")
+    from scaffold.agent.config import load_config
+
+    def make(*overrides: str, mcp: bool = False) -> dict[str, Any]:
+        base = ["model.retry.backoff_initial_s=0.01", "model.retry.backoff_max_s=0.05"]
+        if not mcp:
+            base.append("tools.mcp.enabled=false")
+        return load_config(None, [*base, *overrides])
+
+    return make
+
+
+@pytest.fixture
+def harbor_python() -> Path:
+    """Python of a separate Python 3.12 venv with harbor installed, named by ``SPU_HARBOR_PYTHON``; the
+    ATIF tests skip without it. Make one with ``python3.12 -m venv VENV && VENV/bin/pip install
+    harbor==0.25.0`` and export ``SPU_HARBOR_PYTHON=VENV/bin/python``."""
+    value = os.environ.get("SPU_HARBOR_PYTHON")
+    if not value or not Path(value).exists():
+        pytest.skip("set SPU_HARBOR_PYTHON to the python of a venv with harbor installed")
+    return Path(value)
