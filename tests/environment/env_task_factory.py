@@ -25,8 +25,12 @@ def write_task(
         "task_version": version,
         "title": "test task",
         "groups": [
-            {"group_id": g, "endpoint": "value", **({"weight": weights[g]} if weights else {}),
-             "experiment_ids": list(values)}
+            {
+                "group_id": g,
+                "endpoint": "value",
+                **({"weight": weights[g]} if weights else {}),
+                "experiment_ids": list(values),
+            }
             for g, values in groups.items()
         ],
     }

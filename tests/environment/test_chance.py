@@ -85,8 +85,10 @@ def test_random_scores_match_the_grader_formula(two_group_task):
     expected = []
     for row_a, row_b in zip(ranks_a, ranks_b, strict=True):
         total = 0.0
-        for ids, row, values in ((["a1", "a2", "a3", "a4", "a5"], row_a, answers.group("a").values),
-                                 (["b1", "b2", "b3", "b4"], row_b, answers.group("b").values)):
+        for ids, row, values in (
+            (["a1", "a2", "a3", "a4", "a5"], row_a, answers.group("a").values),
+            (["b1", "b2", "b3", "b4"], row_b, answers.group("b").values),
+        ):
             order = [e for _, e in sorted(zip(row, ids, strict=True))]
             total += 0.5 * spearman_of_order(order, values)
         expected.append(total)

@@ -13,8 +13,12 @@ from environment.task import TaskError
 
 
 def sub(task, orders, **extra):
-    return {"task_id": task.task_id, "task_version": task.task_version,
-            "rankings": [{"group_id": g, "order": o} for g, o in orders.items()], **extra}
+    return {
+        "task_id": task.task_id,
+        "task_version": task.task_version,
+        "rankings": [{"group_id": g, "order": o} for g, o in orders.items()],
+        **extra,
+    }
 
 
 def test_score_by_hand_with_a_tie(two_group_task):
@@ -24,7 +28,9 @@ def test_score_by_hand_with_a_tie(two_group_task):
     # (a1, a5, a3, a2, a4) and submitted -2, -1, 0, 1, 2 -> cov 4 + 1 + 0 + .5 + 4 = 9.5
     # norms sqrt(4 + 1 + .25 + .25 + 4) = sqrt(9.5), sqrt(10) -> rho_a = 9.5 / sqrt(95) = sqrt(0.95)
     # group b: order b1, b3, b2, b4 is the measured order -> rho_b = 1
-    result = grade(sub(task, {"a": ["a1", "a5", "a3", "a2", "a4"], "b": ["b1", "b3", "b2", "b4"]}), task, answers)
+    result = grade(
+        sub(task, {"a": ["a1", "a5", "a3", "a2", "a4"], "b": ["b1", "b3", "b2", "b4"]}), task, answers
+    )
     rho_a = math.sqrt(0.95)
     assert result.groups[0].rho == pytest.approx(rho_a, abs=1e-12)
     assert result.groups[1].rho == pytest.approx(1.0)
@@ -36,8 +42,9 @@ def test_score_by_hand_with_a_tie(two_group_task):
 
 
 def test_invalid_group_gets_minus_one_and_keeps_its_weight(make_task):
-    task, answers, *_ = make_task({"a": {"x": 1, "y": 2, "z": 3}, "b": {"u": 1, "v": 2}},
-                                  weights={"a": 0.25, "b": 0.75})
+    task, answers, *_ = make_task(
+        {"a": {"x": 1, "y": 2, "z": 3}, "b": {"u": 1, "v": 2}}, weights={"a": 0.25, "b": 0.75}
+    )
     result = grade(sub(task, {"a": ["x", "y", "z"], "b": ["u"]}), task, answers)
     assert result.groups[0].rho == pytest.approx(1.0) and result.groups[0].error is None
     assert result.groups[1].rho == -1.0 and "missing" in result.groups[1].error
@@ -71,8 +78,11 @@ def test_unknown_group_fails_the_whole_file(two_group_task):
 
 def test_recovered_file_scores_and_strict_score_is_minus_one(two_group_task, tmp_path):
     task, answers, *_ = two_group_task
-    data = {"task_id": task.task_id, "task_version": "1",
-            "rankings": {"a": ["a1", "a5", "a3", "a2", "a4"], "b": ["b1", "b3", "b2", "b4"]}}
+    data = {
+        "task_id": task.task_id,
+        "task_version": "1",
+        "rankings": {"a": ["a1", "a5", "a3", "a2", "a4"], "b": ["b1", "b3", "b2", "b4"]},
+    }
     path = tmp_path / "rankings.json"
     path.write_text(json.dumps(data))
     result = grade(path, task, answers)
@@ -84,9 +94,14 @@ def test_recovered_file_scores_and_strict_score_is_minus_one(two_group_task, tmp
 
 def test_group_level_departure_under_strict_grading_fails_only_that_group(two_group_task):
     task, answers, *_ = two_group_task
-    data = {"task_id": task.task_id, "task_version": "1",
-            "rankings": [{"group_id": "a", "item_ids": ["a1", "a5", "a3", "a2", "a4"]},
-                         {"group_id": "b", "order": ["b1", "b3", "b2", "b4"]}]}
+    data = {
+        "task_id": task.task_id,
+        "task_version": "1",
+        "rankings": [
+            {"group_id": "a", "item_ids": ["a1", "a5", "a3", "a2", "a4"]},
+            {"group_id": "b", "order": ["b1", "b3", "b2", "b4"]},
+        ],
+    }
     result = grade(data, task, answers)
     assert result.strict_score == pytest.approx(0.5 * -1.0 + 0.5 * 1.0)
     assert result.score == pytest.approx(0.5 * math.sqrt(0.95) + 0.5)
@@ -94,7 +109,9 @@ def test_group_level_departure_under_strict_grading_fails_only_that_group(two_gr
 
 def test_per_group_diagnostics(two_group_task):
     task, answers, *_ = two_group_task
-    result = grade(sub(task, {"a": ["a4", "a3", "a2", "a5", "a1"], "b": ["b1", "b3", "b2", "b4"]}), task, answers)
+    result = grade(
+        sub(task, {"a": ["a4", "a3", "a2", "a5", "a1"], "b": ["b1", "b3", "b2", "b4"]}), task, answers
+    )
     a = result.groups[0]
     # reversed measured order except the tied a2/a3 pair: 9 untied pairs, none in order
     assert a.pairs_in_order == 0.0 and a.top1_hit is False

@@ -55,7 +55,10 @@ def test_all_tied_gives_nan():
 
 @pytest.mark.filterwarnings("ignore::scipy.stats.ConstantInputWarning")
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.integers(min_value=0, max_value=4), min_size=2, max_size=30), st.randoms(use_true_random=False))
+@given(
+    st.lists(st.integers(min_value=0, max_value=4), min_size=2, max_size=30),
+    st.randoms(use_true_random=False),
+)
 def test_spearman_matches_scipy(values, rnd):
     ids = [f"e{i}" for i in range(len(values))]
     order = ids[:]

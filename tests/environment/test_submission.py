@@ -49,16 +49,31 @@ def test_fallback_is_valid_and_in_presented_order(two_group_task):
 def _variants(task):
     """(departure label, file) for each of the five departures, and two combined."""
     keyed = {"task_id": task.task_id, "task_version": "1", "rankings": {"a": ORDER_A, "b": ORDER_B}}
-    keyed_sub = {"task_id": task.task_id, "task_version": "1",
-                 "rankings": {"a": {"order": ORDER_A}, "b": {"ranking": ORDER_B}}}
-    alt_top = {"task_id": task.task_id, "task_version": "1",
-               "groups": [{"group_id": "a", "order": ORDER_A}, {"group_id": "b", "order": ORDER_B}]}
-    predictions = {"task_id": task.task_id, "task_version": "1",
-                   "predictions": [{"group_id": "a", "order": ORDER_A}, {"group_id": "b", "order": ORDER_B}]}
-    group_key = {"task_id": task.task_id, "task_version": "1",
-                 "rankings": [{"group": "a", "order": ORDER_A}, {"group": "b", "order": ORDER_B}]}
-    identity = {"task": task.task_id, "version": "1",
-                "rankings": [{"group_id": "a", "order": ORDER_A}, {"group_id": "b", "order": ORDER_B}]}
+    keyed_sub = {
+        "task_id": task.task_id,
+        "task_version": "1",
+        "rankings": {"a": {"order": ORDER_A}, "b": {"ranking": ORDER_B}},
+    }
+    alt_top = {
+        "task_id": task.task_id,
+        "task_version": "1",
+        "groups": [{"group_id": "a", "order": ORDER_A}, {"group_id": "b", "order": ORDER_B}],
+    }
+    predictions = {
+        "task_id": task.task_id,
+        "task_version": "1",
+        "predictions": [{"group_id": "a", "order": ORDER_A}, {"group_id": "b", "order": ORDER_B}],
+    }
+    group_key = {
+        "task_id": task.task_id,
+        "task_version": "1",
+        "rankings": [{"group": "a", "order": ORDER_A}, {"group": "b", "order": ORDER_B}],
+    }
+    identity = {
+        "task": task.task_id,
+        "version": "1",
+        "rankings": [{"group_id": "a", "order": ORDER_A}, {"group_id": "b", "order": ORDER_B}],
+    }
     combined = {"task": task.task_id, "version": "1", "groups": {"a": {"item_ids": ORDER_A}, "b": ORDER_B}}
     out = [
         ("object keyed by group id", keyed),
@@ -70,8 +85,16 @@ def _variants(task):
         ("alternative top-level key", combined),
     ]
     for key in ALT_ORDER_KEYS:
-        out.append(("alternative ordering key", {"task_id": task.task_id, "task_version": "1", "rankings": [
-            {"group_id": "a", key: ORDER_A}, {"group_id": "b", key: ORDER_B}]}))
+        out.append(
+            (
+                "alternative ordering key",
+                {
+                    "task_id": task.task_id,
+                    "task_version": "1",
+                    "rankings": [{"group_id": "a", key: ORDER_A}, {"group_id": "b", key: ORDER_B}],
+                },
+            )
+        )
     return out
 
 
@@ -92,8 +115,14 @@ def test_combined_departures_are_all_listed(two_group_task):
     task = two_group_task[0]
     data = {"task": task.task_id, "version": "1", "groups": {"a": {"item_ids": ORDER_A}, "b": ORDER_B}}
     kinds = [line.split(":")[0] for line in validate_submission(data, task).recovered]
-    assert sorted(kinds) == sorted(["renamed identity fields", "alternative top-level key",
-                                    "object keyed by group id", "alternative ordering key"])
+    assert sorted(kinds) == sorted(
+        [
+            "renamed identity fields",
+            "alternative top-level key",
+            "object keyed by group id",
+            "alternative ordering key",
+        ]
+    )
 
 
 def test_canonical_key_wins_and_ambiguous_alternatives_are_not_guessed(two_group_task):
@@ -108,8 +137,11 @@ def test_canonical_key_wins_and_ambiguous_alternatives_are_not_guessed(two_group
     report = validate_submission(ambiguous, task)
     assert not report.valid and "several alternative keys" in report.group_errors["a"][0]
     assert "b" not in report.group_errors
-    two_tops = {"task_id": task.task_id, "groups": canonical(task)["rankings"],
-                "predictions": canonical(task)["rankings"]}
+    two_tops = {
+        "task_id": task.task_id,
+        "groups": canonical(task)["rankings"],
+        "predictions": canonical(task)["rankings"],
+    }
     assert "several alternative keys" in validate_submission(two_tops, task).file_errors[0]
 
 
@@ -119,9 +151,9 @@ def test_canonical_key_wins_and_ambiguous_alternatives_are_not_guessed(two_group
         (b"\xff\xfe{}", "not UTF-8"),
         (b"\xef\xbb\xbf{}", "byte-order mark"),
         (b"", "empty"),
-        (b"{\"task_id\": ", "not valid JSON"),
+        (b'{"task_id": ', "not valid JSON"),
         (b"[1, 2]", "must hold a JSON object"),
-        (b"{\"task_id\": NaN}", "not valid JSON"),
+        (b'{"task_id": NaN}', "not valid JSON"),
         (b"[" * 200_000 + b"]" * 200_000, "nested too deeply"),
     ],
 )
@@ -214,13 +246,39 @@ def test_atomic_writer_replaces_and_leaves_no_temporary_files(tmp_path):
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8)
     | st.sampled_from(["a", "b", "a1", "b2", "t-demo", "1", "order", "rankings", "groups"]),
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(
-        st.sampled_from(["task_id", "task", "task_version", "version", "rankings", "groups", "predictions",
-                         "group_id", "group", "order", "item_ids", "ranking", "a", "b", "x"]) | st.text(max_size=5),
-        children, max_size=5),
+    lambda children: (
+        st.lists(children, max_size=5)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "task_id",
+                    "task",
+                    "task_version",
+                    "version",
+                    "rankings",
+                    "groups",
+                    "predictions",
+                    "group_id",
+                    "group",
+                    "order",
+                    "item_ids",
+                    "ranking",
+                    "a",
+                    "b",
+                    "x",
+                ]
+            )
+            | st.text(max_size=5),
+            children,
+            max_size=5,
+        )
+    ),
     max_leaves=30,
 )
 
@@ -235,8 +293,12 @@ def test_validator_never_raises_on_arbitrary_json(two_group_task, data, recover)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.permutations(["a1", "a2", "a3", "a4", "a5"]), st.permutations(["b1", "b2", "b3", "b4"]),
-       st.booleans(), st.booleans())
+@given(
+    st.permutations(["a1", "a2", "a3", "a4", "a5"]),
+    st.permutations(["b1", "b2", "b3", "b4"]),
+    st.booleans(),
+    st.booleans(),
+)
 def test_any_valid_submission_validates(two_group_task, order_a, order_b, swap_groups, with_version):
     task = two_group_task[0]
     rankings = [{"group_id": "a", "order": order_a}, {"group_id": "b", "order": order_b}]

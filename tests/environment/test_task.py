@@ -45,8 +45,10 @@ def test_demo_values_are_the_tabulated_ones():
 
 
 def test_equal_weights_when_absent_and_numeric_columns(make_task):
-    task, *_ = make_task({"a": {"x": 1, "y": 2}, "b": {"z": 1, "w": 2}}, conditions={"x": {"temp": "25"},
-                         "y": {"temp": "30.5"}, "z": {"temp": ""}, "w": {"temp": "40"}})
+    task, *_ = make_task(
+        {"a": {"x": 1, "y": 2}, "b": {"z": 1, "w": 2}},
+        conditions={"x": {"temp": "25"}, "y": {"temp": "30.5"}, "z": {"temp": ""}, "w": {"temp": "40"}},
+    )
     assert [g.weight for g in task.groups] == [0.5, 0.5]
     assert task.numeric_columns == ["temp"]
     assert [r["temp"] for r in task.targets] == [25.0, 30.5, None, 40.0]
@@ -97,7 +99,9 @@ def test_answers_inside_the_task_are_refused(tmp_path):
 
 def test_duplicate_keys_in_contract_are_refused(tmp_path):
     task_dir, _ = write_task(tmp_path, {"a": {"x": 1, "y": 2}})
-    (task_dir / "contract.json").write_text('{"task_id": "t", "task_id": "u", "task_version": "1", "groups": []}')
+    (task_dir / "contract.json").write_text(
+        '{"task_id": "t", "task_id": "u", "task_version": "1", "groups": []}'
+    )
     with pytest.raises(TaskError, match="twice"):
         load_task(task_dir)
 
