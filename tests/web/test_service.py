@@ -1,0 +1,171 @@
+"""The audit service as a separate process with a token, forwarding from the MCP tools, a SIGKILL during a
+burst of calls, and the web tools through the real MCP client over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tools_server.context import ToolContext
+from tools_server.errors import ToolError
+from tools_server.web.audit import read_records, verify
+from tools_server.web.service import RemoteGateway
+
+REPO = Path(__file__).resolve().parents[2]
+TOKEN = "test-token-5f1c"
+
+
+class Service:
+    def __init__(self, env: dict[str, str], log: Path, policy: Path | None) -> None:
+        args = [sys.executable, "-m", "scaffold.cli", "audit", "serve", "--log", str(log), "--token", TOKEN,
+                "--port", "0"]
+        if policy is not None:
+            args += ["--policy", str(policy)]
+        self.log = log
+        self.proc = subprocess.Popen(args, env=env, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"audit service did not start: {self.proc.stderr.read()}")
+        self.url = json.loads(line)["url"]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+
+
+@pytest.fixture
+def start_service(web_env, tmp_path):
+    started: list[Service] = []
+
+    def start(policy: dict | None = None, name: str = "svc") -> Service:
+        policy_file = None
+        if policy is not None:
+            policy_file = tmp_path / f"{name}-policy.json"
+            policy_file.write_text(json.dumps(policy))
+        svc = Service(web_env, tmp_path / name / "audit.jsonl", policy_file)
+        started.append(svc)
+        return svc
+
+    yield start
+    for svc in started:
+        svc.stop()
+
+
+POLICY = {"mode": "enforce", "doi": "10.1021/jacs.5b01234"}
+
+
+def test_token_required(start_service):
+    svc = start_service()
+    with pytest.raises(ToolError) as info:
+        RemoteGateway(svc.url, "wrong-token").call("web_search", {"query": "x", "provider": "brave"})
+    assert info.value.code == "http_error" and "token" in info.value.message
+    import httpx
+
+    r = httpx.get(f"{svc.url}/v1/health", trust_env=False)
+    assert r.status_code == 401
+
+
+def test_forwarding_from_tools_never_reads_policy(start_service, farm, monkeypatch, tmp_path):
+    from tools_server import settings
+    from tools_server.web import tools
+
+    svc = start_service(POLICY)
+    monkeypatch.setenv("SPU_AUDIT_URL", svc.url)
+    monkeypatch.setenv("SPU_AUDIT_TOKEN", TOKEN)
+    monkeypatch.setenv("SPU_POLICY", str(tmp_path / "no-such-policy.json"))  # embedded mode would fail on it
+    ctx = ToolContext("web_search", "fw-1")
+    out = tools.web_search(tools.SearchInput(query="amines", provider="brave"), ctx)
+    assert out["results"][0]["url"] == "https://example.org/amines"
+    pdb = tools.pdb_lookup(tools.PDBInput(pdb_id="1CRN"), ToolContext("pdb_lookup", "fw-2"))
+    assert Path(pdb["structure_file"]).read_text() == farm.crn_cif
+    assert not (settings.workdir() / "audit").exists()  # nothing logged on the agent side
+    calls = [r for r in read_records(svc.log) if r["kind"] == "call"]
+    assert [c["call_id"] for c in calls] == ["fw-1", "fw-2"]
+    flagged = tools.web_fetch(tools.FetchInput(url=farm.url("/flagged.html")), ToolContext("web_fetch", "fw-3"))
+    assert flagged["withheld"] and "10.1021" not in json.dumps(flagged)
+    with pytest.raises(ToolError) as info:
+        tools.web_fetch(tools.FetchInput(url=farm.url("/notes.txt")), ToolContext("web_fetch", "fw-4"))
+    assert info.value.code == "policy_blocked"
+    import httpx
+
+    health = httpx.get(f"{svc.url}/v1/health", headers={"Authorization": f"Bearer {TOKEN}"}, trust_env=False).json()
+    assert health["mode"] == "enforce" and "10.1021" not in json.dumps(health)
+    assert verify(svc.log).ok
+
+
+def test_missing_token_is_a_clear_error(monkeypatch):
+    from tools_server.web import tools
+
+    monkeypatch.setenv("SPU_AUDIT_URL", "http://127.0.0.1:9")
+    monkeypatch.delenv("SPU_AUDIT_TOKEN", raising=False)
+    with pytest.raises(ToolError) as info:
+        tools.current_gateway()
+    assert "SPU_AUDIT_TOKEN" in info.value.message
+
+
+@pytest.mark.slow
+def test_sigkill_during_burst_loses_no_returned_call(start_service, farm):
+    svc = start_service()
+    remote = RemoteGateway(svc.url, TOKEN, timeout_s=30)
+    returned: list[str] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def worker(w: int) -> None:
+        for i in range(1000):
+            if stop.is_set():
+                return
+            call_id = f"w{w}-{i}"
+            try:
+                remote.call("web_fetch", {"url": farm.url(f"/notes.txt?w={w}&i={i}")}, call_id)
+            except ToolError:
+                return  # the service died under us
+            with lock:
+                returned.append(call_id)
+
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(6)]
+    for t in threads:
+        t.start()
+    while True:
+        with lock:
+            if len(returned) >= 60:
+                break
+        threads[0].join(0.05)
+    os.kill(svc.proc.pid, signal.SIGKILL)
+    stop.set()
+    for t in threads:
+        t.join(timeout=60)
+    svc.proc.wait(timeout=10)
+    result = verify(svc.log)
+    assert result.ok, result.errors
+    logged = {r["call_id"] for r in read_records(svc.log) if r["kind"] == "call" and not r.get("error")}
+    missing = [c for c in returned if c not in logged]
+    assert missing == [] and len(returned) >= 60
+
+
+def test_web_tools_over_mcp(web_env, farm, start_mcp_server):
+    server = start_mcp_server(web_env)
+    tools = {t.name: t for t in server.list_tools()}
+    for name in ("web_search", "web_fetch", "literature_search", "pubchem_lookup", "uniprot_lookup", "pdb_lookup"):
+        assert tools[name].annotations.open_world_hint is True and tools[name].annotations.read_only_hint is True
+    out = server.call_ok("web_fetch", {"url": farm.url("/page.html")})
+    assert "iridium, rhodium and ruthenium" in out["content"] and out["provenance"]["tool"] == "web_fetch"
+    err = server.call_error("web_fetch", {"url": "http://169.254.169.254/latest/meta-data/"})
+    assert err["code"] == "url_refused"
+    log = Path(web_env["SPU_WORKDIR"]) / "audit" / "audit.jsonl"
+    assert verify(log).ok and sum(1 for r in read_records(log) if r["kind"] == "call") == 2
