@@ -1,0 +1,112 @@
+"""`spu doctor`: real engine checks on this machine, and broken engines simulated by stand-in modules on
+PYTHONPATH (a segfaulting import, a hanging import, a missing package) that doctor must survive."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tools_server.doctor import run_doctor
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _by_name(summary: dict) -> dict[str, dict]:
+    return {c["name"]: c for c in summary["checks"]}
+
+
+def _shadow(monkeypatch, tmp_path: Path, modules: dict[str, str]) -> None:
+    """Put stand-in packages first on PYTHONPATH for the check subprocesses."""
+    root = tmp_path / "shadow"
+    for name, code in modules.items():
+        (root / name).mkdir(parents=True)
+        (root / name / "__init__.py").write_text(code)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+
+
+def test_real_engines_compute_reference_values(spu_env):
+    summary = run_doctor(only=["rdkit", "pyscf", "tblite", "dirs"], gpus=[])
+    checks = _by_name(summary)
+    assert summary["ok"] is True
+    assert {checks[n]["status"] for n in ("rdkit", "pyscf", "tblite", "dirs")} == {"ok"}
+    # H2 RHF/STO-3G at 0.74 Å: -1.11676 Eh (Szabo & Ostlund table 3.6, 1.4 bohr); PySCF gives -1.1167593
+    assert checks["pyscf"]["facts"]["energy_hartree"] == pytest.approx(-1.1167593, abs=1e-6)
+    # GFN2-xTB water at the experimental geometry: tblite and xtb-python both give -5.0703708 Eh here
+    assert checks["tblite"]["facts"]["energy_hartree"] == pytest.approx(-5.0703708, abs=1e-6)
+    assert spu_env["SPU_WORKDIR"] in checks["dirs"]["detail"]
+
+
+def test_segfaulting_and_hanging_engines_are_failures_not_crashes(spu_env, monkeypatch, tmp_path):
+    _shadow(monkeypatch, tmp_path, {
+        "tblite": "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",
+        "mdtraj": "import time\ntime.sleep(600)\n",
+        "pdbfixer": "raise ImportError('libOpenMM.so.8.1: cannot open shared object file')\n",
+    })
+    summary = run_doctor(only=["tblite", "mdtraj", "pdbfixer", "rdkit"], timeout_s=3, gpus=[])
+    checks = _by_name(summary)
+    assert summary["ok"] is False
+    assert checks["tblite"]["status"] == "fail" and "SIGSEGV" in checks["tblite"]["detail"]
+    assert checks["mdtraj"]["status"] == "fail" and "timed out after 3 s" in checks["mdtraj"]["detail"]
+    assert checks["mdtraj"]["wall_s"] < 30
+    assert checks["pdbfixer"]["status"] == "fail"
+    assert "cannot open shared object file" in checks["pdbfixer"]["detail"]
+    assert "spu-scaffold[md]" in checks["pdbfixer"]["fix"]
+    assert checks["rdkit"]["status"] == "ok"  # the others' failures do not spill over
+
+
+def test_core_profile_downgrades_engine_failures_to_warnings(spu_env, monkeypatch, tmp_path):
+    _shadow(monkeypatch, tmp_path, {"pdbfixer": "raise ImportError('broken')\n"})
+    summary = run_doctor(profile="core", only=["pdbfixer", "rdkit"], gpus=[])
+    checks = _by_name(summary)
+    assert checks["pdbfixer"]["status"] == "warn" and checks["pdbfixer"]["required"] is False
+    assert summary["ok"] is True
+
+
+def test_gpu_checks_skip_without_gpu_and_are_required_with_one_mocked(spu_env):
+    # no GPU on this machine: GPU checks are skipped and doctor passes
+    summary = run_doctor(only=["gpu", "cupy", "cuda-libs"], gpus=[])
+    assert {c["status"] for c in summary["checks"]} == {"skip"} and summary["ok"] is True
+    # a GPU reported (mocked nvidia-smi result) but no CUDA stack here: the GPU checks run, fail, and are required
+    fake = [{"name": "NVIDIA H20 (mocked)", "memory": "97871 MiB", "driver": "550.54"}]
+    summary = run_doctor(only=["gpu", "cupy", "cuda-libs"], gpus=fake)
+    checks = _by_name(summary)
+    assert checks["gpu"]["status"] == "ok" and "H20" in checks["gpu"]["detail"]
+    assert checks["cupy"]["status"] == "fail" and checks["cupy"]["required"] is True
+    assert "cupy-cuda12x" in checks["cupy"]["fix"]
+    assert checks["cuda-libs"]["status"] == "fail" and "not loadable: " in checks["cuda-libs"]["detail"]
+    assert summary["ok"] is False
+
+
+def test_weights_and_unwritable_workdir(spu_env, monkeypatch, tmp_path):
+    weights = tmp_path / "weights"
+    (weights / "esm2").mkdir(parents=True)
+    (weights / "esm2" / "esm2_t6_8M_UR50D.pt").write_bytes(b"\0" * 2**20)
+    monkeypatch.setenv("SPU_WEIGHTS_DIR", str(weights))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("SPU_WORKDIR", str(blocker / "work"))
+    checks = _by_name(run_doctor(only=["weights", "dirs"], gpus=[]))
+    assert checks["weights"]["status"] == "ok"
+    assert checks["weights"]["facts"]["files"] == [{"file": "esm2/esm2_t6_8M_UR50D.pt", "mb": 1.0}]
+    assert checks["dirs"]["status"] == "fail" and "a-file" in checks["dirs"]["detail"]
+
+
+def test_cli_json_and_exit_status(spu_env, monkeypatch, tmp_path):
+    cmd = [sys.executable, "-m", "scaffold.cli", "doctor", "--json", "--only", "rdkit", "--only", "gpu"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=dict(os.environ), timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    checks = _by_name(json.loads(proc.stdout))
+    assert checks["rdkit"]["status"] == "ok"
+    _shadow(monkeypatch, tmp_path, {"rdkit": "raise ImportError('no rdkit here')\n"})
+    proc = subprocess.run(cmd[:4] + ["--only", "rdkit"], capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ), timeout=120)
+    assert proc.returncode == 1
+    assert "pip install 'rdkit" in proc.stdout and "required checks failing: rdkit" in proc.stdout
+    proc = subprocess.run(cmd[:-4] + ["--only", "nonsense"], capture_output=True, text=True, cwd=REPO,
+                          env=dict(os.environ), timeout=60)
+    assert proc.returncode == 2 and "unknown check" in proc.stderr
