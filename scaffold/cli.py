@@ -17,6 +17,7 @@ app = typer.Typer(
 # Modules that define commands; each exposes register(app). Heavy imports happen inside the commands.
 _COMMAND_MODULES = (
     "tools_server.cli",
+    "tools_server.doctor_cli",
     "tools_server.web.cli",
     "environment.cli",
     "environment.contamination.cli",

@@ -360,7 +360,7 @@ def run_engine_check(check: EngineCheck, *, gpu: bool, timeout_s: float, require
     limit = check.timeout_s if check.timeout_s and check.timeout_s > timeout_s else timeout_s
     started = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=limit,
+        proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=limit,
                               env=env, stdin=subprocess.DEVNULL, start_new_session=True)
     except subprocess.TimeoutExpired:
         result.wall_s = round(time.monotonic() - started, 2)

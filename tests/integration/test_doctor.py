@@ -98,15 +98,15 @@ def test_weights_and_unwritable_workdir(spu_env, monkeypatch, tmp_path):
 
 def test_cli_json_and_exit_status(spu_env, monkeypatch, tmp_path):
     cmd = [sys.executable, "-m", "scaffold.cli", "doctor", "--json", "--only", "rdkit", "--only", "gpu"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env=dict(os.environ), timeout=120)
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=REPO, env=dict(os.environ), timeout=120)
     assert proc.returncode == 0, proc.stderr
     checks = _by_name(json.loads(proc.stdout))
     assert checks["rdkit"]["status"] == "ok"
     _shadow(monkeypatch, tmp_path, {"rdkit": "raise ImportError('no rdkit here')\n"})
-    proc = subprocess.run(cmd[:4] + ["--only", "rdkit"], capture_output=True, text=True, cwd=REPO,
+    proc = subprocess.run(cmd[:4] + ["--only", "rdkit"], check=False, capture_output=True, text=True, cwd=REPO,
                           env=dict(os.environ), timeout=120)
     assert proc.returncode == 1
     assert "pip install 'rdkit" in proc.stdout and "required checks failing: rdkit" in proc.stdout
-    proc = subprocess.run(cmd[:-4] + ["--only", "nonsense"], capture_output=True, text=True, cwd=REPO,
+    proc = subprocess.run(cmd[:-4] + ["--only", "nonsense"], check=False, capture_output=True, text=True, cwd=REPO,
                           env=dict(os.environ), timeout=60)
     assert proc.returncode == 2 and "unknown check" in proc.stderr
