@@ -126,8 +126,10 @@ def build_protein(
     ff_name = "amber14-all" + (
         " + TIP3P" if solvent == "explicit" else f" + {solvent.upper()} implicit" if solvent in IMPLICIT_MODELS else ""
     )
+    net_charge = _net_charge(system)
     description = {
         "kind": "protein",
+        "net_charge_e": net_charge,
         "force_field": ff_name,
         "solvent": solvent,
         "n_residues_protein": len(residues) - n_water - n_ions,
@@ -136,3 +138,14 @@ def build_protein(
         **report,
     }
     return BuiltSystem(system, modeller.topology, positions_nm, solvent == "explicit", description)
+
+
+def _net_charge(system) -> float:
+    """Total charge of the system in e (protein plus ions), from the nonbonded force."""
+    import openmm
+
+    for force in system.getForces():
+        if isinstance(force, openmm.NonbondedForce):
+            total = sum(force.getParticleParameters(i)[0]._value for i in range(force.getNumParticles()))
+            return round(total, 3)
+    return 0.0
