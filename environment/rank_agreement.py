@@ -8,6 +8,7 @@ may tie; tied values share the average of the ranks they span (paper §2.5, equa
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 
 import numpy as np
 
@@ -18,15 +19,11 @@ def average_ranks(values: Sequence[float] | np.ndarray) -> np.ndarray:
     n = x.size
     order = np.argsort(x, kind="mergesort")
     sorted_x = x[order]
+    starts = np.concatenate(([0], np.flatnonzero(sorted_x[1:] != sorted_x[:-1]) + 1))
+    stops = np.concatenate((starts[1:], [n]))
+    # a run of ties at sorted positions start..stop-1 holds ranks start+1..stop; their mean is (start+1+stop)/2
     ranks = np.empty(n, dtype=float)
-    start = 0
-    while start < n:
-        stop = start + 1
-        while stop < n and sorted_x[stop] == sorted_x[start]:
-            stop += 1
-        # positions start..stop-1 hold ranks start+1..stop; their mean is (start + 1 + stop) / 2
-        ranks[order[start:stop]] = (start + 1 + stop) / 2.0
-        start = stop
+    ranks[order] = np.repeat((starts + 1 + stops) / 2.0, stops - starts)
     return ranks
 
 
@@ -69,6 +66,11 @@ def spearman_of_values(a: Sequence[float], b: Sequence[float]) -> float:
     return float(np.clip((ra @ rb) / denominator, -1.0, 1.0))
 
 
+@lru_cache(maxsize=16)
+def _upper_mask(n: int) -> np.ndarray:
+    return np.triu(np.ones((n, n)), k=1)
+
+
 def pairs_in_order(order: Sequence[str], values: Mapping[str, float]) -> float:
     """Share of pairs placed in measured order, among the pairs whose measured values differ.
 
@@ -76,13 +78,14 @@ def pairs_in_order(order: Sequence[str], values: Mapping[str, float]) -> float:
     values tie.
     """
     measured = np.array([values[e] for e in order], dtype=float)
-    diff = measured[None, :] - measured[:, None]  # diff[i, j] = v_j - v_i
-    upper = np.triu(np.ones_like(diff, dtype=bool), k=1)
-    untied = upper & (diff != 0)
-    total = int(untied.sum())
-    if total == 0:
+    n = measured.size
+    _, tie_counts = np.unique(measured, return_counts=True)
+    untied = (n * (n - 1) - int((tie_counts * (tie_counts - 1)).sum())) // 2
+    if untied == 0:
         return float("nan")
-    return float((untied & (diff > 0)).sum() / total)
+    # concordant minus discordant pairs: sum over i < j of sign(v_j - v_i)
+    balance = float((np.sign(measured[None, :] - measured[:, None]) * _upper_mask(n)).sum())
+    return (untied + balance) / 2.0 / untied
 
 
 def top1_hit(order: Sequence[str], values: Mapping[str, float]) -> bool:
