@@ -197,10 +197,12 @@ def read_file_text(spec: str) -> tuple[str, str, int]:
 
 
 def _sdf_record(text: str, record: int) -> str:
-    blocks = [b for b in re.split(r"^\$\$\$\$\s*$", text, flags=re.M) if "M  END" in b]
+    # Split on the "$$$$" lines only: a molblock's first (title) line may be empty and must survive.
+    parts = re.split(r"^\$\$\$\$[ \t]*\r?\n?", text, flags=re.M)
+    blocks = [b for b in parts if "M  END" in b]
     if not 0 <= record < len(blocks):
         raise MoleculeError("invalid_input", f"The SDF has {len(blocks)} records; record {record} does not exist")
-    return blocks[record].lstrip("\n")
+    return blocks[record]
 
 
 def parse_rdkit(text: str, *, sanitize: bool = True) -> tuple[Any, list[str]]:
@@ -436,8 +438,9 @@ def _molecule_from_smiles(text: str, force_field: str) -> Molecule:
     for atom in mol_h.GetAtoms():
         if atom.GetAtomicNum() == 0:
             raise MoleculeError("invalid_smiles", "Dummy atoms (*) have no coordinates for quantum chemistry")
-    embed_3d(mol_h)
-    used = relax_force_field(mol_h, force_field)
+    with rdkit_messages():
+        embed_3d(mol_h)
+        used = relax_force_field(mol_h, force_field)
     notes = [] if used else ["no force-field parameters; ETKDG geometry used unrelaxed"]
     coords = np.asarray(mol_h.GetConformer().GetPositions(), dtype=float)
     return Molecule(

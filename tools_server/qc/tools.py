@@ -211,8 +211,8 @@ class DftInput(BaseModel):
     task: Literal["energy", "optimize", "tddft", "frequencies"] = Field(
         "energy", description="energy; optimize (geomeTRIC); tddft (vertical excitations at the given "
         "geometry); frequencies (analytic Hessian, harmonic thermochemistry; small molecules, CPU).")
-    functional: str = Field("B3LYP", description="libxc/PySCF name: B3LYP, PBE0, PBE, wB97X-D? use 'wb97x-v', "
-                            "M06-2X as 'M062X', CAM-B3LYP, TPSS ...; 'HF' for Hartree-Fock.")
+    functional: str = Field("B3LYP", description="libxc/PySCF name: B3LYP, PBE0, PBE, CAM-B3LYP, M062X, "
+                            "wB97X-V, TPSS ...; 'HF' for Hartree-Fock.")
     basis: str = Field("def2-SVP", description="Basis set name known to PySCF (sto-3g, 6-31g*, def2-svp, "
                        "def2-tzvp, cc-pvdz ...).")
     charge: int | None = Field(None, ge=-20, le=20, description="Default: formal charge of the SMILES/molblock.")

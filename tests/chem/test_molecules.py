@@ -1,0 +1,109 @@
+"""Molecule input shared by every chemistry tool: formats, charge and spin checks, stable error codes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tools_server.chem.molecules import (
+    MoleculeError,
+    cache_key,
+    check_elements,
+    detect_format,
+    load_molecule,
+    parse_xyz,
+    validate_spin,
+)
+
+WATER_XYZ = "3\nwater\nO 0 0 0.1173\nH 0 0.7572 -0.4692\nH 0 -0.7572 -0.4692\n"
+
+
+def test_formats_are_detected():
+    assert detect_format("CCO") == "smiles"
+    assert detect_format(WATER_XYZ) == "xyz"
+    assert detect_format("O 0 0 0\nH 0 0 1\nH 0 1 0") == "xyz"
+    assert detect_format("\n  RDKit\n\n  0  0  0  0  0  0  0  0  0  0999 V2000\nM  END\n") == "molblock"
+
+
+def test_smiles_gives_3d_with_hydrogens_and_sane_bonds():
+    mol = load_molecule("CCO")
+    assert mol.formula() == "C2H6O"
+    assert mol.n_atoms == 9 and (mol.charge, mol.multiplicity) == (0, 1)
+    # C-C bond of ethanol after MMFF: 1.51-1.53 Å (typical sp3 C-C length)
+    cc = np.linalg.norm(mol.coords_angstrom[0] - mol.coords_angstrom[1])
+    assert 1.49 < cc < 1.55
+
+
+def test_equal_molecules_give_equal_geometry():
+    a, b = load_molecule("OCC"), load_molecule("C(O)C")
+    assert a.smiles == b.smiles == "CCO"
+    assert np.allclose(a.coords_angstrom, b.coords_angstrom)
+
+
+def test_charge_and_radicals_come_from_the_smiles():
+    acetate = load_molecule("CC(=O)[O-]")
+    assert acetate.charge == -1 and acetate.multiplicity == 1
+    methyl = load_molecule("[CH3]")
+    assert methyl.multiplicity == 2  # one radical electron
+
+
+def test_wrong_multiplicity_is_refused():
+    with pytest.raises(MoleculeError) as err:
+        load_molecule("O", multiplicity=2)
+    assert err.value.code == "charge_multiplicity_mismatch"
+    with pytest.raises(MoleculeError) as err:
+        validate_spin([1], 0, 5)  # one electron cannot be a quintet
+    assert err.value.code == "charge_multiplicity_mismatch"
+
+
+def test_charge_contradicting_the_smiles_is_refused():
+    with pytest.raises(MoleculeError) as err:
+        load_molecule("CC(=O)[O-]", charge=0)
+    assert err.value.code == "charge_multiplicity_mismatch"
+
+
+def test_xyz_charge_sets_default_multiplicity():
+    cation = load_molecule(WATER_XYZ, charge=1)
+    assert cation.n_electrons == 9 and cation.multiplicity == 2
+
+
+def test_invalid_smiles_code():
+    with pytest.raises(MoleculeError) as err:
+        load_molecule("C1CC(")
+    assert err.value.code == "invalid_smiles"
+
+
+def test_unsupported_element_code():
+    rf = load_molecule("[Rf]")
+    with pytest.raises(MoleculeError) as err:
+        check_elements(rf.numbers, max_z=86, method="GFN2-xTB")
+    assert err.value.code == "unsupported_element" and "Z=104" in err.value.message
+
+
+def test_bad_xyz_header_is_invalid_input():
+    with pytest.raises(MoleculeError) as err:
+        parse_xyz("4\n\nO 0 0 0\nH 0 0 1\nH 0 1 0\n")
+    assert err.value.code == "invalid_input"
+
+
+def test_sdf_file_and_record_index(tmp_path):
+    from rdkit import Chem
+    from rdkit.Chem import AllChem
+
+    path = tmp_path / "two.sdf"
+    with Chem.SDWriter(str(path)) as w:
+        for smi in ("O", "N"):
+            m = Chem.AddHs(Chem.MolFromSmiles(smi))
+            AllChem.EmbedMolecule(m, randomSeed=1)
+            w.write(m)
+    assert load_molecule(str(path)).formula() == "H2O"
+    assert load_molecule(f"{path}#1").formula() == "H3N"
+    with pytest.raises(MoleculeError):
+        load_molecule(f"{path}#5")
+
+
+def test_cache_keys_canonicalise_smiles_and_round_coordinates():
+    assert cache_key("OCC") == cache_key("C(O)C")
+    shifted = WATER_XYZ.replace("0.1173", "0.117300001")
+    assert cache_key(WATER_XYZ) == cache_key(shifted)
+    assert cache_key(WATER_XYZ) != cache_key(WATER_XYZ.replace("0.1173", "0.2173"))
