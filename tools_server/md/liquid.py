@@ -188,6 +188,8 @@ def build_liquid(
         for i, xyz in enumerate(positions_nm * 10.0):
             conf.SetAtomPosition(i, xyz.tolist())
         combined.AddConformer(conf, assignId=True)
+        combined.UpdatePropertyCache(strict=False)
+        Chem.GetSymmSSSR(combined)  # CombineMols leaves ring information uninitialised; MMFF typing needs it
         unsupported = [c.smiles for c in components if mmff_properties(c.mol) is None]
         if unsupported:
             raise ToolError(
