@@ -370,7 +370,17 @@ def _replace_terms(text: str, replacements: Sequence[tuple[str, str]]) -> str:
         return text
     pattern = re.compile("|".join(re.escape(term) for term, _ in ordered), re.IGNORECASE)
     lookup = {term.lower(): sub for term, sub in ordered}
-    return pattern.sub(lambda m: lookup[m.group().lower()], text)
+
+    def substitute(match: re.Match) -> str:
+        found, replacement = match.group(), lookup[match.group().lower()]
+        # "Molecule:" at the start of a line stays capitalised as "Sample:"
+        return (
+            replacement[:1].upper() + replacement[1:]
+            if found[:1].isupper() and found[1:2].islower()
+            else replacement
+        )
+
+    return pattern.sub(substitute, text)
 
 
 def mask_template(

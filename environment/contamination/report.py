@@ -81,8 +81,7 @@ def write_heatmap(result: AuditResult, path: Path) -> None:
         grid[i, j] = c.hit3 * 100
         text[i][j] = ("–" if math.isnan(c.hit3) else f"{c.hit3 * 100:.1f}") + ("*" if c.flagged else "")
     fig, ax = plt.subplots(figsize=(3.2 + 1.1 * len(cols), 2.0 + 0.45 * len(rows)), dpi=120)
-    cmap = matplotlib.colormaps["magma_r"].copy()
-    cmap.set_bad("#dddddd")
+    cmap = matplotlib.colormaps["magma_r"].with_extremes(bad="#dddddd")
     image = ax.imshow(
         np.ma.masked_invalid(grid),
         cmap=cmap,
