@@ -66,7 +66,9 @@ def test_audit_json_table_and_heatmap(app, runner, audit_table, tmp_path):
 
 
 def test_audit_fail_on_flag_and_usage_errors(app, runner, audit_table, tmp_path):
-    result = runner.invoke(app, ["contamination", "audit", str(audit_table), "-o", str(tmp_path), "--fail-on-flag"])
+    result = runner.invoke(
+        app, ["contamination", "audit", str(audit_table), "-o", str(tmp_path), "--fail-on-flag"]
+    )
     assert result.exit_code == 1
     assert "**yes**" in result.stdout
     bad = tmp_path / "bad.csv"
@@ -153,7 +155,9 @@ def test_blind_then_unblind(app, runner, dataset_csv, tmp_path):
 
 
 def test_blind_usage_errors(app, runner, dataset_csv, tmp_path):
-    result = runner.invoke(app, ["contamination", "blind", str(dataset_csv), "--property", "p", "-o", str(tmp_path)])
+    result = runner.invoke(
+        app, ["contamination", "blind", str(dataset_csv), "--property", "p", "-o", str(tmp_path)]
+    )
     assert result.exit_code == 2 and "label" in result.output  # no "label" column in this file
     bad = tmp_path / "bad.csv"
     bad.write_text("smiles,label\nC C,1.0\nCCO,2.0\n")
