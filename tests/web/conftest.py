@@ -48,12 +48,16 @@ def make_pdf(pages: list[list[str]]) -> bytes:
     """A valid PDF with one Helvetica text line per string, built by hand (offsets computed)."""
     n = len(pages)
     font = 3 + 2 * n
-    objects = ["<< /Type /Catalog /Pages 2 0 R >>",
-               f"<< /Type /Pages /Kids [{' '.join(f'{3 + 2 * i} 0 R' for i in range(n))}] /Count {n} >>"]
+    objects = [
+        "<< /Type /Catalog /Pages 2 0 R >>",
+        f"<< /Type /Pages /Kids [{' '.join(f'{3 + 2 * i} 0 R' for i in range(n))}] /Count {n} >>",
+    ]
     for i, lines in enumerate(pages):
         content = "BT /F1 12 Tf 72 720 Td " + " ".join(f"({t}) Tj 0 -16 Td" for t in lines) + " ET"
-        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
-                       f"/Resources << /Font << /F1 {font} 0 R >> >> >>")
+        objects.append(
+            f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents {4 + 2 * i} 0 R "
+            f"/Resources << /Font << /F1 {font} 0 R >> >> >>"
+        )
         objects.append(f"<< /Length {len(content)} >>\nstream\n{content}\nendstream")
     objects.append("<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     out = b"%PDF-1.4\n"
@@ -68,8 +72,12 @@ def make_pdf(pages: list[list[str]]) -> bytes:
     return out
 
 
-PDF_BYTES = make_pdf([["Kinetics of amine formation", "Rate constant 0.42 per second"],
-                      ["Second page: activation energy 55 kJ per mol"]])
+PDF_BYTES = make_pdf(
+    [
+        ["Kinetics of amine formation", "Rate constant 0.42 per second"],
+        ["Second page: activation energy 55 kJ per mol"],
+    ]
+)
 GZIP_BOMB = gzip.compress(b"\0" * (40 * 1024 * 1024), compresslevel=9)  # ~40 KB that inflates to 40 MB
 
 ARXIV_ATOM = """<?xml version="1.0" encoding="UTF-8"?>
@@ -124,8 +132,13 @@ def _handler(farm: Farm):
         def log_message(self, *args: Any) -> None:
             pass
 
-        def _send(self, status: int, body: bytes | str, ctype: str = "application/json",
-                  headers: dict[str, str] | None = None) -> None:
+        def _send(
+            self,
+            status: int,
+            body: bytes | str,
+            ctype: str = "application/json",
+            headers: dict[str, str] | None = None,
+        ) -> None:
             if isinstance(body, str):
                 body = body.encode()
             self.send_response(status)
@@ -151,8 +164,15 @@ def _handler(farm: Farm):
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             with farm.lock:
-                farm.requests.append({"method": method, "path": path, "query": query, "body": body,
-                                      "headers": dict(self.headers)})
+                farm.requests.append(
+                    {
+                        "method": method,
+                        "path": path,
+                        "query": query,
+                        "body": body,
+                        "headers": dict(self.headers),
+                    }
+                )
             handler = ROUTES.get(path)
             if handler is None:
                 for prefix, h in PREFIX_ROUTES.items():
@@ -172,52 +192,125 @@ def _brave(h, path, q, body):
         return h._json({"type": "ErrorResponse", "error": {"code": "SUBSCRIPTION_TOKEN_INVALID"}}, 401)
     if h.headers.get("X-Subscription-Token") == "bad-key":
         return h._json({"type": "ErrorResponse", "error": {"code": "SUBSCRIPTION_TOKEN_INVALID"}}, 401)
-    h._json({"type": "search", "query": {"original": q["q"][0]}, "web": {"type": "search", "results": [
-        {"title": "Amine <strong>basicity</strong>", "url": "https://example.org/amines",
-         "description": "pKa values of <strong>amines</strong>", "page_age": "2023-04-01T00:00:00"},
-        {"title": "Second", "url": "https://example.org/second", "description": "more", "age": "2 days ago"}]}})
+    h._json(
+        {
+            "type": "search",
+            "query": {"original": q["q"][0]},
+            "web": {
+                "type": "search",
+                "results": [
+                    {
+                        "title": "Amine <strong>basicity</strong>",
+                        "url": "https://example.org/amines",
+                        "description": "pKa values of <strong>amines</strong>",
+                        "page_age": "2023-04-01T00:00:00",
+                    },
+                    {
+                        "title": "Second",
+                        "url": "https://example.org/second",
+                        "description": "more",
+                        "age": "2 days ago",
+                    },
+                ],
+            },
+        }
+    )
 
 
 def _searxng(h, path, q, body):
     if q.get("format") != ["json"]:
         return h._send(403, "Forbidden", "text/html")
-    h._json({"query": q["q"][0], "number_of_results": 0, "results": [
-        {"url": "https://example.org/a", "title": "SearX result", "content": "snippet a", "engine": "bing",
-         "publishedDate": None, "score": 1.0}], "answers": [], "suggestions": []})
+    h._json(
+        {
+            "query": q["q"][0],
+            "number_of_results": 0,
+            "results": [
+                {
+                    "url": "https://example.org/a",
+                    "title": "SearX result",
+                    "content": "snippet a",
+                    "engine": "bing",
+                    "publishedDate": None,
+                    "score": 1.0,
+                }
+            ],
+            "answers": [],
+            "suggestions": [],
+        }
+    )
 
 
 def _tavily(h, path, q, body):
     if h.headers.get("Authorization") != "Bearer tvly-test":
         return h._json({"detail": {"error": "Unauthorized: missing or invalid API key."}}, 401)
     req = json.loads(body)
-    h._json({"query": req["query"], "answer": None, "images": [], "response_time": 0.5, "results": [
-        {"title": "Tavily hit", "url": "https://example.org/t", "content": "tavily content", "score": 0.9,
-         "raw_content": None}]})
+    h._json(
+        {
+            "query": req["query"],
+            "answer": None,
+            "images": [],
+            "response_time": 0.5,
+            "results": [
+                {
+                    "title": "Tavily hit",
+                    "url": "https://example.org/t",
+                    "content": "tavily content",
+                    "score": 0.9,
+                    "raw_content": None,
+                }
+            ],
+        }
+    )
 
 
 def _serper(h, path, q, body):
     if h.headers.get("X-API-KEY") != "serper-test":
         return h._json({"message": "Unauthorized.", "statusCode": 403}, 403)
     req = json.loads(body)
-    h._json({"searchParameters": {"q": req["q"], "type": "search", "engine": "google"}, "organic": [
-        {"title": "Serper hit", "link": "https://example.org/s", "snippet": "serper snippet", "position": 1,
-         "date": "Mar 3, 2022"}]})
+    h._json(
+        {
+            "searchParameters": {"q": req["q"], "type": "search", "engine": "google"},
+            "organic": [
+                {
+                    "title": "Serper hit",
+                    "link": "https://example.org/s",
+                    "snippet": "serper snippet",
+                    "position": 1,
+                    "date": "Mar 3, 2022",
+                }
+            ],
+        }
+    )
 
 
 def _exa(h, path, q, body):
     if h.headers.get("x-api-key") != "exa-test":
         return h._json({"error": "Invalid API key"}, 401)
-    h._json({"requestId": "abc", "resolvedSearchType": "neural", "results": [
-        {"id": "https://example.org/e", "title": "Exa hit", "url": "https://example.org/e",
-         "publishedDate": "2022-01-01T00:00:00.000Z", "author": "X", "score": 0.3,
-         "highlights": ["first highlight", "second"]}]})
+    h._json(
+        {
+            "requestId": "abc",
+            "resolvedSearchType": "neural",
+            "results": [
+                {
+                    "id": "https://example.org/e",
+                    "title": "Exa hit",
+                    "url": "https://example.org/e",
+                    "publishedDate": "2022-01-01T00:00:00.000Z",
+                    "author": "X",
+                    "score": 0.3,
+                    "highlights": ["first highlight", "second"],
+                }
+            ],
+        }
+    )
 
 
 def _ddg(h, path, q, body):
     query = parse_qs(body.decode()).get("q", [""])[0]
     if query == "captcha":
-        return h._send(202, "<html><body><form id='challenge-form'>anomaly detected</form></body></html>",
-                       "text/html")
+        return h._send(
+            202, "<html><body><form id='challenge-form'>anomaly detected</form></body></html>", "text/html"
+        )
     page = """<html><body><div class="results">
 <div class="result results_links results_links_deep web-result"><div class="links_main links_deep result__body">
 <h2 class="result__title"><a rel="nofollow" class="result__a" href="//duckduckgo.com/l/?uddg=https%3A%2F%2Fexample.org%2Fddg%3Fa%3D1%26b%3D2&amp;rut=abc">DDG &amp; <b>first</b></a></h2>
@@ -229,45 +322,110 @@ def _ddg(h, path, q, body):
 
 
 def _europepmc(h, path, q, body):
-    h._json({"version": "6.9", "hitCount": 1234, "request": {"queryString": q["query"][0]}, "resultList": {
-        "result": [{"id": "33333333", "source": "MED", "pmid": "33333333", "pmcid": "PMC7777777",
-                    "doi": "10.1000/epmc.1", "title": "Amine basicity in water.", "authorString": "Smith J, Doe A.",
-                    "journalInfo": {"journal": {"title": "Journal of Amines"}}, "pubYear": "2020",
-                    "firstPublicationDate": "2020-05-01", "abstractText": "We measured <i>pKa</i> values."}]}})
+    h._json(
+        {
+            "version": "6.9",
+            "hitCount": 1234,
+            "request": {"queryString": q["query"][0]},
+            "resultList": {
+                "result": [
+                    {
+                        "id": "33333333",
+                        "source": "MED",
+                        "pmid": "33333333",
+                        "pmcid": "PMC7777777",
+                        "doi": "10.1000/epmc.1",
+                        "title": "Amine basicity in water.",
+                        "authorString": "Smith J, Doe A.",
+                        "journalInfo": {"journal": {"title": "Journal of Amines"}},
+                        "pubYear": "2020",
+                        "firstPublicationDate": "2020-05-01",
+                        "abstractText": "We measured <i>pKa</i> values.",
+                    }
+                ]
+            },
+        }
+    )
 
 
 def _esearch(h, path, q, body):
-    h._json({"header": {"type": "esearch", "version": "0.3"}, "esearchresult": {
-        "count": "2", "retmax": "2", "retstart": "0", "idlist": ["31111111", "32222222"],
-        "querytranslation": q["term"][0]}})
+    h._json(
+        {
+            "header": {"type": "esearch", "version": "0.3"},
+            "esearchresult": {
+                "count": "2",
+                "retmax": "2",
+                "retstart": "0",
+                "idlist": ["31111111", "32222222"],
+                "querytranslation": q["term"][0],
+            },
+        }
+    )
 
 
 def _esummary(h, path, q, body):
     ids = q["id"][0].split(",")
     result: dict[str, Any] = {"uids": ids}
     for i, uid in enumerate(ids):
-        result[uid] = {"uid": uid, "pubdate": "2019 Mar 5", "sortpubdate": "2019/03/05 00:00",
-                       "source": "J Chem", "fulljournalname": "Journal of Chemistry", "title": f"PubMed paper {i}.",
-                       "authors": [{"name": "Lee K", "authtype": "Author"}],
-                       "articleids": [{"idtype": "pubmed", "value": uid}, {"idtype": "doi", "value": f"10.1000/pm.{i}"}]}
+        result[uid] = {
+            "uid": uid,
+            "pubdate": "2019 Mar 5",
+            "sortpubdate": "2019/03/05 00:00",
+            "source": "J Chem",
+            "fulljournalname": "Journal of Chemistry",
+            "title": f"PubMed paper {i}.",
+            "authors": [{"name": "Lee K", "authtype": "Author"}],
+            "articleids": [{"idtype": "pubmed", "value": uid}, {"idtype": "doi", "value": f"10.1000/pm.{i}"}],
+        }
     h._json({"header": {"type": "esummary", "version": "0.3"}, "result": result})
 
 
 def _crossref(h, path, q, body):
-    h._json({"status": "ok", "message-type": "work-list", "message": {"total-results": 99, "items": [
-        {"DOI": "10.1000/cr.1", "title": ["Crossref work"], "author": [{"given": "Ann", "family": "Lee"}],
-         "container-title": ["Chem Letters"], "issued": {"date-parts": [[2018, 7, 2]]}, "type": "journal-article",
-         "URL": "https://doi.org/10.1000/cr.1"}]}})
+    h._json(
+        {
+            "status": "ok",
+            "message-type": "work-list",
+            "message": {
+                "total-results": 99,
+                "items": [
+                    {
+                        "DOI": "10.1000/cr.1",
+                        "title": ["Crossref work"],
+                        "author": [{"given": "Ann", "family": "Lee"}],
+                        "container-title": ["Chem Letters"],
+                        "issued": {"date-parts": [[2018, 7, 2]]},
+                        "type": "journal-article",
+                        "URL": "https://doi.org/10.1000/cr.1",
+                    }
+                ],
+            },
+        }
+    )
 
 
 def _openalex(h, path, q, body):
-    h._json({"meta": {"count": 5, "page": 1, "per_page": 1}, "results": [
-        {"id": "https://openalex.org/W123", "doi": "https://doi.org/10.1000/oa.1", "title": "OpenAlex work",
-         "display_name": "OpenAlex work", "publication_year": 2021, "publication_date": "2021-09-09",
-         "ids": {"openalex": "https://openalex.org/W123", "pmid": "https://pubmed.ncbi.nlm.nih.gov/34444444"},
-         "authorships": [{"author": {"display_name": "Kim Park"}}],
-         "primary_location": {"source": {"display_name": "Open Chem"}},
-         "abstract_inverted_index": {"Amines": [0], "are": [1], "bases.": [2]}}]})
+    h._json(
+        {
+            "meta": {"count": 5, "page": 1, "per_page": 1},
+            "results": [
+                {
+                    "id": "https://openalex.org/W123",
+                    "doi": "https://doi.org/10.1000/oa.1",
+                    "title": "OpenAlex work",
+                    "display_name": "OpenAlex work",
+                    "publication_year": 2021,
+                    "publication_date": "2021-09-09",
+                    "ids": {
+                        "openalex": "https://openalex.org/W123",
+                        "pmid": "https://pubmed.ncbi.nlm.nih.gov/34444444",
+                    },
+                    "authorships": [{"author": {"display_name": "Kim Park"}}],
+                    "primary_location": {"source": {"display_name": "Open Chem"}},
+                    "abstract_inverted_index": {"Amines": [0], "are": [1], "bases.": [2]},
+                }
+            ],
+        }
+    )
 
 
 def _arxiv(h, path, q, body):
@@ -286,13 +444,32 @@ def _pubchem_props(h, path, q, body):
     if path.startswith("/pubchem/compound/name/") and "throttle" in value and farm_count(h, "throttle") == 1:
         return h._json({"Fault": {"Code": "PUGREST.ServerBusy", "Message": "Too many requests"}}, 503)
     if value in ("aspirin", "50-78-2", "CC(=O)OC1=CC=CC=C1C(=O)O", "2244", "throttle-aspirin"):
-        return h._json({"PropertyTable": {"Properties": [{
-            "CID": 2244, "MolecularFormula": "C9H8O4", "MolecularWeight": "180.16",
-            "SMILES": "CC(=O)OC1=CC=CC=C1C(=O)O", "ConnectivitySMILES": "CC(=O)OC1=CC=CC=C1C(=O)O",
-            "InChI": "InChI=1S/C9H8O4/c1-6(10)13-8-5-3-2-4-7(8)9(11)12/h2-5H,1H3,(H,11,12)",
-            "InChIKey": "BSYNRYMUTXBXSQ-UHFFFAOYSA-N", "IUPACName": "2-acetyloxybenzoic acid", "XLogP": 1.2,
-            "ExactMass": "180.04225873", "TPSA": 63.6, "HBondDonorCount": 1, "HBondAcceptorCount": 4,
-            "RotatableBondCount": 3, "Charge": 0, "HeavyAtomCount": 13}]}})
+        return h._json(
+            {
+                "PropertyTable": {
+                    "Properties": [
+                        {
+                            "CID": 2244,
+                            "MolecularFormula": "C9H8O4",
+                            "MolecularWeight": "180.16",
+                            "SMILES": "CC(=O)OC1=CC=CC=C1C(=O)O",
+                            "ConnectivitySMILES": "CC(=O)OC1=CC=CC=C1C(=O)O",
+                            "InChI": "InChI=1S/C9H8O4/c1-6(10)13-8-5-3-2-4-7(8)9(11)12/h2-5H,1H3,(H,11,12)",
+                            "InChIKey": "BSYNRYMUTXBXSQ-UHFFFAOYSA-N",
+                            "IUPACName": "2-acetyloxybenzoic acid",
+                            "XLogP": 1.2,
+                            "ExactMass": "180.04225873",
+                            "TPSA": 63.6,
+                            "HBondDonorCount": 1,
+                            "HBondAcceptorCount": 4,
+                            "RotatableBondCount": 3,
+                            "Charge": 0,
+                            "HeavyAtomCount": 13,
+                        }
+                    ]
+                }
+            }
+        )
     h._json({"Fault": {"Code": "PUGREST.NotFound", "Message": "No CID found"}}, 404)
 
 
@@ -301,18 +478,32 @@ def farm_count(h, key: str) -> int:
 
 
 def _pubchem_synonyms(h, path, q, body):
-    h._json({"InformationList": {"Information": [{"CID": 2244, "Synonym": ["aspirin", "ACETYLSALICYLIC ACID",
-                                                                           "50-78-2", "Acenterine"]}]}})
+    h._json(
+        {
+            "InformationList": {
+                "Information": [
+                    {"CID": 2244, "Synonym": ["aspirin", "ACETYLSALICYLIC ACID", "50-78-2", "Acenterine"]}
+                ]
+            }
+        }
+    )
 
 
 UNIPROT_HBB = {
-    "entryType": "UniProtKB reviewed (Swiss-Prot)", "primaryAccession": "P68871", "uniProtkbId": "HBB_HUMAN",
+    "entryType": "UniProtKB reviewed (Swiss-Prot)",
+    "primaryAccession": "P68871",
+    "uniProtkbId": "HBB_HUMAN",
     "organism": {"scientificName": "Homo sapiens", "commonName": "Human", "taxonId": 9606},
     "proteinDescription": {"recommendedName": {"fullName": {"value": "Hemoglobin subunit beta"}}},
     "genes": [{"geneName": {"value": "HBB"}}],
     "comments": [{"commentType": "FUNCTION", "texts": [{"value": "Involved in oxygen transport."}]}],
-    "sequence": {"value": "MVHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKVKAHGKKVLGAFSDGLAHLDNLKGTFATLSELHCDKLHVDPENFRLLGNVLVCVLAHHFGKEFTPPVQAAYQKVVAGVANALAHKYH",
-                 "length": 147, "molWeight": 15998, "crc64": "X", "md5": "Y"},
+    "sequence": {
+        "value": "MVHLTPEEKSAVTALWGKVNVDEVGGEALGRLLVVYPWTQRFFESFGDLSTPDAVMGNPKVKAHGKKVLGAFSDGLAHLDNLKGTFATLSELHCDKLHVDPENFRLLGNVLVCVLAHHFGKEFTPPVQAAYQKVVAGVANALAHKYH",
+        "length": 147,
+        "molWeight": 15998,
+        "crc64": "X",
+        "md5": "Y",
+    },
 }
 
 
@@ -326,14 +517,26 @@ def _uniprot(h, path, q, body):
 
 def _rcsb_entry(h, path, q, body):
     if path.endswith("/1CRN"):
-        return h._json({"rcsb_id": "1CRN", "struct": {"title": "WATER STRUCTURE OF A HYDROPHOBIC PROTEIN"},
-                        "exptl": [{"method": "X-RAY DIFFRACTION"}],
-                        "rcsb_accession_info": {"initial_release_date": "1981-09-15T00:00:00+0000"},
-                        "rcsb_entry_info": {"resolution_combined": [1.5], "polymer_entity_count": 1,
-                                            "deposited_atom_count": 327, "molecular_weight": 4.73},
-                        "rcsb_primary_citation": {"title": "Water structure of a hydrophobic protein",
-                                                  "rcsb_journal_abbrev": "Nature", "year": 1981,
-                                                  "pdbx_database_id_doi": "10.1038/290107a0"}})
+        return h._json(
+            {
+                "rcsb_id": "1CRN",
+                "struct": {"title": "WATER STRUCTURE OF A HYDROPHOBIC PROTEIN"},
+                "exptl": [{"method": "X-RAY DIFFRACTION"}],
+                "rcsb_accession_info": {"initial_release_date": "1981-09-15T00:00:00+0000"},
+                "rcsb_entry_info": {
+                    "resolution_combined": [1.5],
+                    "polymer_entity_count": 1,
+                    "deposited_atom_count": 327,
+                    "molecular_weight": 4.73,
+                },
+                "rcsb_primary_citation": {
+                    "title": "Water structure of a hydrophobic protein",
+                    "rcsb_journal_abbrev": "Nature",
+                    "year": 1981,
+                    "pdbx_database_id_doi": "10.1038/290107a0",
+                },
+            }
+        )
     h._json({"status": 404, "message": "No data found for entry"}, 404)
 
 
@@ -351,7 +554,9 @@ def _page(h, path, q, body):
 
 
 def _big(h, path, q, body):
-    paras = "".join(f"<p>Paragraph {p}: " + " ".join(f"word{i}" for i in range(200)) + "</p>\n" for p in range(60))
+    paras = "".join(
+        f"<p>Paragraph {p}: " + " ".join(f"word{i}" for i in range(200)) + "</p>\n" for p in range(60)
+    )
     h._send(200, "<html><body><article>" + paras + "</article></body></html>", "text/html")
 
 
@@ -438,18 +643,41 @@ def _always_503(h, path, q, body):
 
 
 ROUTES = {
-    "/brave/web/search": _brave, "/searxng/search": _searxng, "/tavily/search": _tavily,
-    "/serper/search": _serper, "/exa/search": _exa, "/ddg/html/": _ddg,
-    "/europepmc/search": _europepmc, "/ncbi/esearch.fcgi": _esearch, "/ncbi/esummary.fcgi": _esummary,
-    "/crossref/works": _crossref, "/openalex/works": _openalex, "/arxiv/query": _arxiv,
-    "/page.html": _page, "/big.html": _big, "/paper.pdf": _pdf, "/data.json": _json_doc, "/notes.txt": _text,
-    "/flagged.html": _flagged, "/robots.txt": _robots, "/private/secret.html": _page, "/slow": _slow,
-    "/huge-declared": _huge_declared, "/huge-chunked": _huge_chunked, "/bomb": _bomb, "/gzip": _gzip_ok,
-    "/retry-after": _retry_after, "/always-503": _always_503, "/redirect-to": _redirect_to,
+    "/brave/web/search": _brave,
+    "/searxng/search": _searxng,
+    "/tavily/search": _tavily,
+    "/serper/search": _serper,
+    "/exa/search": _exa,
+    "/ddg/html/": _ddg,
+    "/europepmc/search": _europepmc,
+    "/ncbi/esearch.fcgi": _esearch,
+    "/ncbi/esummary.fcgi": _esummary,
+    "/crossref/works": _crossref,
+    "/openalex/works": _openalex,
+    "/arxiv/query": _arxiv,
+    "/page.html": _page,
+    "/big.html": _big,
+    "/paper.pdf": _pdf,
+    "/data.json": _json_doc,
+    "/notes.txt": _text,
+    "/flagged.html": _flagged,
+    "/robots.txt": _robots,
+    "/private/secret.html": _page,
+    "/slow": _slow,
+    "/huge-declared": _huge_declared,
+    "/huge-chunked": _huge_chunked,
+    "/bomb": _bomb,
+    "/gzip": _gzip_ok,
+    "/retry-after": _retry_after,
+    "/always-503": _always_503,
+    "/redirect-to": _redirect_to,
 }
 PREFIX_ROUTES = {
-    "/redirect/": _redirect, "/pubchem/compound/": _pubchem,
-    "/uniprot/": _uniprot, "/rcsb_data/core/entry/": _rcsb_entry, "/rcsb_files/download/": _rcsb_file,
+    "/redirect/": _redirect,
+    "/pubchem/compound/": _pubchem,
+    "/uniprot/": _uniprot,
+    "/rcsb_data/core/entry/": _rcsb_entry,
+    "/rcsb_files/download/": _rcsb_file,
 }
 
 
@@ -461,8 +689,10 @@ def farm() -> Iterator[Farm]:
     f.close()
 
 
-TEST_HOSTS = ("provider.test=127.0.0.1,internal.test=10.0.0.5,meta.test=169.254.169.254,"
-              "v6meta.test=fd00:ec2::254,mixed.test=127.0.0.1,mixed.test=192.168.1.10,mapped.test=::ffff:10.0.0.1")
+TEST_HOSTS = (
+    "provider.test=127.0.0.1,internal.test=10.0.0.5,meta.test=169.254.169.254,"
+    "v6meta.test=fd00:ec2::254,mixed.test=127.0.0.1,mixed.test=192.168.1.10,mapped.test=::ffff:10.0.0.1"
+)
 
 
 @pytest.fixture
@@ -471,16 +701,27 @@ def web_env(spu_env, farm, monkeypatch) -> dict[str, str]:
     env = {
         "SPU_WEB_TEST_ALLOW": f"127.0.0.1:{farm.port}",
         "SPU_WEB_TEST_HOSTS": TEST_HOSTS,
-        "SPU_BRAVE_BASE_URL": farm.url("/brave"), "SEARXNG_URL": farm.url("/searxng"),
-        "SPU_TAVILY_BASE_URL": farm.url("/tavily"), "SPU_SERPER_BASE_URL": farm.url("/serper"),
-        "SPU_EXA_BASE_URL": farm.url("/exa"), "SPU_DUCKDUCKGO_BASE_URL": farm.url("/ddg"),
-        "SPU_EUROPEPMC_BASE_URL": farm.url("/europepmc"), "SPU_NCBI_BASE_URL": farm.url("/ncbi"),
-        "SPU_CROSSREF_BASE_URL": farm.url("/crossref"), "SPU_OPENALEX_BASE_URL": farm.url("/openalex"),
-        "SPU_ARXIV_BASE_URL": farm.url("/arxiv"), "SPU_PUBCHEM_BASE_URL": farm.url("/pubchem"),
-        "SPU_UNIPROT_BASE_URL": farm.url("/uniprot"), "SPU_RCSB_DATA_BASE_URL": farm.url("/rcsb_data"),
+        "SPU_BRAVE_BASE_URL": farm.url("/brave"),
+        "SEARXNG_URL": farm.url("/searxng"),
+        "SPU_TAVILY_BASE_URL": farm.url("/tavily"),
+        "SPU_SERPER_BASE_URL": farm.url("/serper"),
+        "SPU_EXA_BASE_URL": farm.url("/exa"),
+        "SPU_DUCKDUCKGO_BASE_URL": farm.url("/ddg"),
+        "SPU_EUROPEPMC_BASE_URL": farm.url("/europepmc"),
+        "SPU_NCBI_BASE_URL": farm.url("/ncbi"),
+        "SPU_CROSSREF_BASE_URL": farm.url("/crossref"),
+        "SPU_OPENALEX_BASE_URL": farm.url("/openalex"),
+        "SPU_ARXIV_BASE_URL": farm.url("/arxiv"),
+        "SPU_PUBCHEM_BASE_URL": farm.url("/pubchem"),
+        "SPU_UNIPROT_BASE_URL": farm.url("/uniprot"),
+        "SPU_RCSB_DATA_BASE_URL": farm.url("/rcsb_data"),
         "SPU_RCSB_FILES_BASE_URL": farm.url("/rcsb_files"),
-        "BRAVE_API_KEY": "brave-test", "TAVILY_API_KEY": "tvly-test", "SERPER_API_KEY": "serper-test",
-        "EXA_API_KEY": "exa-test", "NCBI_API_KEY": "ncbi-secret", "SPU_CONTACT_EMAIL": "tests@example.org",
+        "BRAVE_API_KEY": "brave-test",
+        "TAVILY_API_KEY": "tvly-test",
+        "SERPER_API_KEY": "serper-test",
+        "EXA_API_KEY": "exa-test",
+        "NCBI_API_KEY": "ncbi-secret",
+        "SPU_CONTACT_EMAIL": "tests@example.org",
     }
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -501,11 +742,17 @@ def make_gateway(web_env, tmp_path):
     made = []
 
     def make(policy=None, log: Path | None = None, **kw):
-        opts = {"backoff_base_s": 0.05, "timeout_s": 5.0, "max_bytes": 2 * 1024 * 1024,
-                "limits": {"arxiv": ProviderLimit(None, 1)}, **kw}
+        opts = {
+            "backoff_base_s": 0.05,
+            "timeout_s": 5.0,
+            "max_bytes": 2 * 1024 * 1024,
+            "limits": {"arxiv": ProviderLimit(None, 1)},
+            **kw,
+        }
         client = AuditedClient(None, Guard.from_env(), **opts)
-        gw = Gateway(log or tmp_path / "audit" / "audit.jsonl", policy=policy, workdir=tmp_path / "work",
-                     client=client)
+        gw = Gateway(
+            log or tmp_path / "audit" / "audit.jsonl", policy=policy, workdir=tmp_path / "work", client=client
+        )
         made.append(gw)
         return gw
 

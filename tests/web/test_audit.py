@@ -30,7 +30,10 @@ def test_chain_format(tmp_path):
     assert r0["seq"] == 0 and r0["prev"] == GENESIS and r1["prev"] == r0["hash"]
     body = {k: v for k, v in r1.items() if k != "hash"}
     # SHA-256 over canonical JSON (sorted keys, compact separators) of the record without its hash
-    assert r1["hash"] == hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    assert (
+        r1["hash"]
+        == hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    )
     assert _lines(log.path)[1] == canonical_json(r1)
     seal = json.loads(seal_path(log.path).read_text())
     assert seal["count"] == 2 and seal["head"] == r1["hash"]
@@ -123,8 +126,12 @@ for i in range(int(sys.argv[2])):
 def test_two_processes_share_one_log(tmp_path):
     path = tmp_path / "a.jsonl"
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(path), "150", name], env=env,
-                              stdout=subprocess.DEVNULL) for name in ("a", "b")]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(path), "150", name], env=env, stdout=subprocess.DEVNULL
+        )
+        for name in ("a", "b")
+    ]
     for p in procs:
         assert p.wait(timeout=120) == 0
     result = verify(path)
@@ -136,8 +143,9 @@ def test_two_processes_share_one_log(tmp_path):
 def test_sigkill_loses_no_returned_record(tmp_path):
     path = tmp_path / "a.jsonl"
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(path), "100000", "k"], env=env,
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(path), "100000", "k"], env=env, stdout=subprocess.PIPE, text=True
+    )
     returned = -1
     for line in proc.stdout:
         returned = int(line)
@@ -153,14 +161,26 @@ def test_sigkill_loses_no_returned_record(tmp_path):
 
 
 def test_cli_verify_summary_sources(tmp_path):
+    import typer
     from typer.testing import CliRunner
 
-    from scaffold.cli import app
+    from tools_server.web.cli import register
+
+    app = typer.Typer()
+    register(app)
 
     log = AuditLog(tmp_path / "a.jsonl")
     log.append({"kind": "http", "url": "https://example.org/x", "status": 200, "bytes": 10})
-    log.append({"kind": "call", "tool": "web_fetch", "args": {"url": "https://example.org/x"},
-                "sources": [{"url": "https://example.org/x", "final_url": "https://example.org/x", "status": 200}]})
+    log.append(
+        {
+            "kind": "call",
+            "tool": "web_fetch",
+            "args": {"url": "https://example.org/x"},
+            "sources": [
+                {"url": "https://example.org/x", "final_url": "https://example.org/x", "status": 200}
+            ],
+        }
+    )
     runner = CliRunner()
     ok = runner.invoke(app, ["audit", "verify", str(log.path), "--json"])
     assert ok.exit_code == 0 and json.loads(ok.stdout)["count"] == 2

@@ -9,15 +9,17 @@ import pytest
 from tools_server.web.detector import Detector, normalize_text
 from tools_server.web.policy import Policy
 
-POLICY = Policy.from_dict({
-    "mode": "observe",
-    "doi": "https://doi.org/10.1021/JACS.5b01234",
-    "pmid": "26012345",
-    "pmcid": "PMC4512345",
-    "title": "Enantioselective synthesis of chiral amines by iridium-catalysed asymmetric hydrogenation",
-    "preprint_doi": "10.26434/chemrxiv-2021-ab1cd",
-    "preprint_title": "Iridium catalysts for asymmetric imine hydrogenation: a mechanistic study",
-})
+POLICY = Policy.from_dict(
+    {
+        "mode": "observe",
+        "doi": "https://doi.org/10.1021/JACS.5b01234",
+        "pmid": "26012345",
+        "pmcid": "PMC4512345",
+        "title": "Enantioselective synthesis of chiral amines by iridium-catalysed asymmetric hydrogenation",
+        "preprint_doi": "10.26434/chemrxiv-2021-ab1cd",
+        "preprint_title": "Iridium catalysts for asymmetric imine hydrogenation: a mechanistic study",
+    }
+)
 DETECTOR = Detector(POLICY)
 
 POSITIVES = [
@@ -48,14 +50,27 @@ POSITIVES = [
     ("pmcid", "PMC4512345"),
     ("pmcid", "https://www.ncbi.nlm.nih.gov/pmc/articles/PMC4512345/"),
     ("pmcid", "pmcid: pmc 4512345"),
-    ("title", "<h2>Enantioselective Synthesis of Chiral Amines by Iridium&#8209;Catalyzed Asymmetric "
-              "Hydrogenation</h2>"),
+    (
+        "title",
+        (
+            "<h2>Enantioselective Synthesis of Chiral Amines by Iridium&#8209;Catalyzed Asymmetric "
+            "Hydrogenation</h2>"
+        ),
+    ),
     ("title", "ENANTIOSELECTIVE SYNTHESIS OF CHIRAL AMINES BY IRIDIUM-CATALYSED ASYMMETRIC HYDROGENATION"),
     ("title", "Enantioselective synthesis of chiral amines by iridium-catalyzed asymmetric ..."),
     ("title", "Enantioselective\nsynthesis of chiral\namines by iridium catalysed asymmetric hydrogenations"),
-    ("title", '{"title":"Enantioselective synthesis of chiral amines by iridium\\u2010catalysed asymmetric '
-              'hydrogenation."}'),
-    ("preprint_title", "Iridium Catalysts for Asymmetric Imine Hydrogenation: A Mechanistic Study | ChemRxiv"),
+    (
+        "title",
+        (
+            '{"title":"Enantioselective synthesis of chiral amines by iridium\\u2010catalysed asymmetric '
+            'hydrogenation."}'
+        ),
+    ),
+    (
+        "preprint_title",
+        "Iridium Catalysts for Asymmetric Imine Hydrogenation: A Mechanistic Study | ChemRxiv",
+    ),
 ]
 
 
@@ -91,7 +106,7 @@ def test_near_miss_not_flagged(text):
 
 
 def test_bytes_and_multiple_texts():
-    assert DETECTOR.scan(b"nothing here", None, "", "PMC4512345".encode()) == ["pmcid"]
+    assert DETECTOR.scan(b"nothing here", None, "", b"PMC4512345") == ["pmcid"]
 
 
 def test_normalization_examples():

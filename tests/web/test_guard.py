@@ -15,14 +15,29 @@ from tools_server.web.client import AuditedClient
 from tools_server.web.guard import AddressRefused, Guard, GuardedBackend, classify_address, parse_ip_literal
 
 REFUSED_ADDRESSES = [
-    ("127.0.0.1", "loopback"), ("127.255.255.254", "loopback"), ("::1", "loopback"),
-    ("0.0.0.0", "unspecified"), ("::", "unspecified"),
-    ("10.1.2.3", "private"), ("172.16.0.1", "private"), ("172.31.255.255", "private"), ("192.168.0.1", "private"),
-    ("fc00::1", "private"), ("fd12:3456::1", "private"), ("fec0::1", "private"),
-    ("169.254.1.1", "link_local"), ("fe80::1", "link_local"),
-    ("169.254.169.254", "metadata"), ("fd00:ec2::254", "metadata"), ("100.100.100.200", "metadata"),
-    ("100.64.0.1", "shared"), ("224.0.0.251", "multicast"), ("ff02::1", "multicast"),
-    ("240.0.0.1", "private"), ("255.255.255.255", "private"), ("192.0.2.1", "private"),
+    ("127.0.0.1", "loopback"),
+    ("127.255.255.254", "loopback"),
+    ("::1", "loopback"),
+    ("0.0.0.0", "unspecified"),
+    ("::", "unspecified"),
+    ("10.1.2.3", "private"),
+    ("172.16.0.1", "private"),
+    ("172.31.255.255", "private"),
+    ("192.168.0.1", "private"),
+    ("fc00::1", "private"),
+    ("fd12:3456::1", "private"),
+    ("fec0::1", "private"),
+    ("169.254.1.1", "link_local"),
+    ("fe80::1", "link_local"),
+    ("169.254.169.254", "metadata"),
+    ("fd00:ec2::254", "metadata"),
+    ("100.100.100.200", "metadata"),
+    ("100.64.0.1", "shared"),
+    ("224.0.0.251", "multicast"),
+    ("ff02::1", "multicast"),
+    ("240.0.0.1", "private"),
+    ("255.255.255.255", "private"),
+    ("192.0.2.1", "private"),
     ("::ffff:127.0.0.1", "ipv4_embedded_in_ipv6:loopback"),
     ("::ffff:169.254.169.254", "ipv4_embedded_in_ipv6:metadata"),
     ("::ffff:8.8.8.8", "ipv4_embedded_in_ipv6"),
@@ -40,18 +55,30 @@ def test_classify_refuses(address, reason):
     assert classify_address(address) == reason
 
 
-@pytest.mark.parametrize("address", ["8.8.8.8", "1.1.1.1", "93.184.216.34", "2606:4700:4700::1111",
-                                     "2a00:1450:4001:82a::200e"])
+@pytest.mark.parametrize(
+    "address", ["8.8.8.8", "1.1.1.1", "93.184.216.34", "2606:4700:4700::1111", "2a00:1450:4001:82a::200e"]
+)
 def test_classify_public(address):
     assert classify_address(address) is None
 
 
-@pytest.mark.parametrize(("spelling", "expected"), [
-    ("127.1", "127.0.0.1"), ("127.0.1", "127.0.0.1"), ("0x7f000001", "127.0.0.1"), ("2130706433", "127.0.0.1"),
-    ("0177.0.0.1", "127.0.0.1"), ("0x7f.0.0.1", "127.0.0.1"), ("0", "0.0.0.0"), ("[::1]", "::1"),
-    ("017700000001", "127.0.0.1"), ("169.254.43518", "169.254.169.254"), ("0xa9fea9fe", "169.254.169.254"),
-    ("127.0.0.1.", "127.0.0.1"),
-])
+@pytest.mark.parametrize(
+    ("spelling", "expected"),
+    [
+        ("127.1", "127.0.0.1"),
+        ("127.0.1", "127.0.0.1"),
+        ("0x7f000001", "127.0.0.1"),
+        ("2130706433", "127.0.0.1"),
+        ("0177.0.0.1", "127.0.0.1"),
+        ("0x7f.0.0.1", "127.0.0.1"),
+        ("0", "0.0.0.0"),
+        ("[::1]", "::1"),
+        ("017700000001", "127.0.0.1"),
+        ("169.254.43518", "169.254.169.254"),
+        ("0xa9fea9fe", "169.254.169.254"),
+        ("127.0.0.1.", "127.0.0.1"),
+    ],
+)
 def test_legacy_ip_spellings(spelling, expected):
     assert parse_ip_literal(spelling) == ipaddress.ip_address(expected)
 
@@ -62,13 +89,34 @@ def test_not_ip_literals(host):
 
 
 HOSTILE_URLS = [
-    "http://127.0.0.1/", "http://127.1/", "http://0x7f000001/", "http://2130706433/", "http://0177.0.0.1/",
-    "http://[::1]/", "http://[::ffff:127.0.0.1]/", "http://[::ffff:7f00:1]/", "http://0.0.0.0/", "http://0/",
-    "http://localhost/", "http://LOCALHOST./", "http://api.localhost/", "http://169.254.169.254/latest/meta-data/",
-    "http://[fd00:ec2::254]/", "http://10.0.0.1/", "http://192.168.1.1:8080/", "http://[fe80::1]/",
-    "http://[64:ff9b::a9fe:a9fe]/", "http://[2002:7f00:1::]/", "https://172.16.5.4/",
-    "file:///etc/passwd", "ftp://example.com/", "gopher://example.com/", "javascript:alert(1)",
-    "data:text/html,hi", "http://user:pw@example.com/", "dict://127.0.0.1:11211/",
+    "http://127.0.0.1/",
+    "http://127.1/",
+    "http://0x7f000001/",
+    "http://2130706433/",
+    "http://0177.0.0.1/",
+    "http://[::1]/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://[::ffff:7f00:1]/",
+    "http://0.0.0.0/",
+    "http://0/",
+    "http://localhost/",
+    "http://LOCALHOST./",
+    "http://api.localhost/",
+    "http://169.254.169.254/latest/meta-data/",
+    "http://[fd00:ec2::254]/",
+    "http://10.0.0.1/",
+    "http://192.168.1.1:8080/",
+    "http://[fe80::1]/",
+    "http://[64:ff9b::a9fe:a9fe]/",
+    "http://[2002:7f00:1::]/",
+    "https://172.16.5.4/",
+    "file:///etc/passwd",
+    "ftp://example.com/",
+    "gopher://example.com/",
+    "javascript:alert(1)",
+    "data:text/html,hi",
+    "http://user:pw@example.com/",
+    "dict://127.0.0.1:11211/",
 ]
 
 
@@ -106,11 +154,18 @@ def _stub_guard(mapping, allow_port):
     return guard, calls
 
 
-@pytest.mark.parametrize(("host", "answer"), [
-    ("internal.test", ["10.0.0.5"]), ("meta.test", ["169.254.169.254"]), ("v6meta.test", ["fd00:ec2::254"]),
-    ("mixed.test", ["127.0.0.1", "192.168.1.10"]), ("mapped.test", ["::ffff:10.0.0.1"]),
-    ("linklocal.test", ["fe80::1"]), ("nat64.test", ["64:ff9b::a00:5"]),
-])
+@pytest.mark.parametrize(
+    ("host", "answer"),
+    [
+        ("internal.test", ["10.0.0.5"]),
+        ("meta.test", ["169.254.169.254"]),
+        ("v6meta.test", ["fd00:ec2::254"]),
+        ("mixed.test", ["127.0.0.1", "192.168.1.10"]),
+        ("mapped.test", ["::ffff:10.0.0.1"]),
+        ("linklocal.test", ["fe80::1"]),
+        ("nat64.test", ["64:ff9b::a00:5"]),
+    ],
+)
 def test_resolved_private_address_refused_before_connect(farm, host, answer):
     guard, calls = _stub_guard({host: answer}, farm.port)
     backend = RecordingBackend(guard)
@@ -124,9 +179,10 @@ def test_resolved_private_address_refused_before_connect(farm, host, answer):
 def test_backend_connects_to_the_checked_address(farm):
     guard, calls = _stub_guard({"provider.test": ["127.0.0.1"]}, farm.port)
     backend = RecordingBackend(guard)
+    assert calls == []
     stream = backend.connect_tcp("provider.test", farm.port, timeout=2)
     stream.close()
-    assert backend.connected == ["127.0.0.1"]
+    assert backend.connected == ["127.0.0.1"] and calls == ["provider.test"]
 
 
 def test_loopback_without_allow_entry_is_refused(farm):
@@ -135,7 +191,8 @@ def test_loopback_without_allow_entry_is_refused(farm):
         guard.resolve_checked("provider.test", farm.port)
     with pytest.raises(AddressRefused):  # the allow-list names a port, not the whole host
         Guard(allow=frozenset({(ipaddress.ip_address("127.0.0.1"), farm.port)})).check_url(
-            f"http://127.0.0.1:{farm.port + 1 if farm.port < 65535 else 1}/")
+            f"http://127.0.0.1:{farm.port + 1 if farm.port < 65535 else 1}/"
+        )
 
 
 def test_allow_list_accepts_only_loopback(monkeypatch):
@@ -163,7 +220,10 @@ def test_dns_rebinding_cannot_reach_private_address(farm, tmp_path):
         with pytest.raises(ToolError) as info:
             client.request("GET", f"http://rebind.test:{farm.port}/notes.txt")
         assert info.value.code == "url_refused"
-        assert lookups == ["rebind.test", "rebind.test"]  # one lookup per connection, none between check and connect
+        assert lookups == [
+            "rebind.test",
+            "rebind.test",
+        ]  # one lookup per connection, none between check and connect
     finally:
         client.close()
 
@@ -181,8 +241,16 @@ def test_redirect_into_private_address_refused(make_gateway, farm):
     assert records[-1]["error"] == "url_refused" and records[-1]["hop"] == 1 and "peer" not in records[-1]
 
 
-@pytest.mark.parametrize("target", ["http://169.254.169.254/latest/meta-data/", "http://[::1]:22/", "file:///etc/passwd",
-                                    "http://localhost/admin", "gopher://127.0.0.1:25/"])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::1]:22/",
+        "file:///etc/passwd",
+        "http://localhost/admin",
+        "gopher://127.0.0.1:25/",
+    ],
+)
 def test_redirect_to_hostile_literal_refused(make_gateway, farm, target):
     gw = make_gateway()
     with pytest.raises(ToolError) as info:

@@ -24,13 +24,25 @@ TOKEN = "test-token-5f1c"
 
 class Service:
     def __init__(self, env: dict[str, str], log: Path, policy: Path | None) -> None:
-        args = [sys.executable, "-m", "scaffold.cli", "audit", "serve", "--log", str(log), "--token", TOKEN,
-                "--port", "0"]
+        args = [
+            sys.executable,
+            "-m",
+            "scaffold.cli",
+            "audit",
+            "serve",
+            "--log",
+            str(log),
+            "--token",
+            TOKEN,
+            "--port",
+            "0",
+        ]
         if policy is not None:
             args += ["--policy", str(policy)]
         self.log = log
-        self.proc = subprocess.Popen(args, env=env, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            args, env=env, cwd=str(REPO), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         line = self.proc.stdout.readline()
         if not line:
             raise RuntimeError(f"audit service did not start: {self.proc.stderr.read()}")
@@ -96,14 +108,18 @@ def test_forwarding_from_tools_never_reads_policy(start_service, farm, monkeypat
     assert not (settings.workdir() / "audit").exists()  # nothing logged on the agent side
     calls = [r for r in read_records(svc.log) if r["kind"] == "call"]
     assert [c["call_id"] for c in calls] == ["fw-1", "fw-2"]
-    flagged = tools.web_fetch(tools.FetchInput(url=farm.url("/flagged.html")), ToolContext("web_fetch", "fw-3"))
+    flagged = tools.web_fetch(
+        tools.FetchInput(url=farm.url("/flagged.html")), ToolContext("web_fetch", "fw-3")
+    )
     assert flagged["withheld"] and "10.1021" not in json.dumps(flagged)
     with pytest.raises(ToolError) as info:
         tools.web_fetch(tools.FetchInput(url=farm.url("/notes.txt")), ToolContext("web_fetch", "fw-4"))
     assert info.value.code == "policy_blocked"
     import httpx
 
-    health = httpx.get(f"{svc.url}/v1/health", headers={"Authorization": f"Bearer {TOKEN}"}, trust_env=False).json()
+    health = httpx.get(
+        f"{svc.url}/v1/health", headers={"Authorization": f"Bearer {TOKEN}"}, trust_env=False
+    ).json()
     assert health["mode"] == "enforce" and "10.1021" not in json.dumps(health)
     assert verify(svc.log).ok
 
@@ -161,8 +177,17 @@ def test_sigkill_during_burst_loses_no_returned_call(start_service, farm):
 def test_web_tools_over_mcp(web_env, farm, start_mcp_server):
     server = start_mcp_server(web_env)
     tools = {t.name: t for t in server.list_tools()}
-    for name in ("web_search", "web_fetch", "literature_search", "pubchem_lookup", "uniprot_lookup", "pdb_lookup"):
-        assert tools[name].annotations.open_world_hint is True and tools[name].annotations.read_only_hint is True
+    for name in (
+        "web_search",
+        "web_fetch",
+        "literature_search",
+        "pubchem_lookup",
+        "uniprot_lookup",
+        "pdb_lookup",
+    ):
+        assert (
+            tools[name].annotations.open_world_hint is True and tools[name].annotations.read_only_hint is True
+        )
     out = server.call_ok("web_fetch", {"url": farm.url("/page.html")})
     assert "iridium, rhodium and ruthenium" in out["content"] and out["provenance"]["tool"] == "web_fetch"
     err = server.call_error("web_fetch", {"url": "http://169.254.169.254/latest/meta-data/"})

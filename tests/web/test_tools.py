@@ -13,18 +13,24 @@ from tools_server.errors import ToolError
 from tools_server.web.audit import verify, write_sources
 from tools_server.web.policy import Policy
 
-POLICY = {"doi": "10.1021/jacs.5b01234", "pmid": "26012345",
-          "title": "Enantioselective synthesis of chiral amines by iridium-catalysed asymmetric hydrogenation"}
+POLICY = {
+    "doi": "10.1021/jacs.5b01234",
+    "pmid": "26012345",
+    "title": "Enantioselective synthesis of chiral amines by iridium-catalysed asymmetric hydrogenation",
+}
 
 
-@pytest.mark.parametrize(("provider", "first_title", "first_url"), [
-    ("brave", "Amine basicity", "https://example.org/amines"),
-    ("searxng", "SearX result", "https://example.org/a"),
-    ("tavily", "Tavily hit", "https://example.org/t"),
-    ("serper", "Serper hit", "https://example.org/s"),
-    ("exa", "Exa hit", "https://example.org/e"),
-    ("duckduckgo", "DDG & first", "https://example.org/ddg?a=1&b=2"),
-])
+@pytest.mark.parametrize(
+    ("provider", "first_title", "first_url"),
+    [
+        ("brave", "Amine basicity", "https://example.org/amines"),
+        ("searxng", "SearX result", "https://example.org/a"),
+        ("tavily", "Tavily hit", "https://example.org/t"),
+        ("serper", "Serper hit", "https://example.org/s"),
+        ("exa", "Exa hit", "https://example.org/e"),
+        ("duckduckgo", "DDG & first", "https://example.org/ddg?a=1&b=2"),
+    ],
+)
 def test_search_providers(make_gateway, farm, provider, first_title, first_url):
     gw = make_gateway()
     out = gw.call("web_search", {"query": "amine pKa site:example.org -review", "provider": provider})
@@ -113,7 +119,9 @@ def test_markdownify_fallback_when_trafilatura_finds_nothing(monkeypatch):
     from tools_server.web.fetch import html_to_markdown
 
     monkeypatch.setattr(trafilatura, "extract", lambda *a, **k: None)
-    text, converter = html_to_markdown("<html><body><nav><a href='/a'>A</a></nav>" + "<p>x</p>" * 400 + "</body></html>")
+    text, converter = html_to_markdown(
+        "<html><body><nav><a href='/a'>A</a></nav>" + "<p>x</p>" * 400 + "</body></html>"
+    )
     assert converter == "markdownify" and "[A](/a)" in text
 
 
@@ -142,8 +150,12 @@ def test_fetch_respects_robots(make_gateway, farm, monkeypatch):
 def test_fetch_refuses_hostile_url_without_request(make_gateway, farm):
     gw = make_gateway()
     before = len(farm.paths())
-    for url in ("http://169.254.169.254/latest/meta-data/", f"http://internal.test:{farm.port}/",
-                "file:///etc/passwd", "http://[::ffff:127.0.0.1]/"):
+    for url in (
+        "http://169.254.169.254/latest/meta-data/",
+        f"http://internal.test:{farm.port}/",
+        "file:///etc/passwd",
+        "http://[::ffff:127.0.0.1]/",
+    ):
         with pytest.raises(ToolError) as info:
             gw.call("web_fetch", {"url": url})
         assert info.value.code == "url_refused", url
@@ -158,16 +170,21 @@ def test_fetch_http_error(make_gateway, farm):
     assert info.value.code == "http_error" and info.value.details["status"] == 404
 
 
-@pytest.mark.parametrize(("source", "title", "doi"), [
-    ("europepmc", "Amine basicity in water.", "10.1000/epmc.1"),
-    ("pubmed", "PubMed paper 0.", "10.1000/pm.0"),
-    ("crossref", "Crossref work", "10.1000/cr.1"),
-    ("openalex", "OpenAlex work", "10.1000/oa.1"),
-    ("arxiv", "Machine learning of amine basicity", "10.48550/arXiv.2101.01234"),
-])
+@pytest.mark.parametrize(
+    ("source", "title", "doi"),
+    [
+        ("europepmc", "Amine basicity in water.", "10.1000/epmc.1"),
+        ("pubmed", "PubMed paper 0.", "10.1000/pm.0"),
+        ("crossref", "Crossref work", "10.1000/cr.1"),
+        ("openalex", "OpenAlex work", "10.1000/oa.1"),
+        ("arxiv", "Machine learning of amine basicity", "10.48550/arXiv.2101.01234"),
+    ],
+)
 def test_literature_sources(make_gateway, farm, source, title, doi):
-    out = make_gateway().call("literature_search", {"query": "amine basicity", "source": source,
-                                                    "from_date": "2015", "until_date": "2022-06"})
+    out = make_gateway().call(
+        "literature_search",
+        {"query": "amine basicity", "source": source, "from_date": "2015", "until_date": "2022-06"},
+    )
     first = out["results"][0]
     assert first["title"] == title and first["doi"] == doi and out["source"] == source
     assert out["total_hits"] >= 1
@@ -178,7 +195,11 @@ def test_literature_sources(make_gateway, farm, source, title, doi):
         assert "FIRST_PDATE:[2015-01-01 TO 2022-06-30]" in q["query"][0] and first["pmcid"] == "PMC7777777"
         assert first["abstract"] == "We measured pKa values."
     if source == "pubmed":
-        assert q["mindate"] == ["2015/01/01"] and q["maxdate"] == ["2022/06/30"] and q["api_key"] == ["ncbi-secret"]
+        assert (
+            q["mindate"] == ["2015/01/01"]
+            and q["maxdate"] == ["2022/06/30"]
+            and q["api_key"] == ["ncbi-secret"]
+        )
         assert first["pmid"] == "31111111" and first["year"] == 2019
     if source == "crossref":
         assert q["filter"] == ["from-pub-date:2015-01-01,until-pub-date:2022-06-30"]
@@ -202,8 +223,10 @@ def test_bad_dates(make_gateway):
     assert info.value.code == "invalid_input"
 
 
-@pytest.mark.parametrize(("query", "kind"), [("aspirin", "name"), ("50-78-2", "cas"),
-                                              ("CC(=O)OC1=CC=CC=C1C(=O)O", "smiles"), ("2244", "cid")])
+@pytest.mark.parametrize(
+    ("query", "kind"),
+    [("aspirin", "name"), ("50-78-2", "cas"), ("CC(=O)OC1=CC=CC=C1C(=O)O", "smiles"), ("2244", "cid")],
+)
 def test_pubchem(make_gateway, query, kind):
     out = make_gateway().call("pubchem_lookup", {"query": query})
     c = out["compounds"][0]
@@ -254,7 +277,9 @@ def test_embedded_log_location(web_env, farm):
 
     tools.web_fetch(tools.FetchInput(url=farm.url("/notes.txt")), ToolContext("web_fetch", "j2"))
     log = settings.workdir() / "audit" / "audit.jsonl"
-    assert verify(log).ok and any(r.get("call_id") == "j2" for r in map(json.loads, log.read_text().splitlines()))
+    assert verify(log).ok and any(
+        r.get("call_id") == "j2" for r in map(json.loads, log.read_text().splitlines())
+    )
 
 
 def test_observe_mode_withholds_and_continues(make_gateway, farm):
@@ -264,7 +289,7 @@ def test_observe_mode_withholds_and_continues(make_gateway, farm):
     assert "10.1021" not in json.dumps(out) and "jacs" not in json.dumps(out).lower()
     assert "stop" in out["policy"]["message"] and "record" in out["policy"]["message"]
     assert gw.call("web_fetch", {"url": farm.url("/notes.txt")})["status"] == 200  # observe: not blocked
-    call = [r for r in gw.audit.records() if r["kind"] == "call"][0]
+    call = next(r for r in gw.audit.records() if r["kind"] == "call")
     assert call["flags"] == ["doi"]
     assert "10.1021/jacs" not in gw.audit.path.read_text().lower()  # kinds are logged, never the identifiers
 

@@ -10,8 +10,8 @@ without its ``hash`` field, ``prev`` included; the first record's ``prev`` is 64
 an exclusive file lock (``audit.jsonl.lock``), so threads and processes can share one log; the line is
 written with one ``write`` and fsynced before :meth:`AuditLog.append` returns, so a process killed with
 SIGKILL afterwards loses nothing that was reported as logged. Then the seal file (``audit.jsonl.seal``,
-``{"count": N, "head": "<hash of the last record>"}``) is replaced atomically; :func:`verify` uses it to
-detect a truncated tail. A seal one record behind the log (a crash between the two writes) is reported
+``{"count": N, "head": "<hash of the last record>"}``) is overwritten; :func:`verify` uses it to
+detect a truncated tail. The seal has a fixed size and is rewritten in place. A seal one record behind the log (a crash between the two writes) is reported
 as a warning, not an error.
 
 Record kinds: ``http`` (one HTTP attempt: search, fetch, lookup, retry, redirect hop, robots.txt),
@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 from filelock import FileLock
 
 GENESIS = "0" * 64
+_SEAL_BYTES = 192  # fixed size, so a seal update is one in-place write
 SOURCES_SCHEMA = "spu.sources/1"
 
 
@@ -134,17 +135,16 @@ class AuditLog:
         return record
 
     def _write_seal(self, head: str, count: int) -> None:
-        target = seal_path(self.path)
-        tmp = target.with_name(target.name + ".tmp")
+        """Overwrite the seal in place with one fixed-size ``pwrite`` (no rename: that costs ms per append)."""
         data = canonical_json({"count": count, "head": head, "ts": utc_now()}).encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        data = data.ljust(_SEAL_BYTES - 1) + b"\n"
+        fd = os.open(seal_path(self.path), os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            os.write(fd, data)
+            os.pwrite(fd, data, 0)
             if self.fsync:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, target)
 
     def append(self, fields: dict[str, Any]) -> dict[str, Any]:
         """Append one record (``seq``, ``ts``, ``prev`` and ``hash`` are added); durable on return."""

@@ -124,3 +124,7 @@ def serve_cmd(
 
 def register(app: typer.Typer) -> None:
     app.add_typer(audit_app, name="audit")
+
+
+if __name__ == "__main__":  # `python -m tools_server.web.cli serve …` runs without the rest of the CLI
+    audit_app()
