@@ -13,9 +13,9 @@ IBUPROFEN = "CC(C)CC1=CC=C(C=C1)C(C)C(=O)O"  # PubChem CID 3672
 # PubChem "Computed Properties" (PubChem release 2021.05.07; Cactvs 3.4.8.18 for TPSA, HBD/HBA, rotatable
 # bonds): molecular weight g/mol, exact mass Da, TPSA Å², HBD, HBA, rotatable bonds.
 PUBCHEM = {
-    ASPIRIN: dict(mw=180.16, exact=180.04225873, tpsa=63.6, hbd=1, hba=4, rot=3),
-    CAFFEINE: dict(mw=194.19, exact=194.08037557, tpsa=58.4, hbd=0, hba=3, rot=0),
-    IBUPROFEN: dict(mw=206.28, exact=206.130679813, tpsa=37.3, hbd=1, hba=2, rot=4),
+    ASPIRIN: {"mw": 180.16, "exact": 180.04225873, "tpsa": 63.6, "hbd": 1, "hba": 4, "rot": 3},
+    CAFFEINE: {"mw": 194.19, "exact": 194.08037557, "tpsa": 58.4, "hbd": 0, "hba": 3, "rot": 0},
+    IBUPROFEN: {"mw": 206.28, "exact": 206.130679813, "tpsa": 37.3, "hbd": 1, "hba": 2, "rot": 4},
 }
 
 
@@ -63,7 +63,9 @@ def test_lipinski_preset_and_all_preset(ctx):
     asp = out["items"][0]["descriptors"]
     assert asp["lipinski_violations"] == 0 and asp["lipinski_hba"] == 4 and asp["veber_ok"] is True
     assert out["items"][1]["error"]["code"] == "invalid_smiles"
-    full = T.chem_descriptors(T.DescriptorInput(molecules=[CAFFEINE], preset="all"), ctx)["items"][0]["descriptors"]
+    full = T.chem_descriptors(T.DescriptorInput(molecules=[CAFFEINE], preset="all"), ctx)["items"][0][
+        "descriptors"
+    ]
     assert len(full) > 200 and full["NumHDonors"] == 0
 
 
@@ -80,15 +82,24 @@ def test_similarity_matrix_and_references(ctx):
     assert m[0][1] == 1.0 and m[0][0] == 1.0
     assert m[0][2] < 0.3  # aspirin and caffeine share few Morgan bits
     assert out["items"][0]["nearest"][0] == {"index": 1, "similarity": 1.0}
-    ref = T.chem_similarity(T.SimilarityInput(molecules=[IBUPROFEN], references=[CAFFEINE, "CC(C)Cc1ccc(cc1)C(C)C(=O)[O-]"],
-                                              fingerprint="maccs"), ctx)
+    ref = T.chem_similarity(
+        T.SimilarityInput(
+            molecules=[IBUPROFEN], references=[CAFFEINE, "CC(C)Cc1ccc(cc1)C(C)C(=O)[O-]"], fingerprint="maccs"
+        ),
+        ctx,
+    )
     assert ref["items"][0]["nearest"][0]["index"] == 1
 
 
 def test_substructure_counts(ctx):
-    out = T.chem_substructure(T.SubstructureInput(
-        molecules=[ASPIRIN, "OC(=O)CC(O)(CC(=O)O)C(=O)O", "bad("],
-        smarts=["[CX3](=O)[OX2H1]", "c1ccccc1"], names=["carboxylic_acid", "benzene_ring"]), ctx)
+    out = T.chem_substructure(
+        T.SubstructureInput(
+            molecules=[ASPIRIN, "OC(=O)CC(O)(CC(=O)O)C(=O)O", "bad("],
+            smarts=["[CX3](=O)[OX2H1]", "c1ccccc1"],
+            names=["carboxylic_acid", "benzene_ring"],
+        ),
+        ctx,
+    )
     asp, citric, bad = out["items"]
     assert asp["counts"] == {"carboxylic_acid": 1, "benzene_ring": 1}
     assert citric["counts"]["carboxylic_acid"] == 3  # citric acid has three COOH groups

@@ -14,7 +14,9 @@ _SYMBOLS = {1: "H", 3: "Li", 5: "B", 6: "C", 7: "N", 8: "O", 9: "F", 13: "Al", 1
 def xyz_from_bohr(numbers: list[int], positions_bohr: list[list[float]]) -> str:
     lines = [str(len(numbers)), "from bohr"]
     for z, (x, y, w) in zip(numbers, positions_bohr, strict=True):
-        lines.append(f"{_SYMBOLS[z]} {x * _BOHR_ANGSTROM:.12f} {y * _BOHR_ANGSTROM:.12f} {w * _BOHR_ANGSTROM:.12f}")
+        lines.append(
+            f"{_SYMBOLS[z]} {x * _BOHR_ANGSTROM:.12f} {y * _BOHR_ANGSTROM:.12f} {w * _BOHR_ANGSTROM:.12f}"
+        )
     return "\n".join(lines) + "\n"
 
 

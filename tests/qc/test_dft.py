@@ -24,8 +24,10 @@ def _geometry(xyz_path: str) -> tuple[float, float]:
 
 
 def test_hf_sto3g_water_optimum_matches_cccbdb(ctx):
-    out = Q.dft_run(Q.DftInput(molecule=WATER, functional="HF", basis="sto-3g", task="optimize",
-                               density_fitting=False), ctx)
+    out = Q.dft_run(
+        Q.DftInput(molecule=WATER, functional="HF", basis="sto-3g", task="optimize", density_fitting=False),
+        ctx,
+    )
     # NIST CCCBDB, H2O HF/STO-3G optimised: E = -74.965901 Eh, r(OH) = 0.989 Å, HOH = 100.0°
     assert out["energy_hartree"] == pytest.approx(-74.965901, abs=2e-6)
     r, angle = _geometry(out["geometry_xyz"])
@@ -37,8 +39,12 @@ def test_hf_sto3g_water_optimum_matches_cccbdb(ctx):
 
 
 def test_hf_sto3g_water_frequencies_match_cccbdb(ctx):
-    out = Q.dft_run(Q.DftInput(molecule=WATER, functional="HF", basis="sto-3g", task="frequencies",
-                               density_fitting=False), ctx)
+    out = Q.dft_run(
+        Q.DftInput(
+            molecule=WATER, functional="HF", basis="sto-3g", task="frequencies", density_fitting=False
+        ),
+        ctx,
+    )
     # NIST CCCBDB, H2O HF/STO-3G unscaled harmonic frequencies: 2170, 4140, 4391 cm-1
     assert out["frequencies"]["wavenumbers_cm1"] == pytest.approx([2170, 4140, 4391], abs=3)
     assert out["frequencies"]["n_imaginary"] == 0
@@ -47,8 +53,12 @@ def test_hf_sto3g_water_frequencies_match_cccbdb(ctx):
 
 @pytest.mark.slow
 def test_b3lyp_631gs_water_matches_cccbdb(ctx):
-    out = Q.dft_run(Q.DftInput(molecule=WATER, functional="B3LYP", basis="6-31g*", task="optimize",
-                               density_fitting=False), ctx)
+    out = Q.dft_run(
+        Q.DftInput(
+            molecule=WATER, functional="B3LYP", basis="6-31g*", task="optimize", density_fitting=False
+        ),
+        ctx,
+    )
     # NIST CCCBDB, H2O B3LYP/6-31G*: r(OH) = 0.969 Å, HOH = 103.6°, E = -76.408953 Eh. CCCBDB uses
     # Cartesian d functions (6d) and Gaussian's B3LYP (VWN3); PySCF uses spherical d: ~2 mEh apart.
     r, angle = _geometry(out["geometry_xyz"])
@@ -59,8 +69,18 @@ def test_b3lyp_631gs_water_matches_cccbdb(ctx):
 
 @pytest.mark.slow
 def test_tddft_formaldehyde_n_pi_star(ctx):
-    out = Q.dft_run(Q.DftInput(molecule="C=O", functional="B3LYP", basis="6-31g*", task="tddft", n_states=2,
-                               tda=True, grid_level=1), ctx)
+    out = Q.dft_run(
+        Q.DftInput(
+            molecule="C=O",
+            functional="B3LYP",
+            basis="6-31g*",
+            task="tddft",
+            n_states=2,
+            tda=True,
+            grid_level=1,
+        ),
+        ctx,
+    )
     s1 = out["excitations"]["states"][0]
     # Formaldehyde 1A2 n->pi*: theoretical best estimate 3.88 eV (Schreiber et al., J. Chem. Phys. 128,
     # 134110 (2008)); B3LYP gives 3.8-4.1 eV. Symmetry-forbidden: oscillator strength ~0.
@@ -71,8 +91,12 @@ def test_tddft_formaldehyde_n_pi_star(ctx):
 
 def test_dispersion_and_solvent_are_applied(ctx):
     gas = Q.dft_run(Q.DftInput(molecule=WATER, functional="PBE", basis="sto-3g", grid_level=1), ctx)
-    d3 = Q.dft_run(Q.DftInput(molecule=WATER, functional="PBE", basis="sto-3g", grid_level=1,
-                              dispersion="d3bj", solvent="water"), ctx)
+    d3 = Q.dft_run(
+        Q.DftInput(
+            molecule=WATER, functional="PBE", basis="sto-3g", grid_level=1, dispersion="d3bj", solvent="water"
+        ),
+        ctx,
+    )
     assert d3["dispersion_energy_hartree"] < 0
     assert d3["solvation"] == "PCM(water)"
     # solvation stabilises a polar molecule (a few mEh for water in PCM)
@@ -82,12 +106,12 @@ def test_dispersion_and_solvent_are_applied(ctx):
 @pytest.mark.parametrize(
     ("kw", "code"),
     [
-        (dict(molecule="C1CC("), "invalid_smiles"),
-        (dict(molecule="O", multiplicity=2), "charge_multiplicity_mismatch"),
-        (dict(molecule="[Rf]"), "unsupported_element"),
-        (dict(molecule="[Xe]", basis="6-31g*"), "unsupported_element"),
-        (dict(molecule="O", basis="no-such-basis"), "invalid_input"),
-        (dict(molecule="O", functional="b3lypp"), "invalid_input"),
+        ({"molecule": "C1CC("}, "invalid_smiles"),
+        ({"molecule": "O", "multiplicity": 2}, "charge_multiplicity_mismatch"),
+        ({"molecule": "[Rf]"}, "unsupported_element"),
+        ({"molecule": "[Xe]", "basis": "6-31g*"}, "unsupported_element"),
+        ({"molecule": "O", "basis": "no-such-basis"}, "invalid_input"),
+        ({"molecule": "O", "functional": "b3lypp"}, "invalid_input"),
     ],
 )
 def test_error_codes(ctx, kw, code):
@@ -97,8 +121,10 @@ def test_error_codes(ctx, kw, code):
 
 
 def test_too_large_for_cpu_is_refused_before_launch(ctx):
-    taxol = ("CC1=C2C(C(=O)C3(C(CC4C(C3C(C(C2(C)C)(CC1OC(=O)C(C(C5=CC=CC=C5)NC(=O)C6=CC=CC=C6)O)O)"
-             "OC(=O)C7=CC=CC=C7)(CO4)OC(=O)C)O)C)OC(=O)C")
+    taxol = (
+        "CC1=C2C(C(=O)C3(C(CC4C(C3C(C(C2(C)C)(CC1OC(=O)C(C(C5=CC=CC=C5)NC(=O)C6=CC=CC=C6)O)O)"
+        "OC(=O)C7=CC=CC=C7)(CO4)OC(=O)C)O)C)OC(=O)C"
+    )
     with pytest.raises(ToolError) as err:
         Q.dft_run(Q.DftInput(molecule=taxol, basis="def2-tzvp", task="frequencies"), ctx)
     assert err.value.code == "too_large_for_cpu"
@@ -108,8 +134,12 @@ def test_too_large_for_cpu_is_refused_before_launch(ctx):
 
 def test_cost_estimate_follows_measured_scaling():
     # Measured here (ARCHITECTURE.md): B3LYP/def2-SVP with density fitting on 2 cores, benzene 5 s, caffeine 34 s
-    assert estimate_cpu_seconds(114, 12, "energy", cores=2, density_fitting=True) == pytest.approx(5, rel=0.01)
-    assert estimate_cpu_seconds(246, 24, "energy", cores=2, density_fitting=True) == pytest.approx(34, rel=0.25)
+    assert estimate_cpu_seconds(114, 12, "energy", cores=2, density_fitting=True) == pytest.approx(
+        5, rel=0.01
+    )
+    assert estimate_cpu_seconds(246, 24, "energy", cores=2, density_fitting=True) == pytest.approx(
+        34, rel=0.25
+    )
     assert estimate_cpu_seconds(246, 24, "energy", cores=2, density_fitting=False) > 80
 
 
@@ -125,7 +155,7 @@ def test_device_choice_without_gpu_mocked(monkeypatch):
     from tools_server import hardware
     from tools_server.qc import device
 
-    monkeypatch.setattr(hardware, "gpus", lambda: [])
+    monkeypatch.setattr(hardware, "gpus", list)
     choice = choose_device("auto", 500, gpu_slot=True)
     assert choice.device == "cpu" and "no CUDA GPU" in choice.reason
     with pytest.raises(ToolError) as err:
@@ -136,7 +166,9 @@ def test_device_choice_without_gpu_mocked(monkeypatch):
     monkeypatch.setattr(device, "gpu4pyscf_available", lambda: True)
     assert choose_device("auto", 300, gpu_slot=True).device == "cpu"
     assert choose_device("auto", 3000, gpu_slot=True).device == "gpu"
-    monkeypatch.setattr(hardware, "gpus", lambda: [{"name": "NVIDIA H200", "memory": "141 GiB", "driver": "x"}])
+    monkeypatch.setattr(
+        hardware, "gpus", lambda: [{"name": "NVIDIA H200", "memory": "141 GiB", "driver": "x"}]
+    )
     fast = choose_device("auto", 300, gpu_slot=True)
     assert fast.device == "gpu" and "H200" in fast.reason
     assert choose_device("auto", 300, gpu_slot=False).device == "cpu"

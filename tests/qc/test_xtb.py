@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-import reference_structures as ref  # noqa: E402
+import reference_structures as ref
 
-from tools_server.errors import ToolError  # noqa: E402
-from tools_server.qc import tools as Q  # noqa: E402
+from tools_server.errors import ToolError
+from tools_server.qc import tools as Q
 
 
 def _one(ctx, **kw):
@@ -91,10 +91,10 @@ def test_batch_with_per_item_errors_in_parallel(ctx):
 @pytest.mark.parametrize(
     ("kw", "code"),
     [
-        (dict(molecules=["O"], multiplicity=2), "charge_multiplicity_mismatch"),
-        (dict(molecules=["[Rf]"]), "unsupported_element"),
-        (dict(molecules=["C1CC("]), "invalid_smiles"),
-        (dict(molecules=["O"], solvent="liquid unobtainium"), "invalid_input"),
+        ({"molecules": ["O"], "multiplicity": 2}, "charge_multiplicity_mismatch"),
+        ({"molecules": ["[Rf]"]}, "unsupported_element"),
+        ({"molecules": ["C1CC("]}, "invalid_smiles"),
+        ({"molecules": ["O"], "solvent": "liquid unobtainium"}, "invalid_input"),
     ],
 )
 def test_single_molecule_errors_raise(ctx, kw, code):

@@ -48,7 +48,9 @@ def _physchem() -> dict[str, Callable[[Any], Any]]:
         "aromatic_rings": rd.CalcNumAromaticRings,
         "fraction_csp3": rd.CalcFractionCSP3,
         "formal_charge": Chem.GetFormalCharge,
-        "stereocenters": lambda m: len(Chem.FindMolChiralCenters(m, includeUnassigned=True, useLegacyImplementation=False)),
+        "stereocenters": lambda m: len(
+            Chem.FindMolChiralCenters(m, includeUnassigned=True, useLegacyImplementation=False)
+        ),
         "qed": lambda m: __import__("rdkit.Chem.QED", fromlist=["qed"]).qed(m),
     }
 
@@ -121,14 +123,33 @@ def units_for(preset: str, names: list[str] | None) -> dict[str, str]:
 
 def _physchem_keys() -> tuple[str, ...]:
     return (
-        "mol_weight_g_mol", "exact_mass_da", "logp_crippen", "molar_refractivity_cm3_mol", "tpsa_a2", "hbd", "hba",
-        "rotatable_bonds", "heavy_atoms", "rings", "aromatic_rings", "fraction_csp3", "formal_charge",
-        "stereocenters", "qed",
+        "mol_weight_g_mol",
+        "exact_mass_da",
+        "logp_crippen",
+        "molar_refractivity_cm3_mol",
+        "tpsa_a2",
+        "hbd",
+        "hba",
+        "rotatable_bonds",
+        "heavy_atoms",
+        "rings",
+        "aromatic_rings",
+        "fraction_csp3",
+        "formal_charge",
+        "stereocenters",
+        "qed",
     )
 
 
 def _lipinski_keys() -> tuple[str, ...]:
     return (
-        "mol_weight_g_mol", "logp_crippen", "lipinski_hbd", "lipinski_hba", "lipinski_violations", "hbd",
-        "rotatable_bonds", "tpsa_a2", "veber_ok",
+        "mol_weight_g_mol",
+        "logp_crippen",
+        "lipinski_hbd",
+        "lipinski_hba",
+        "lipinski_violations",
+        "hbd",
+        "rotatable_bonds",
+        "tpsa_a2",
+        "veber_ok",
     )

@@ -8,7 +8,9 @@ KINDS = ("morgan", "maccs", "rdkit", "atompair")
 METRICS = ("tanimoto", "dice")
 
 
-def fingerprint(mol: Any, kind: str, *, radius: int = 2, n_bits: int = 2048, use_features: bool = False) -> Any:
+def fingerprint(
+    mol: Any, kind: str, *, radius: int = 2, n_bits: int = 2048, use_features: bool = False
+) -> Any:
     """A bit-vector fingerprint: Morgan (ECFP-like; FCFP with ``use_features``), MACCS keys, RDKit path-based
     or hashed atom pairs."""
     from rdkit.Chem import MACCSkeys, rdFingerprintGenerator

@@ -198,10 +198,12 @@ def read_file_text(spec: str) -> tuple[str, str, int]:
 
 def _sdf_record(text: str, record: int) -> str:
     # Split on the "$$$$" lines only: a molblock's first (title) line may be empty and must survive.
-    parts = re.split(r"^\$\$\$\$[ \t]*\r?\n?", text, flags=re.M)
+    parts = re.split(r"^\$\$\$\$[ \t]*\r?\n?", text, flags=re.MULTILINE)
     blocks = [b for b in parts if "M  END" in b]
     if not 0 <= record < len(blocks):
-        raise MoleculeError("invalid_input", f"The SDF has {len(blocks)} records; record {record} does not exist")
+        raise MoleculeError(
+            "invalid_input", f"The SDF has {len(blocks)} records; record {record} does not exist"
+        )
     return blocks[record]
 
 
@@ -254,7 +256,9 @@ def _rdkit_from_xyz(text: str) -> Any:
     try:
         rdDetermineBonds.DetermineBonds(mol, charge=0)
     except Exception as exc:  # noqa: BLE001 - RDKit raises plain ValueError/RuntimeError here
-        raise MoleculeError("invalid_input", f"Could not perceive bonds from the XYZ coordinates: {exc}") from None
+        raise MoleculeError(
+            "invalid_input", f"Could not perceive bonds from the XYZ coordinates: {exc}"
+        ) from None
     return Chem.RemoveHs(mol)
 
 
@@ -288,7 +292,9 @@ def parse_xyz(text: str) -> tuple[list[int], Any]:
             z = int(sym) if sym.isdigit() else table.GetAtomicNumber(sym)
             xyz = [float(m.group(i)) for i in (2, 3, 4)]
         except (ValueError, RuntimeError):
-            raise MoleculeError("invalid_input", f"Unknown element or bad number in {ln.strip()[:80]!r}") from None
+            raise MoleculeError(
+                "invalid_input", f"Unknown element or bad number in {ln.strip()[:80]!r}"
+            ) from None
         if z <= 0:
             raise MoleculeError("invalid_input", f"Unknown element {sym!r}")
         numbers.append(z)
@@ -296,7 +302,9 @@ def parse_xyz(text: str) -> tuple[list[int], Any]:
     if not numbers:
         raise MoleculeError("invalid_input", "The XYZ block holds no atoms")
     if expected is not None and expected != len(numbers):
-        raise MoleculeError("invalid_input", f"The XYZ header says {expected} atoms but {len(numbers)} follow")
+        raise MoleculeError(
+            "invalid_input", f"The XYZ header says {expected} atoms but {len(numbers)} follow"
+        )
     return numbers, np.asarray(coords, dtype=float)
 
 
@@ -399,7 +407,9 @@ def check_elements(numbers: list[int], *, max_z: int, method: str) -> None:
     bad = sorted({int(z) for z in numbers if int(z) > max_z or int(z) < 1})
     if bad:
         names = ", ".join(f"{_symbol(z)} (Z={z})" for z in bad)
-        raise MoleculeError("unsupported_element", f"{method} supports elements up to Z={max_z}; found {names}")
+        raise MoleculeError(
+            "unsupported_element", f"{method} supports elements up to Z={max_z}; found {names}"
+        )
 
 
 def embed_3d(rdmol_h: Any, *, seed: int = EMBED_SEED) -> None:
@@ -460,9 +470,13 @@ def _molecule_from_molblock(block: str) -> Molecule:
     with rdkit_messages() as messages:
         rdmol = Chem.MolFromMolBlock(block, removeHs=False)
     if rdmol is None:
-        raise MoleculeError("invalid_input", "Could not read the molblock: " + ("; ".join(messages) or "RDKit failed"))
+        raise MoleculeError(
+            "invalid_input", "Could not read the molblock: " + ("; ".join(messages) or "RDKit failed")
+        )
     if rdmol.GetNumConformers() == 0 or not rdmol.GetConformer().Is3D():
-        raise MoleculeError("invalid_input", "The molblock has no 3D coordinates; pass a SMILES to have them built")
+        raise MoleculeError(
+            "invalid_input", "The molblock has no 3D coordinates; pass a SMILES to have them built"
+        )
     if any(a.GetTotalNumHs() for a in rdmol.GetAtoms()):
         raise MoleculeError(
             "invalid_input",

@@ -40,7 +40,9 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def table_result(ctx: Any, name: str, items: list[dict[str, Any]], *, always_csv: bool = False) -> dict[str, Any]:
+def table_result(
+    ctx: Any, name: str, items: list[dict[str, Any]], *, always_csv: bool = False
+) -> dict[str, Any]:
     """``{"items": [...]}`` when small; else a CSV artifact, ``items`` cut to a preview, and a flag."""
     size = len(json.dumps(items, separators=(",", ":"), default=str))
     if size <= INLINE_CHARS and not always_csv:

@@ -33,10 +33,16 @@ def _error_item(index: int, exc: Exception) -> dict[str, Any]:
 
     if isinstance(exc, MoleculeError):
         return {"index": index, "ok": False, "error": exc.to_dict()}
-    return {"index": index, "ok": False, "error": {"code": "invalid_input", "message": f"{type(exc).__name__}: {exc}"}}
+    return {
+        "index": index,
+        "ok": False,
+        "error": {"code": "invalid_input", "message": f"{type(exc).__name__}: {exc}"},
+    }
 
 
-def _parse_all(molecules: list[str], ctx: ToolContext | None = None) -> list[tuple[Any, list[str], dict | None]]:
+def _parse_all(
+    molecules: list[str], ctx: ToolContext | None = None
+) -> list[tuple[Any, list[str], dict | None]]:
     """(mol or None, warnings, error item or None) for each input."""
     from tools_server.chem.molecules import parse_rdkit
 
@@ -71,11 +77,20 @@ class ParseInput(BaseModel):
 def _stereo_summary(mol: Any) -> dict[str, int]:
     from rdkit import Chem
 
-    counts = {"centres_assigned": 0, "centres_unassigned": 0, "double_bonds_assigned": 0, "double_bonds_unassigned": 0}
+    counts = {
+        "centres_assigned": 0,
+        "centres_unassigned": 0,
+        "double_bonds_assigned": 0,
+        "double_bonds_unassigned": 0,
+    }
     for info in Chem.FindPotentialStereo(mol):
         assigned = info.specified == Chem.StereoSpecified.Specified
-        if info.type in (Chem.StereoType.Atom_Tetrahedral, Chem.StereoType.Atom_SquarePlanar,
-                         Chem.StereoType.Atom_TrigonalBipyramidal, Chem.StereoType.Atom_Octahedral):
+        if info.type in (
+            Chem.StereoType.Atom_Tetrahedral,
+            Chem.StereoType.Atom_SquarePlanar,
+            Chem.StereoType.Atom_TrigonalBipyramidal,
+            Chem.StereoType.Atom_Octahedral,
+        ):
             counts["centres_assigned" if assigned else "centres_unassigned"] += 1
         elif info.type == Chem.StereoType.Bond_Double:
             counts["double_bonds_assigned" if assigned else "double_bonds_unassigned"] += 1
@@ -98,7 +113,9 @@ def parse_one(index: int, mol: Any, warnings: list[str]) -> dict[str, Any]:
     if fragments > 1:
         warnings.append(f"{fragments} disconnected fragments (salt, mixture or counter-ion)")
     if stereo["centres_unassigned"] or stereo["double_bonds_unassigned"]:
-        warnings.append("unassigned stereo: the SMILES stands for a mixture of stereoisomers or is underspecified")
+        warnings.append(
+            "unassigned stereo: the SMILES stands for a mixture of stereoisomers or is underspecified"
+        )
     if radicals:
         warnings.append(f"{radicals} radical electron(s)")
     return {
@@ -118,9 +135,16 @@ def parse_one(index: int, mol: Any, warnings: list[str]) -> dict[str, Any]:
     }
 
 
-@tool(name="chem_parse", resource="cpu", read_only=True, idempotent=True, engines=("rdkit",),
-      time_limit_s=600, canonicalize=lambda a: {"molecules": [m.strip() for m in a.molecules]},
-      title="Parse and check molecules")
+@tool(
+    name="chem_parse",
+    resource="cpu",
+    read_only=True,
+    idempotent=True,
+    engines=("rdkit",),
+    time_limit_s=600,
+    canonicalize=lambda a: {"molecules": [m.strip() for m in a.molecules]},
+    title="Parse and check molecules",
+)
 def chem_parse(args: ParseInput, ctx: ToolContext) -> dict:
     """Parse molecules and report identity: canonical SMILES, InChIKey, Hill formula, average mass (g/mol),
     monoisotopic mass (Da), formal charge (e), heavy atoms, fragments, radical electrons, stereo counts
@@ -135,8 +159,12 @@ def chem_parse(args: ParseInput, ctx: ToolContext) -> dict:
     from tools_server.chem.tables import table_result
 
     n_ok = sum(1 for it in items if it["ok"])
-    return {"n_molecules": len(items), "n_ok": n_ok, "n_failed": len(items) - n_ok,
-            **table_result(ctx, "parsed", items)}
+    return {
+        "n_molecules": len(items),
+        "n_ok": n_ok,
+        "n_failed": len(items) - n_ok,
+        **table_result(ctx, "parsed", items),
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -152,7 +180,9 @@ class DescriptorInput(BaseModel):
         "charge, stereocentres, QED; lipinski: rule-of-five and Veber terms; all: every RDKit descriptor (~210).",
     )
     names: list[str] | None = Field(
-        None, max_length=300, description="Exact RDKit descriptor names (rdkit.Chem.Descriptors); overrides preset."
+        None,
+        max_length=300,
+        description="Exact RDKit descriptor names (rdkit.Chem.Descriptors); overrides preset.",
     )
 
 
@@ -160,8 +190,16 @@ def _descriptor_key(args: DescriptorInput) -> dict[str, Any]:
     return {"molecules": _keys(args.molecules), "preset": args.preset, "names": args.names}
 
 
-@tool(name="chem_descriptors", resource="cpu", read_only=True, idempotent=True, engines=("rdkit",),
-      time_limit_s=1800, canonicalize=_descriptor_key, title="Molecular descriptors")
+@tool(
+    name="chem_descriptors",
+    resource="cpu",
+    read_only=True,
+    idempotent=True,
+    engines=("rdkit",),
+    time_limit_s=1800,
+    canonicalize=_descriptor_key,
+    title="Molecular descriptors",
+)
 def chem_descriptors(args: DescriptorInput, ctx: ToolContext) -> dict:
     """Compute RDKit descriptors for up to 10,000 molecules. Presets: `physchem` (mol_weight_g_mol,
     exact_mass_da, logp_crippen, tpsa_a2 in Å², hbd, hba, rotatable_bonds, rings, fraction_csp3, qed ...),
@@ -176,8 +214,11 @@ def chem_descriptors(args: DescriptorInput, ctx: ToolContext) -> dict:
         known = set(descriptors.rdkit_descriptor_names())
         unknown = [n for n in args.names if n not in known]
         if unknown:
-            raise ToolError("invalid_input", f"Unknown RDKit descriptor names: {', '.join(unknown[:10])}",
-                            hint="Names are case-sensitive, e.g. MolWt, TPSA, NumHDonors, MolLogP.")
+            raise ToolError(
+                "invalid_input",
+                f"Unknown RDKit descriptor names: {', '.join(unknown[:10])}",
+                hint="Names are case-sensitive, e.g. MolWt, TPSA, NumHDonors, MolLogP.",
+            )
     _set_rdkit_engine(ctx)
     parsed = _parse_all(args.molecules, ctx)
     items = []
@@ -200,8 +241,14 @@ def chem_descriptors(args: DescriptorInput, ctx: ToolContext) -> dict:
             ctx.progress(0.5 + 0.5 * i / n, f"descriptors {i}/{n}")
     table = table_result(ctx, "descriptors", items)
     n_ok = sum(1 for it in items if it["ok"])
-    return {"preset": None if args.names else args.preset, "units": descriptors.units_for(args.preset, args.names),
-            "n_molecules": n, "n_ok": n_ok, "n_failed": n - n_ok, **table}
+    return {
+        "preset": None if args.names else args.preset,
+        "units": descriptors.units_for(args.preset, args.names),
+        "n_molecules": n,
+        "n_ok": n_ok,
+        "n_failed": n - n_ok,
+        **table,
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -212,12 +259,15 @@ def chem_descriptors(args: DescriptorInput, ctx: ToolContext) -> dict:
 class SimilarityInput(BaseModel):
     molecules: MoleculeList = Field(..., min_length=1, max_length=10_000, description=_MOL_DESC)
     references: MoleculeList | None = Field(
-        None, max_length=10_000,
+        None,
+        max_length=10_000,
         description="Compare each molecule against these; omit for the all-pairs matrix of `molecules`.",
     )
     fingerprint: Literal["morgan", "maccs", "rdkit", "atompair"] = "morgan"
     radius: int = Field(2, ge=1, le=4, description="Morgan radius (2 ~ ECFP4).")
-    n_bits: int = Field(2048, ge=64, le=16384, description="Fingerprint length (not used by MACCS, 167 keys).")
+    n_bits: int = Field(
+        2048, ge=64, le=16384, description="Fingerprint length (not used by MACCS, 167 keys)."
+    )
     use_features: bool = Field(False, description="Morgan with feature invariants (FCFP-like).")
     metric: Literal["tanimoto", "dice"] = "tanimoto"
     top_k: int = Field(5, ge=1, le=100, description="Nearest neighbours listed per molecule.")
@@ -230,8 +280,16 @@ def _similarity_key(args: SimilarityInput) -> dict[str, Any]:
     return data
 
 
-@tool(name="chem_similarity", resource="cpu", read_only=True, idempotent=True, engines=("rdkit",),
-      time_limit_s=1800, canonicalize=_similarity_key, title="Fingerprint similarity")
+@tool(
+    name="chem_similarity",
+    resource="cpu",
+    read_only=True,
+    idempotent=True,
+    engines=("rdkit",),
+    time_limit_s=1800,
+    canonicalize=_similarity_key,
+    title="Fingerprint similarity",
+)
 def chem_similarity(args: SimilarityInput, ctx: ToolContext) -> dict:
     """Fingerprint similarity (Tanimoto or Dice, 0-1) with Morgan (radius, n_bits), MACCS, RDKit path or
     atom-pair fingerprints. Without `references`: the all-pairs matrix of `molecules`; with them: each
@@ -249,8 +307,14 @@ def chem_similarity(args: SimilarityInput, ctx: ToolContext) -> dict:
     ref_parsed = parsed if self_matrix else _parse_all(args.references or [])
 
     def fps(rows: list[tuple[Any, list[str], dict | None]]) -> list[Any]:
-        return [fingerprint(m, args.fingerprint, radius=args.radius, n_bits=args.n_bits,
-                            use_features=args.use_features) if m is not None else None for m, _, _ in rows]
+        return [
+            fingerprint(
+                m, args.fingerprint, radius=args.radius, n_bits=args.n_bits, use_features=args.use_features
+            )
+            if m is not None
+            else None
+            for m, _, _ in rows
+        ]
 
     q_fps = fps(parsed)
     r_fps = q_fps if self_matrix else fps(ref_parsed)
@@ -266,16 +330,27 @@ def chem_similarity(args: SimilarityInput, ctx: ToolContext) -> dict:
         order = [j for j in np.argsort(-matrix[i], kind="stable") if not np.isnan(matrix[i, j])]
         if self_matrix:
             order = [j for j in order if j != i]
-        items.append({"index": i, "ok": True,
-                      "nearest": [{"index": int(j), "similarity": round(float(matrix[i, j]), 4)}
-                                  for j in order[: args.top_k]]})
+        items.append(
+            {
+                "index": i,
+                "ok": True,
+                "nearest": [
+                    {"index": int(j), "similarity": round(float(matrix[i, j]), 4)}
+                    for j in order[: args.top_k]
+                ],
+            }
+        )
         if len(q_fps) > 200 and i % 200 == 0:
             ctx.progress(0.5 + 0.5 * i / len(q_fps), f"similarity {i}/{len(q_fps)}")
     ref_errors = [] if self_matrix else [e for _, _, e in ref_parsed if e]
     from tools_server.chem.tables import table_result
 
-    out: dict[str, Any] = {"fingerprint": args.fingerprint, "metric": args.metric,
-                           "n_molecules": len(q_fps), "n_references": len(r_fps)}
+    out: dict[str, Any] = {
+        "fingerprint": args.fingerprint,
+        "metric": args.metric,
+        "n_molecules": len(q_fps),
+        "n_references": len(r_fps),
+    }
     if matrix.size <= 2500:
         out["matrix"] = [[None if np.isnan(v) else round(float(v), 4) for v in row] for row in matrix]
     else:
@@ -304,8 +379,16 @@ def _substructure_key(args: SubstructureInput) -> dict[str, Any]:
     return {**args.model_dump(), "molecules": _keys(args.molecules)}
 
 
-@tool(name="chem_substructure", resource="cpu", read_only=True, idempotent=True, engines=("rdkit",),
-      time_limit_s=1800, canonicalize=_substructure_key, title="SMARTS substructure counts")
+@tool(
+    name="chem_substructure",
+    resource="cpu",
+    read_only=True,
+    idempotent=True,
+    engines=("rdkit",),
+    time_limit_s=1800,
+    canonicalize=_substructure_key,
+    title="SMARTS substructure counts",
+)
 def chem_substructure(args: SubstructureInput, ctx: ToolContext) -> dict:
     """Count SMARTS substructure matches in each molecule. Output: per molecule `counts` {pattern name:
     number of matches}; `n_matching` {pattern name: molecules with at least one match}. An invalid SMARTS
@@ -323,8 +406,11 @@ def chem_substructure(args: SubstructureInput, ctx: ToolContext) -> dict:
         with rdkit_messages() as msgs:
             patt = Chem.MolFromSmarts(sm)
         if patt is None:
-            raise ToolError("invalid_input", f"Invalid SMARTS {sm!r} ({name}): {'; '.join(msgs)}",
-                            hint="Check the SMARTS syntax, e.g. '[CX3](=O)[OX2H1]' for a carboxylic acid.")
+            raise ToolError(
+                "invalid_input",
+                f"Invalid SMARTS {sm!r} ({name}): {'; '.join(msgs)}",
+                hint="Check the SMARTS syntax, e.g. '[CX3](=O)[OX2H1]' for a carboxylic acid.",
+            )
         patterns.append((name, patt))
     _set_rdkit_engine(ctx)
     items = []
@@ -348,12 +434,19 @@ def chem_substructure(args: SubstructureInput, ctx: ToolContext) -> dict:
 
 class ConformerInput(BaseModel):
     molecules: MoleculeList = Field(..., min_length=1, max_length=1000, description=_MOL_DESC)
-    n_conformers: int = Field(20, ge=1, le=500, description="Conformers embedded per molecule before pruning.")
+    n_conformers: int = Field(
+        20, ge=1, le=500, description="Conformers embedded per molecule before pruning."
+    )
     force_field: Literal["MMFF", "UFF"] = Field("MMFF", description="MMFF94 (falls back to UFF) or UFF.")
-    prune_rms_angstrom: float = Field(0.5, ge=0.0, le=5.0, description="Heavy-atom RMSD below which two "
-                                      "embedded conformers count as one (Å).")
-    energy_window_kcal_mol: float | None = Field(None, gt=0, description="Keep conformers within this "
-                                                 "window above the lowest (kcal/mol).")
+    prune_rms_angstrom: float = Field(
+        0.5,
+        ge=0.0,
+        le=5.0,
+        description="Heavy-atom RMSD below which two embedded conformers count as one (Å).",
+    )
+    energy_window_kcal_mol: float | None = Field(
+        None, gt=0, description="Keep conformers within this window above the lowest (kcal/mol)."
+    )
     seed: int = Field(42, description="Random seed for ETKDG.")
 
 
@@ -389,8 +482,16 @@ def force_field_energies(rdmol: Any, force_field: str, threads: int = 1) -> tupl
     raise ToolError("unsupported_element", "Neither MMFF94 nor UFF has parameters for this molecule")
 
 
-@tool(name="chem_conformers", resource="cpu", read_only=True, idempotent=True, engines=("rdkit",),
-      time_limit_s=3600, canonicalize=_conformer_key, title="Force-field conformers")
+@tool(
+    name="chem_conformers",
+    resource="cpu",
+    read_only=True,
+    idempotent=True,
+    engines=("rdkit",),
+    time_limit_s=3600,
+    canonicalize=_conformer_key,
+    title="Force-field conformers",
+)
 def chem_conformers(args: ConformerInput, ctx: ToolContext) -> dict:
     """Generate 3D conformers with RDKit ETKDGv3 and optimise them with MMFF94 (or UFF). Output per
     molecule: `n_conformers`, `energies_kcal_mol` (force-field energy, ascending), `relative_energies_kcal_mol`,
@@ -412,8 +513,13 @@ def chem_conformers(args: ConformerInput, ctx: ToolContext) -> dict:
             mol_h.RemoveAllConformers()
             ids = embed_conformers(mol_h, args.n_conformers, args.seed, args.prune_rms_angstrom, ctx.threads)
             if not ids:
-                items.append({"index": i, "ok": False, "error": {
-                    "code": "invalid_input", "message": "ETKDG could not embed any conformer"}})
+                items.append(
+                    {
+                        "index": i,
+                        "ok": False,
+                        "error": {"code": "invalid_input", "message": "ETKDG could not embed any conformer"},
+                    }
+                )
                 continue
             ff, energies = force_field_energies(mol_h, args.force_field, ctx.threads)
             order = sorted(range(len(ids)), key=lambda k: energies[k])
@@ -426,13 +532,18 @@ def chem_conformers(args: ConformerInput, ctx: ToolContext) -> dict:
                     mol_h.SetProp("_Name", f"{Chem.MolToSmiles(mol)} conformer {rank}")
                     mol_h.SetDoubleProp("energy_kcal_mol", energies[k])
                     writer.write(mol_h, confId=ids[k])
-            items.append({
-                "index": i, "ok": True, "smiles": Chem.MolToSmiles(mol), "force_field": ff,
-                "n_conformers": len(order),
-                "energies_kcal_mol": [round(energies[k], 4) for k in order],
-                "relative_energies_kcal_mol": [round(energies[k] - e_min, 4) for k in order],
-                "sdf": str(path),
-            })
+            items.append(
+                {
+                    "index": i,
+                    "ok": True,
+                    "smiles": Chem.MolToSmiles(mol),
+                    "force_field": ff,
+                    "n_conformers": len(order),
+                    "energies_kcal_mol": [round(energies[k], 4) for k in order],
+                    "relative_energies_kcal_mol": [round(energies[k] - e_min, 4) for k in order],
+                    "sdf": str(path),
+                }
+            )
         except ToolError as exc:
             items.append({"index": i, "ok": False, "error": {"code": exc.code, "message": exc.message}})
         except Exception as exc:  # noqa: BLE001 - per-item errors never fail the batch
@@ -449,15 +560,24 @@ def chem_conformers(args: ConformerInput, ctx: ToolContext) -> dict:
 
 class DepictInput(BaseModel):
     molecules: MoleculeList = Field(..., min_length=1, max_length=200, description=_MOL_DESC)
-    legends: list[str] | None = Field(None, description="One caption per molecule (default: index and SMILES).")
+    legends: list[str] | None = Field(
+        None, description="One caption per molecule (default: index and SMILES)."
+    )
     highlight_smarts: str | None = Field(None, description="Highlight the atoms matching this SMARTS.")
     per_row: int = Field(5, ge=1, le=20)
     panel_px: int = Field(300, ge=100, le=1000, description="Width and height of each panel in pixels.")
 
 
-@tool(name="chem_depict", resource="cpu", read_only=True, idempotent=True, engines=("rdkit",),
-      time_limit_s=600, canonicalize=lambda a: {**a.model_dump(), "molecules": _keys(a.molecules)},
-      title="Draw molecules")
+@tool(
+    name="chem_depict",
+    resource="cpu",
+    read_only=True,
+    idempotent=True,
+    engines=("rdkit",),
+    time_limit_s=600,
+    canonicalize=lambda a: {**a.model_dump(), "molecules": _keys(a.molecules)},
+    title="Draw molecules",
+)
 def chem_depict(args: DepictInput, ctx: ToolContext) -> dict:
     """Draw up to 200 molecules as one PNG grid (2D depictions; optional SMARTS highlight). Output: `png`
     (artifact path), `width_px`, `height_px`, `n_drawn`, and per-item errors for unreadable inputs
@@ -480,9 +600,19 @@ def chem_depict(args: DepictInput, ctx: ToolContext) -> dict:
             mol = Chem.Mol(mol)
             mol.RemoveAllConformers()
         mols.append(mol)
-        legend = args.legends[i] if args.legends else f"{i}: {Chem.MolToSmiles(mol)}" if not error else f"{i}: invalid"
+        legend = (
+            args.legends[i]
+            if args.legends
+            else f"{i}: {Chem.MolToSmiles(mol)}"
+            if not error
+            else f"{i}: invalid"
+        )
         legends.append(legend[:60])
-        hits = sorted({a for match in mol.GetSubstructMatches(patt) for a in match}) if patt and not error else []
+        hits = (
+            sorted({a for match in mol.GetSubstructMatches(patt) for a in match})
+            if patt and not error
+            else []
+        )
         highlights.append(hits)
     per_row = min(args.per_row, len(mols))
     rows = -(-len(mols) // per_row)
@@ -492,5 +622,10 @@ def chem_depict(args: DepictInput, ctx: ToolContext) -> dict:
     drawer.FinishDrawing()
     path = ctx.artifact("molecules.png")
     path.write_bytes(drawer.GetDrawingText())
-    return {"png": str(path), "width_px": width, "height_px": height,
-            "n_drawn": len(mols) - len(errors), "errors": errors}
+    return {
+        "png": str(path),
+        "width_px": width,
+        "height_px": height,
+        "n_drawn": len(mols) - len(errors),
+        "errors": errors,
+    }

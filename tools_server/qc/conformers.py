@@ -10,12 +10,21 @@ from tools_server.chem.molecules import MoleculeError
 from tools_server.qc.xtb import TaskOptions, XtbError, XtbSettings, _error, compute_molecule, prepare
 
 
-def optimise_conformer(molblock: str, settings: XtbSettings, charge: int, multiplicity: int,
-                       max_steps: int, out_dir: str, stem: str) -> dict[str, Any]:
+def optimise_conformer(
+    molblock: str,
+    settings: XtbSettings,
+    charge: int,
+    multiplicity: int,
+    max_steps: int,
+    out_dir: str,
+    stem: str,
+) -> dict[str, Any]:
     """xTB-optimise one conformer given as a molblock; runs in a pool process."""
     try:
         mol = prepare(molblock, charge, multiplicity)
-        res = compute_molecule(mol, settings, TaskOptions(task="optimize", max_steps=max_steps), Path(out_dir), stem)
+        res = compute_molecule(
+            mol, settings, TaskOptions(task="optimize", max_steps=max_steps), Path(out_dir), stem
+        )
         return {"ok": True, **res}
     except (MoleculeError, XtbError) as exc:
         return {"ok": False, "error": _error(exc.code, exc.message)}
@@ -43,12 +52,26 @@ def heavy_atom_rmsd(block_a: str, block_b: str) -> float:
     return float(rdMolAlign.GetBestRMS(a, b, maxMatches=2000))
 
 
-def search(text: str, settings: XtbSettings, *, n_conformers: int, seed: int, charge: int | None,
-           multiplicity: int | None, energy_window_kcal_mol: float, rmsd_threshold_angstrom: float,
-           energy_threshold_kcal_mol: float, temperature_k: float, max_steps: int, threads: int,
-           out_dir: Path, stem: str, progress: Any = None) -> dict[str, Any]:
+def search(
+    text: str,
+    settings: XtbSettings,
+    *,
+    n_conformers: int,
+    seed: int,
+    charge: int | None,
+    multiplicity: int | None,
+    energy_window_kcal_mol: float,
+    rmsd_threshold_angstrom: float,
+    energy_threshold_kcal_mol: float,
+    temperature_k: float,
+    max_steps: int,
+    threads: int,
+    out_dir: Path,
+    stem: str,
+    progress: Any = None,
+) -> dict[str, Any]:
     from rdkit import Chem
-    from scipy.constants import calorie, N_A, physical_constants
+    from scipy.constants import N_A, calorie, physical_constants
 
     from tools_server.chem.molecules import load_molecule, relax_force_field
     from tools_server.chem.tools import embed_conformers
@@ -57,7 +80,9 @@ def search(text: str, settings: XtbSettings, *, n_conformers: int, seed: int, ch
     kcal_per_hartree = physical_constants["Hartree energy"][0] * N_A / (1000 * calorie)
     base = load_molecule(text, charge=charge, multiplicity=multiplicity)
     if base.rdmol is None:
-        raise MoleculeError("invalid_input", "Conformer search needs bonds: pass a SMILES, molblock or SDF, not XYZ")
+        raise MoleculeError(
+            "invalid_input", "Conformer search needs bonds: pass a SMILES, molblock or SDF, not XYZ"
+        )
     rd = Chem.Mol(base.rdmol)
     rd.RemoveAllConformers()
     ids = embed_conformers(rd, n_conformers, seed, 0.1, 1)
@@ -67,15 +92,23 @@ def search(text: str, settings: XtbSettings, *, n_conformers: int, seed: int, ch
     for cid in ids:
         relax_force_field(rd, "MMFF", conf_id=cid)
         blocks.append(Chem.MolToMolBlock(rd, confId=cid))
-    jobs = [(b, settings, base.charge, base.multiplicity, max_steps, str(out_dir), f"{stem}_c{k}")
-            for k, b in enumerate(blocks)]
-    results = map_items(optimise_conformer, jobs, threads,
-                        (lambda d, n: progress(d / n, f"optimised {d}/{n} conformers")) if progress else None)
+    jobs = [
+        (b, settings, base.charge, base.multiplicity, max_steps, str(out_dir), f"{stem}_c{k}")
+        for k, b in enumerate(blocks)
+    ]
+    results = map_items(
+        optimise_conformer,
+        jobs,
+        threads,
+        (lambda d, n: progress(d / n, f"optimised {d}/{n} conformers")) if progress else None,
+    )
     done = [(r, k) for k, r in enumerate(results) if r["ok"]]
     failed = [r["error"] for r in results if not r["ok"]]
     if not done:
-        raise XtbError(failed[0]["code"] if failed else "not_converged", "No conformer could be optimised: "
-                       + (failed[0]["message"] if failed else ""))
+        raise XtbError(
+            failed[0]["code"] if failed else "not_converged",
+            "No conformer could be optimised: " + (failed[0]["message"] if failed else ""),
+        )
     done.sort(key=lambda rk: rk[0]["energy_hartree"])
     e_min = done[0][0]["energy_hartree"]
     unique: list[tuple[dict[str, Any], str]] = []
@@ -101,26 +134,39 @@ def search(text: str, settings: XtbSettings, *, n_conformers: int, seed: int, ch
             lines = block.rstrip("\n").split("\n")
             lines[0] = f"{base.smiles or stem} conformer {rank}"
             fh.write("\n".join(lines) + "\n")
-            fh.write(f">  <energy_hartree>\n{u['energy_hartree']:.10f}\n\n>  <boltzmann_weight>\n{w:.6f}\n\n$$$$\n")
+            fh.write(
+                f">  <energy_hartree>\n{u['energy_hartree']:.10f}\n\n>  <boltzmann_weight>\n{w:.6f}\n\n$$$$\n"
+            )
     for r in results:  # per-conformer files are folded into the one SDF
         for key in ("geometry_xyz", "geometry_sdf"):
             if r.get(key):
                 Path(r[key]).unlink(missing_ok=True)
-    conformers = [{
-        "rank": rank,
-        "energy_hartree": u["energy_hartree"],
-        "relative_energy_kcal_mol": round((u["energy_hartree"] - e_min) * kcal_per_hartree, 4),
-        "boltzmann_weight": round(w, 6),
-        "converged": u["optimization"]["converged"],
-        "gap_ev": u["gap_ev"],
-        "dipole_debye": u["dipole_debye"],
-    } for rank, ((u, _), w) in enumerate(zip(unique, weights, strict=True))]
+    conformers = [
+        {
+            "rank": rank,
+            "energy_hartree": u["energy_hartree"],
+            "relative_energy_kcal_mol": round((u["energy_hartree"] - e_min) * kcal_per_hartree, 4),
+            "boltzmann_weight": round(w, 6),
+            "converged": u["optimization"]["converged"],
+            "gap_ev": u["gap_ev"],
+            "dipole_debye": u["dipole_debye"],
+        }
+        for rank, ((u, _), w) in enumerate(zip(unique, weights, strict=True))
+    ]
     avg = sum(w * u["energy_hartree"] for (u, _), w in zip(unique, weights, strict=True))
     return {
-        "smiles": base.smiles, "formula": base.formula(), "charge": base.charge, "multiplicity": base.multiplicity,
-        "n_embedded": len(ids), "n_optimised": len(done), "n_failed": len(failed), "n_duplicates": n_duplicates,
-        "n_unique": len(unique), "temperature_k": temperature_k,
-        "lowest_energy_hartree": e_min, "boltzmann_average_energy_hartree": avg,
+        "smiles": base.smiles,
+        "formula": base.formula(),
+        "charge": base.charge,
+        "multiplicity": base.multiplicity,
+        "n_embedded": len(ids),
+        "n_optimised": len(done),
+        "n_failed": len(failed),
+        "n_duplicates": n_duplicates,
+        "n_unique": len(unique),
+        "temperature_k": temperature_k,
+        "lowest_energy_hartree": e_min,
+        "boltzmann_average_energy_hartree": avg,
         "conformers": conformers[:50],
         "sdf": str(sdf_path),
         "settings": {k: v for k, v in asdict(settings).items() if k != "engine"},

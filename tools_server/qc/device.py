@@ -14,11 +14,35 @@ from dataclasses import dataclass
 
 #: Peak FP64 rate in TFLOPS (tensor-core FP64 where the card has it), from the vendors' data sheets.
 FP64_TFLOPS: dict[str, float] = {
-    "B200": 40.0, "B100": 30.0, "GH200": 67.0, "H200": 67.0, "H100": 51.0, "H800": 51.0,
-    "A100": 19.5, "A800": 19.5, "A30": 10.3, "V100": 7.8, "P100": 4.7,
-    "MI300X": 163.4, "MI250X": 95.7, "MI250": 90.5, "MI210": 45.3,
-    "H20": 1.0, "L40S": 1.4, "L40": 1.4, "L20": 1.0, "L4": 0.5, "A40": 0.6, "A10": 1.0, "A16": 0.3,
-    "A2": 0.1, "T4": 0.25, "RTX": 1.3, "GEFORCE": 1.3, "QUADRO": 0.5, "TITAN": 0.5,
+    "B200": 40.0,
+    "B100": 30.0,
+    "GH200": 67.0,
+    "H200": 67.0,
+    "H100": 51.0,
+    "H800": 51.0,
+    "A100": 19.5,
+    "A800": 19.5,
+    "A30": 10.3,
+    "V100": 7.8,
+    "P100": 4.7,
+    "MI300X": 163.4,
+    "MI250X": 95.7,
+    "MI250": 90.5,
+    "MI210": 45.3,
+    "H20": 1.0,
+    "L40S": 1.4,
+    "L40": 1.4,
+    "L20": 1.0,
+    "L4": 0.5,
+    "A40": 0.6,
+    "A10": 1.0,
+    "A16": 0.3,
+    "A2": 0.1,
+    "T4": 0.25,
+    "RTX": 1.3,
+    "GEFORCE": 1.3,
+    "QUADRO": 0.5,
+    "TITAN": 0.5,
 }
 #: A card at or above this FP64 rate always gets DFT jobs.
 FAST_FP64_TFLOPS = 5.0
@@ -85,8 +109,11 @@ def choose_device(requested: str, n_basis: int, *, gpu_slot: bool) -> DeviceChoi
         if requested == "gpu":
             from tools_server.errors import ToolError
 
-            raise ToolError("engine_unavailable", f"device=gpu but {missing}",
-                            hint="Use device=auto or cpu, or run on a machine with an NVIDIA GPU and gpu4pyscf.")
+            raise ToolError(
+                "engine_unavailable",
+                f"device=gpu but {missing}",
+                hint="Use device=auto or cpu, or run on a machine with an NVIDIA GPU and gpu4pyscf.",
+            )
         return DeviceChoice("cpu", missing)
     name = gpus[0]["name"]
     rate = fp64_rate(name)
@@ -97,12 +124,24 @@ def choose_device(requested: str, n_basis: int, *, gpu_slot: bool) -> DeviceChoi
     if requested == "gpu":
         return DeviceChoice("gpu", f"device=gpu requested ({name}, FP64 ~{_fmt(rate)} TFLOPS)", name, rate)
     if rate is None or rate >= FAST_FP64_TFLOPS:
-        return DeviceChoice("gpu", f"{name}: FP64 ~{_fmt(rate)} TFLOPS ({source}) is fast enough for DFT", name, rate)
+        return DeviceChoice(
+            "gpu", f"{name}: FP64 ~{_fmt(rate)} TFLOPS ({source}) is fast enough for DFT", name, rate
+        )
     if n_basis >= SLOW_GPU_MIN_NBASIS:
-        return DeviceChoice("gpu", f"{name} has slow FP64 (~{_fmt(rate)} TFLOPS, {source}) but {n_basis} basis "
-                            f"functions >= {SLOW_GPU_MIN_NBASIS} still favour the GPU", name, rate)
-    return DeviceChoice("cpu", f"{name} has slow FP64 (~{_fmt(rate)} TFLOPS, {source}); {n_basis} basis functions "
-                        f"< {SLOW_GPU_MIN_NBASIS} run as fast on the CPU", name, rate)
+        return DeviceChoice(
+            "gpu",
+            f"{name} has slow FP64 (~{_fmt(rate)} TFLOPS, {source}) but {n_basis} basis "
+            f"functions >= {SLOW_GPU_MIN_NBASIS} still favour the GPU",
+            name,
+            rate,
+        )
+    return DeviceChoice(
+        "cpu",
+        f"{name} has slow FP64 (~{_fmt(rate)} TFLOPS, {source}); {n_basis} basis functions "
+        f"< {SLOW_GPU_MIN_NBASIS} run as fast on the CPU",
+        name,
+        rate,
+    )
 
 
 def _fmt(rate: float | None) -> str:

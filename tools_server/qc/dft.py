@@ -25,8 +25,16 @@ _REF_NBASIS, _REF_SECONDS, _REF_CORES, _EXPONENT, _NO_DF_FACTOR = 114, 5.0, 2, 2
 CPU_MAX_NBASIS = 2500
 
 
-def estimate_cpu_seconds(n_basis: int, n_atoms: int, task: str, *, cores: int, density_fitting: bool,
-                         n_states: int = 5, hf: bool = False) -> float:
+def estimate_cpu_seconds(
+    n_basis: int,
+    n_atoms: int,
+    task: str,
+    *,
+    cores: int,
+    density_fitting: bool,
+    n_states: int = 5,
+    hf: bool = False,
+) -> float:
     """Rough wall time of the job on ``cores`` CPU cores (single SCF scaled by the task's work)."""
     scf = _REF_SECONDS * (n_basis / _REF_NBASIS) ** _EXPONENT * _REF_CORES / max(1, cores)
     if not density_fitting:
@@ -60,22 +68,37 @@ def _basis_check(symbols: list[str], basis: str) -> None:
     if not missing:
         return
     if not _basis_defines(basis, "H") and not _basis_defines(basis, "C"):
-        raise ToolError("invalid_input", f"Unknown basis set {basis!r}",
-                        hint="Use a name PySCF knows: sto-3g, 6-31g*, 6-311+g**, def2-svp, def2-tzvp, cc-pvdz ...")
-    raise ToolError("unsupported_element", f"Basis {basis} does not define {', '.join(missing)}",
-                    hint="Choose a basis that covers these elements (def2-SVP/def2-TZVP cover H-Rn with ECPs).")
+        raise ToolError(
+            "invalid_input",
+            f"Unknown basis set {basis!r}",
+            hint="Use a name PySCF knows: sto-3g, 6-31g*, 6-311+g**, def2-svp, def2-tzvp, cc-pvdz ...",
+        )
+    raise ToolError(
+        "unsupported_element",
+        f"Basis {basis} does not define {', '.join(missing)}",
+        hint="Choose a basis that covers these elements (def2-SVP/def2-TZVP cover H-Rn with ECPs).",
+    )
 
 
 def build_mole(mol: Molecule, basis: str, max_memory_mb: int | None = None) -> Any:
     from pyscf import gto
 
     _basis_check(mol.symbols, basis)
-    atoms = [(s, tuple(float(v) for v in xyz)) for s, xyz in zip(mol.symbols, mol.coords_angstrom, strict=True)]
+    atoms = [
+        (s, tuple(float(v) for v in xyz)) for s, xyz in zip(mol.symbols, mol.coords_angstrom, strict=True)
+    ]
     kwargs: dict[str, Any] = {}
     if basis.lower().startswith("def2") and max(mol.numbers) > 36:
         kwargs["ecp"] = basis  # def2 sets use ECPs from Rb on
-    pmol = gto.M(atom=atoms, basis=basis, charge=mol.charge, spin=mol.multiplicity - 1, unit="Angstrom",
-                 verbose=0, **kwargs)
+    pmol = gto.M(
+        atom=atoms,
+        basis=basis,
+        charge=mol.charge,
+        spin=mol.multiplicity - 1,
+        unit="Angstrom",
+        verbose=0,
+        **kwargs,
+    )
     if max_memory_mb:
         pmol.max_memory = max_memory_mb
     return pmol
@@ -93,8 +116,11 @@ def _check_functional(functional: str) -> None:
     try:
         libxc.parse_xc(functional)
     except (KeyError, ValueError) as exc:
-        raise ToolError("invalid_input", f"Unknown functional {functional!r}: {exc}",
-                        hint="Use a libxc/PySCF name: B3LYP, PBE0, PBE, CAM-B3LYP, M062X, wB97X-V, TPSS, or HF.") from None
+        raise ToolError(
+            "invalid_input",
+            f"Unknown functional {functional!r}: {exc}",
+            hint="Use a libxc/PySCF name: B3LYP, PBE0, PBE, CAM-B3LYP, M062X, wB97X-V, TPSS, or HF.",
+        ) from None
 
 
 def _solvent_eps(name: str) -> float:
@@ -106,9 +132,12 @@ def _solvent_eps(name: str) -> float:
 
     entry = smd.solvent_db.get(name.strip().lower())
     if entry is None:
-        raise ToolError("invalid_input", f"Unknown solvent {name!r}",
-                        hint="Use a name from the Minnesota solvent database (water, methanol, acetonitrile, "
-                        "dimethylsulfoxide, toluene ...) or a dielectric constant such as '78.4'.")
+        raise ToolError(
+            "invalid_input",
+            f"Unknown solvent {name!r}",
+            hint="Use a name from the Minnesota solvent database (water, methanol, acetonitrile, "
+            "dimethylsulfoxide, toluene ...) or a dielectric constant such as '78.4'.",
+        )
     return float(entry[5])
 
 
@@ -146,27 +175,41 @@ def build_scf(pmol: Any, args: Any, device: str) -> Any:
 def run_scf(mf: Any, warn: Any) -> dict[str, Any]:
     """Converge the SCF; on failure retry once with level shift + damping, then with Newton (second order)."""
     mf.kernel()
-    report: dict[str, Any] = {"converged": bool(mf.converged), "cycles": getattr(mf, "cycles", None),
-                              "retried": False, "strategy": "DIIS"}
+    report: dict[str, Any] = {
+        "converged": bool(mf.converged),
+        "cycles": getattr(mf, "cycles", None),
+        "retried": False,
+        "strategy": "DIIS",
+    }
     if mf.converged:
         return report
     dm = mf.make_rdm1()
     mf.level_shift, mf.damp, mf.max_cycle = 0.25, 0.5, 300
     mf.kernel(dm0=dm)
-    report.update(retried=True, strategy="DIIS + level shift 0.25 Eh + damping 0.5", converged=bool(mf.converged),
-                  cycles=getattr(mf, "cycles", None))
+    report.update(
+        retried=True,
+        strategy="DIIS + level shift 0.25 Eh + damping 0.5",
+        converged=bool(mf.converged),
+        cycles=getattr(mf, "cycles", None),
+    )
     mf.level_shift, mf.damp = 0.0, 0.0
     if not mf.converged:
         try:
             newton = mf.newton()
             newton.kernel(dm0=mf.make_rdm1())
             if newton.converged:
-                mf.__dict__.update({k: getattr(newton, k) for k in ("e_tot", "mo_energy", "mo_coeff", "mo_occ", "converged")})
-            report.update(strategy=report["strategy"] + ", then Newton (second order)", converged=bool(newton.converged))
+                mf.__dict__.update(
+                    {k: getattr(newton, k) for k in ("e_tot", "mo_energy", "mo_coeff", "mo_occ", "converged")}
+                )
+            report.update(
+                strategy=report["strategy"] + ", then Newton (second order)", converged=bool(newton.converged)
+            )
         except Exception as exc:  # noqa: BLE001 - Newton is unavailable for some objects (GPU, solvent)
             report["strategy"] += f"; Newton not available ({type(exc).__name__})"
     if not report["converged"]:
-        warn("SCF did not converge after retries with level shift, damping and Newton; energies are unreliable")
+        warn(
+            "SCF did not converge after retries with level shift, damping and Newton; energies are unreliable"
+        )
     return report
 
 
@@ -183,9 +226,11 @@ def _frontier_ev(mf: Any) -> dict[str, float | None]:
     occ = np.asarray(mf.mo_occ).reshape(-1)
     homo = float(e[occ > 0].max()) if (occ > 0).any() else None
     lumo = float(e[occ == 0].min()) if (occ == 0).any() else None
-    return {"homo_ev": None if homo is None else round(homo * ev, 4),
-            "lumo_ev": None if lumo is None else round(lumo * ev, 4),
-            "gap_ev": None if homo is None or lumo is None else round((lumo - homo) * ev, 4)}
+    return {
+        "homo_ev": None if homo is None else round(homo * ev, 4),
+        "lumo_ev": None if lumo is None else round(lumo * ev, 4),
+        "gap_ev": None if homo is None or lumo is None else round((lumo - homo) * ev, 4),
+    }
 
 
 def properties(mf: Any) -> dict[str, Any]:
@@ -198,14 +243,14 @@ def properties(mf: Any) -> dict[str, Any]:
         dip = np.asarray(cpu.dip_moment(unit="Debye", verbose=0), dtype=float)
         out["dipole_debye"] = round(float(np.linalg.norm(dip)), 4)
         out["dipole_vector_debye"] = [round(float(v), 4) for v in dip]
-    except Exception:  # noqa: BLE001 - some solvent/DF wrappers lack dip_moment; leave it out
-        pass
+    except Exception as exc:  # noqa: BLE001 - some solvent/DF wrappers lack dip_moment; leave it out
+        out["dipole_note"] = f"dipole not available ({type(exc).__name__})"
     try:
         charges = cpu.mulliken_pop(verbose=0)[1]
         if cpu.mol.natm <= 200:
             out["mulliken_charges_e"] = [round(float(q), 4) for q in charges]
-    except Exception:  # noqa: BLE001
-        pass
+    except Exception as exc:  # noqa: BLE001 - population analysis is optional output
+        out["charges_note"] = f"Mulliken charges not available ({type(exc).__name__})"
     summary = getattr(mf, "scf_summary", {}) or {}
     if "dispersion" in summary:
         out["dispersion_energy_hartree"] = float(np.asarray(summary["dispersion"]).sum())
@@ -232,15 +277,20 @@ def tddft(mf: Any, args: Any) -> dict[str, Any]:
     converged = np.asarray(_to_numpy(getattr(td, "converged", [True] * len(energies)))).reshape(-1)
     states = []
     for k, e in enumerate(energies):
-        states.append({
-            "state": k + 1,
-            "energy_ev": round(float(e * ev), 4),
-            "wavelength_nm": round(float(h * c / (e * hartree_j) * 1e9), 2) if e > 0 else None,
-            "oscillator_strength": round(float(strengths[k]), 5) if k < len(strengths) else None,
-            "converged": bool(converged[k]) if k < len(converged) else None,
-        })
-    return {"method": ("TDA" if args.tda else "TDDFT" if not _is_hf(args.functional) else "TDHF"),
-            "spin": "triplet" if args.triplets else "singlet", "states": states}
+        states.append(
+            {
+                "state": k + 1,
+                "energy_ev": round(float(e * ev), 4),
+                "wavelength_nm": round(float(h * c / (e * hartree_j) * 1e9), 2) if e > 0 else None,
+                "oscillator_strength": round(float(strengths[k]), 5) if k < len(strengths) else None,
+                "converged": bool(converged[k]) if k < len(converged) else None,
+            }
+        )
+    return {
+        "method": ("TDA" if args.tda else "TDDFT" if not _is_hf(args.functional) else "TDHF"),
+        "spin": "triplet" if args.triplets else "singlet",
+        "states": states,
+    }
 
 
 def _to_numpy(x: Any) -> Any:
@@ -256,7 +306,9 @@ def hessian_matrix(mf: Any, warn: Any) -> tuple[Any, str]:
         h = np.asarray(_to_numpy(mf.Hessian().kernel()))
         return h.transpose(0, 2, 1, 3).reshape(3 * n, 3 * n), "analytic Hessian"
     except (NotImplementedError, AttributeError, TypeError) as exc:
-        warn(f"no analytic Hessian for this setup ({type(exc).__name__}); used finite differences of gradients")
+        warn(
+            f"no analytic Hessian for this setup ({type(exc).__name__}); used finite differences of gradients"
+        )
     from tools_server.qc import thermo
 
     scanner = mf.nuc_grad_method().as_scanner()
@@ -266,11 +318,13 @@ def hessian_matrix(mf: Any, warn: Any) -> tuple[Any, str]:
         _, g = scanner(mol0.set_geom_(x_bohr, unit="Bohr", inplace=False))
         return np.asarray(_to_numpy(g))
 
-    return thermo.finite_difference_hessian(gradient, mol0.atom_coords(unit="Bohr")), "finite differences of analytic gradients"
+    return thermo.finite_difference_hessian(
+        gradient, mol0.atom_coords(unit="Bohr")
+    ), "finite differences of analytic gradients"
 
 
 def _engine_version(device: str) -> str | None:
-    for dist in (("gpu4pyscf-cuda12x", "gpu4pyscf-cuda11x", "gpu4pyscf") if device == "gpu" else ("pyscf",)):
+    for dist in ("gpu4pyscf-cuda12x", "gpu4pyscf-cuda11x", "gpu4pyscf") if device == "gpu" else ("pyscf",):
         try:
             return metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -294,8 +348,15 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
     n_basis = int(pmol.nao_nr())
     hf = _is_hf(args.functional)
     choice = choose_device(args.device, n_basis, gpu_slot=bool(getattr(ctx, "gpu_available", False)))
-    estimate_s = estimate_cpu_seconds(n_basis, mol.n_atoms, args.task, cores=max(1, ctx.threads),
-                                      density_fitting=args.density_fitting, n_states=args.n_states, hf=hf)
+    estimate_s = estimate_cpu_seconds(
+        n_basis,
+        mol.n_atoms,
+        args.task,
+        cores=max(1, ctx.threads),
+        density_fitting=args.density_fitting,
+        n_states=args.n_states,
+        hf=hf,
+    )
     limit_s = float(getattr(ctx, "time_limit_s", None) or 7200.0)
     if choice.device == "cpu" and (estimate_s > 0.8 * limit_s or n_basis > CPU_MAX_NBASIS):
         raise ToolError(
@@ -304,28 +365,47 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
             f"would take about {_human(estimate_s)} on {ctx.threads} CPU core(s); the limit is {_human(limit_s)}",
             hint="Use xtb_run (seconds), a smaller basis (def2-SVP, 6-31G*), density_fitting=true, the energy task "
             "instead of optimize/frequencies, or a machine with a GPU and gpu4pyscf.",
-            n_basis=n_basis, estimate_s=round(estimate_s), device_reason=choice.reason,
+            n_basis=n_basis,
+            estimate_s=round(estimate_s),
+            device_reason=choice.reason,
         )
     device_label = "cpu" if choice.device == "cpu" else f"gpu:{choice.gpu_name}"
-    ctx.set_engine("gpu4pyscf" if choice.device == "gpu" else "pyscf", _engine_version(choice.device),
-                   device=device_label, device_reason=choice.reason, n_basis=n_basis,
-                   estimate_cpu_s=round(estimate_s, 1), threads=ctx.threads)
+    ctx.set_engine(
+        "gpu4pyscf" if choice.device == "gpu" else "pyscf",
+        _engine_version(choice.device),
+        device=device_label,
+        device_reason=choice.reason,
+        n_basis=n_basis,
+        estimate_cpu_s=round(estimate_s, 1),
+        threads=ctx.threads,
+    )
     ctx.progress(0.02, f"{n_basis} basis functions on {device_label}")
     mf = build_scf(pmol, args, choice.device)
     result: dict[str, Any] = {
-        "method": "HF" if hf else args.functional, "basis": args.basis, "task": args.task,
-        "dispersion": args.dispersion, "density_fitting": args.density_fitting,
+        "method": "HF" if hf else args.functional,
+        "basis": args.basis,
+        "task": args.task,
+        "dispersion": args.dispersion,
+        "density_fitting": args.density_fitting,
         "solvation": f"{args.solvent_model.upper()}({args.solvent})" if args.solvent else "gas phase",
-        "smiles": mol.smiles, "formula": mol.formula(), "n_atoms": mol.n_atoms, "n_basis": n_basis,
-        "charge": mol.charge, "multiplicity": mol.multiplicity,
+        "smiles": mol.smiles,
+        "formula": mol.formula(),
+        "n_atoms": mol.n_atoms,
+        "n_basis": n_basis,
+        "charge": mol.charge,
+        "multiplicity": mol.multiplicity,
         "reference": ("U" if mol.multiplicity > 1 else "R") + ("HF" if hf else "KS"),
-        "device": device_label, "device_reason": choice.reason,
+        "device": device_label,
+        "device_reason": choice.reason,
     }
     scf_report = run_scf(mf, ctx.warn)
     result["scf"] = scf_report
     if not scf_report["converged"] and args.task != "energy":
-        raise ToolError("not_converged", f"SCF did not converge ({scf_report['strategy']}); cannot run {args.task}",
-                        hint="Try another starting geometry (xtb_run optimize first), a smaller basis, or HF.")
+        raise ToolError(
+            "not_converged",
+            f"SCF did not converge ({scf_report['strategy']}); cannot run {args.task}",
+            hint="Try another starting geometry (xtb_run optimize first), a smaller basis, or HF.",
+        )
     coords = np.asarray(mol.coords_angstrom)
     if args.task in ("optimize", "frequencies"):
         from tools_server.qc.optimizer import optimize
@@ -340,14 +420,25 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
         def step(k: int, e: float) -> None:
             ctx.progress(min(0.8, 0.05 + 0.75 * k / args.max_steps), f"optimisation step {k}, E = {e:.8f} Eh")
 
-        opt = optimize(mol.symbols, coords, energy_gradient, max_steps=args.max_steps,
-                       tight=args.task == "frequencies", step_callback=step)
+        opt = optimize(
+            mol.symbols,
+            coords,
+            energy_gradient,
+            max_steps=args.max_steps,
+            tight=args.task == "frequencies",
+            step_callback=step,
+        )
         coords = opt.coords_angstrom
-        result["optimization"] = {"converged": opt.converged, "n_steps": opt.n_steps,
-                                  "energy_change_hartree": opt.energy_hartree - opt.energies_hartree[0],
-                                  "max_gradient_hartree_bohr": opt.max_gradient_hartree_bohr}
+        result["optimization"] = {
+            "converged": opt.converged,
+            "n_steps": opt.n_steps,
+            "energy_change_hartree": opt.energy_hartree - opt.energies_hartree[0],
+            "max_gradient_hartree_bohr": opt.max_gradient_hartree_bohr,
+        }
         if not opt.converged:
-            ctx.warn(f"geometry optimisation not converged in {args.max_steps} steps; lowest-energy geometry returned")
+            ctx.warn(
+                f"geometry optimisation not converged in {args.max_steps} steps; lowest-energy geometry returned"
+            )
         final = mol.with_coords(coords)
         pmol = build_mole(final, args.basis)
         mf = build_scf(pmol, args, choice.device)
@@ -372,11 +463,22 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
         ctx.progress(0.85, "Hessian")
         hess, how = hessian_matrix(mf, ctx.warn)
         vib = thermo.harmonic_analysis(hess, coords, mol.numbers)
-        th = thermo.thermochemistry(float(mf.e_tot), vib, coords, mol.numbers, mol.multiplicity,
-                                    temperature_k=args.temperature_k, pressure_pa=args.pressure_pa)
+        th = thermo.thermochemistry(
+            float(mf.e_tot),
+            vib,
+            coords,
+            mol.numbers,
+            mol.multiplicity,
+            temperature_k=args.temperature_k,
+            pressure_pa=args.pressure_pa,
+        )
         freqs = [round(w, 2) for w in vib.wavenumbers_cm1]
-        result["frequencies"] = {"n_imaginary": vib.n_imaginary, "wavenumbers_cm1": freqs, "method": how,
-                                 "scaling": "unscaled harmonic"}
+        result["frequencies"] = {
+            "n_imaginary": vib.n_imaginary,
+            "wavenumbers_cm1": freqs,
+            "method": how,
+            "scaling": "unscaled harmonic",
+        }
         result["thermo"] = {k: (round(v, 8) if isinstance(v, float) else v) for k, v in th.items()}
         if vib.n_imaginary:
             ctx.warn(f"{vib.n_imaginary} imaginary mode(s) (lowest {freqs[0]} cm-1): not a minimum")

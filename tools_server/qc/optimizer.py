@@ -82,7 +82,9 @@ def optimize(
     with tempfile.TemporaryDirectory(prefix="spu-geomopt-") as tmp, _quiet():
         try:
             geometric.optimize.run_optimizer(
-                customengine=engine, input=os.path.join(tmp, "job"), maxiter=max_steps,
+                customengine=engine,
+                input=os.path.join(tmp, "job"),
+                maxiter=max_steps,
                 **(CONVERGENCE_TIGHT if tight else CONVERGENCE),
             )
         except GeomOptNotConvergedError:

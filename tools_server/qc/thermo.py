@@ -36,7 +36,10 @@ def _constants() -> dict[str, float]:
 
 
 def finite_difference_hessian(
-    gradient: Callable[[Any], Any], coords_bohr: Any, *, step_bohr: float = 0.005,
+    gradient: Callable[[Any], Any],
+    coords_bohr: Any,
+    *,
+    step_bohr: float = 0.005,
     progress: Callable[[float], None] | None = None,
 ) -> Any:
     """Symmetrised Hessian (3N x 3N, Hartree/Bohr²) by central differences of analytic gradients."""
@@ -129,7 +132,10 @@ def rotational_symmetry_number(numbers: list[int], coords_angstrom: Any, toleran
         return 1
     from tools_server.chem.molecules import _symbol
 
-    atoms = [[_symbol(z), tuple(float(v) / _bohr_angstrom() for v in xyz)] for z, xyz in zip(numbers, coords_angstrom, strict=True)]
+    atoms = [
+        [_symbol(z), tuple(float(v) / _bohr_angstrom() for v in xyz)]
+        for z, xyz in zip(numbers, coords_angstrom, strict=True)
+    ]
     saved = geom.TOLERANCE
     geom.TOLERANCE = tolerance_bohr
     try:

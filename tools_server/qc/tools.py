@@ -35,23 +35,39 @@ def _mol_keys(molecules: list[str]) -> list[str]:
 class XtbInput(BaseModel):
     molecules: list[str] = Field(..., min_length=1, max_length=10_000, description=_MOL_DESC)
     task: Literal["energy", "optimize", "frequencies"] = Field(
-        "energy", description="energy: single point; optimize: geomeTRIC minimisation; frequencies: tight "
-        "optimisation (unless optimize_first=false), harmonic frequencies and thermochemistry.")
+        "energy",
+        description="energy: single point; optimize: geomeTRIC minimisation; frequencies: tight "
+        "optimisation (unless optimize_first=false), harmonic frequencies and thermochemistry.",
+    )
     method: Literal["GFN2-xTB", "GFN1-xTB"] = "GFN2-xTB"
     engine: Literal["tblite", "xtb-python"] = Field(
-        "tblite", description="tblite (default; ALPB and GBSA) or xtb-python (GBSA only; faster above ~100 atoms).")
-    solvent: str | None = Field(None, description="Implicit solvent by name (water, methanol, dmso, acetonitrile, "
-                                "chcl3, thf, toluene ...); omit for gas phase.")
+        "tblite",
+        description="tblite (default; ALPB and GBSA) or xtb-python (GBSA only; faster above ~100 atoms).",
+    )
+    solvent: str | None = Field(
+        None,
+        description="Implicit solvent by name (water, methanol, dmso, acetonitrile, "
+        "chcl3, thf, toluene ...); omit for gas phase.",
+    )
     solvent_model: Literal["alpb", "gbsa"] = Field("alpb", description="ALPB (default) or GBSA.")
-    charge: int | None = Field(None, ge=-20, le=20, description="Total charge; default: formal charge of the "
-                               "SMILES/molblock, 0 for XYZ. Applies to every molecule.")
-    multiplicity: int | None = Field(None, ge=1, le=11, description="2S+1; default: from radicals / electron parity.")
+    charge: int | None = Field(
+        None,
+        ge=-20,
+        le=20,
+        description="Total charge; default: formal charge of the "
+        "SMILES/molblock, 0 for XYZ. Applies to every molecule.",
+    )
+    multiplicity: int | None = Field(
+        None, ge=1, le=11, description="2S+1; default: from radicals / electron parity."
+    )
     temperature_k: float = Field(298.15, gt=0, le=5000, description="Thermochemistry temperature (K).")
     pressure_pa: float = Field(101325.0, gt=0, description="Thermochemistry pressure (Pa).")
     optimize_first: bool = Field(True, description="For task=frequencies: optimise before the Hessian.")
     max_steps: int = Field(300, ge=1, le=2000, description="Maximum optimisation steps.")
     accuracy: float = Field(1.0, gt=0, le=100, description="xTB numerical accuracy (lower = tighter).")
-    electronic_temperature_k: float = Field(300.0, gt=0, le=20000, description="Fermi smearing temperature (K).")
+    electronic_temperature_k: float = Field(
+        300.0, gt=0, le=20000, description="Fermi smearing temperature (K)."
+    )
 
 
 def _xtb_key(args: XtbInput) -> dict[str, Any]:
@@ -68,9 +84,14 @@ def _xtb_key(args: XtbInput) -> dict[str, Any]:
 def _xtb_settings(args: Any) -> Any:
     from tools_server.qc.xtb import XtbError, XtbSettings, normalise_solvent
 
-    settings = XtbSettings(method=args.method, engine=args.engine, solvent=args.solvent,
-                           solvent_model=args.solvent_model, accuracy=args.accuracy,
-                           electronic_temperature_k=args.electronic_temperature_k)
+    settings = XtbSettings(
+        method=args.method,
+        engine=args.engine,
+        solvent=args.solvent,
+        solvent_model=args.solvent_model,
+        accuracy=args.accuracy,
+        electronic_temperature_k=args.electronic_temperature_k,
+    )
     try:
         return normalise_solvent(settings)
     except XtbError as exc:
@@ -82,12 +103,23 @@ def _check_engine(engine: str) -> None:
 
     module = "tblite" if engine == "tblite" else "xtb"
     if importlib.util.find_spec(module) is None:
-        raise ToolError("engine_unavailable", f"The {engine} package is not installed",
-                        hint="pip install 'spu-scaffold[qc]' (xtb-python has wheels only up to Python 3.11).")
+        raise ToolError(
+            "engine_unavailable",
+            f"The {engine} package is not installed",
+            hint="pip install 'spu-scaffold[qc]' (xtb-python has wheels only up to Python 3.11).",
+        )
 
 
-@tool(name="xtb_run", resource="cpu", read_only=True, idempotent=True, engines=("tblite", "xtb"),
-      time_limit_s=7200, canonicalize=_xtb_key, title="GFN-xTB energies, geometries, frequencies")
+@tool(
+    name="xtb_run",
+    resource="cpu",
+    read_only=True,
+    idempotent=True,
+    engines=("tblite", "xtb"),
+    time_limit_s=7200,
+    canonicalize=_xtb_key,
+    title="GFN-xTB energies, geometries, frequencies",
+)
 def xtb_run(args: XtbInput, ctx: ToolContext) -> dict:
     """Semi-empirical GFN2-xTB (or GFN1) for 1 to 10,000 molecules; batches run in parallel on the job's CPU
     slots. Tasks: `energy`, `optimize` (geomeTRIC), `frequencies` (harmonic, Hessian by finite differences
@@ -105,26 +137,47 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> dict:
     _check_engine(args.engine)
     settings = _xtb_settings(args)
     n = len(args.molecules)
-    options = TaskOptions(task=args.task, optimize_before_frequencies=args.optimize_first, max_steps=args.max_steps,
-                          temperature_k=args.temperature_k, pressure_pa=args.pressure_pa, charge=args.charge,
-                          multiplicity=args.multiplicity, inline_charges=n <= 20)
-    ctx.set_engine(args.engine, engine_version(args.engine), device="cpu", method=args.method,
-                   solvation=settings.solvent_label(), parallel_processes=min(ctx.threads, n))
+    options = TaskOptions(
+        task=args.task,
+        optimize_before_frequencies=args.optimize_first,
+        max_steps=args.max_steps,
+        temperature_k=args.temperature_k,
+        pressure_pa=args.pressure_pa,
+        charge=args.charge,
+        multiplicity=args.multiplicity,
+        inline_charges=n <= 20,
+    )
+    ctx.set_engine(
+        args.engine,
+        engine_version(args.engine),
+        device="cpu",
+        method=args.method,
+        solvation=settings.solvent_label(),
+        parallel_processes=min(ctx.threads, n),
+    )
     out_dir = str(ctx.artifact_dir)
     jobs = [(i, text, settings, options, out_dir) for i, text in enumerate(args.molecules)]
-    items = map_items(run_item, jobs, ctx.threads, lambda d, total: ctx.progress(d / total, f"{d}/{total} molecules"))
+    items = map_items(
+        run_item, jobs, ctx.threads, lambda d, total: ctx.progress(d / total, f"{d}/{total} molecules")
+    )
     for item in items:
         for w in item.get("warnings", []):
             if n == 1:
                 ctx.warn(w)
     n_ok = sum(1 for it in items if it["ok"])
     result: dict[str, Any] = {
-        "method": args.method, "engine": args.engine, "task": args.task,
+        "method": args.method,
+        "engine": args.engine,
+        "task": args.task,
         "solvation": settings.solvent_label() or "gas phase",
-        "n_molecules": n, "n_ok": n_ok, "n_failed": n - n_ok,
+        "n_molecules": n,
+        "n_ok": n_ok,
+        "n_failed": n - n_ok,
     }
     if n > 20:
-        result["note"] = "partial charges are left out of batches above 20 molecules; run small batches for them"
+        result["note"] = (
+            "partial charges are left out of batches above 20 molecules; run small batches for them"
+        )
     if n == 1 and not items[0]["ok"]:
         err = items[0]["error"]
         raise ToolError(err["code"], err["message"])
@@ -139,7 +192,9 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> dict:
 
 class XtbConformerInput(BaseModel):
     molecule: str = Field(..., description="One molecule with bonds: SMILES, molblock or SDF path.")
-    n_conformers: int = Field(30, ge=1, le=500, description="ETKDG conformers embedded before xTB optimisation.")
+    n_conformers: int = Field(
+        30, ge=1, le=500, description="ETKDG conformers embedded before xTB optimisation."
+    )
     method: Literal["GFN2-xTB", "GFN1-xTB"] = "GFN2-xTB"
     engine: Literal["tblite", "xtb-python"] = "tblite"
     solvent: str | None = Field(None, description="Implicit solvent by name; omit for gas phase.")
@@ -147,11 +202,21 @@ class XtbConformerInput(BaseModel):
     charge: int | None = Field(None, ge=-20, le=20)
     multiplicity: int | None = Field(None, ge=1, le=11)
     temperature_k: float = Field(298.15, gt=0, le=5000, description="Temperature for Boltzmann weights (K).")
-    energy_window_kcal_mol: float = Field(6.0, gt=0, le=100, description="Keep conformers within this window.")
-    rmsd_threshold_angstrom: float = Field(0.125, ge=0, le=3, description="Heavy-atom RMSD under which two "
-                                           "conformers of near-equal energy are duplicates (Å).")
-    energy_threshold_kcal_mol: float = Field(0.1, ge=0, le=5, description="Energy difference under which two "
-                                             "conformers may be duplicates (kcal/mol).")
+    energy_window_kcal_mol: float = Field(
+        6.0, gt=0, le=100, description="Keep conformers within this window."
+    )
+    rmsd_threshold_angstrom: float = Field(
+        0.125,
+        ge=0,
+        le=3,
+        description="Heavy-atom RMSD under which two conformers of near-equal energy are duplicates (Å).",
+    )
+    energy_threshold_kcal_mol: float = Field(
+        0.1,
+        ge=0,
+        le=5,
+        description="Energy difference under which two conformers may be duplicates (kcal/mol).",
+    )
     seed: int = 42
     max_steps: int = Field(300, ge=1, le=2000)
     accuracy: float = Field(1.0, gt=0, le=100)
@@ -162,8 +227,16 @@ def _conformer_key(args: XtbConformerInput) -> dict[str, Any]:
     return {**args.model_dump(), "molecule": _mol_keys([args.molecule])[0]}
 
 
-@tool(name="xtb_conformers", resource="cpu", read_only=True, idempotent=True, engines=("tblite", "xtb", "rdkit"),
-      time_limit_s=7200, canonicalize=_conformer_key, title="xTB conformer ensemble")
+@tool(
+    name="xtb_conformers",
+    resource="cpu",
+    read_only=True,
+    idempotent=True,
+    engines=("tblite", "xtb", "rdkit"),
+    time_limit_s=7200,
+    canonicalize=_conformer_key,
+    title="xTB conformer ensemble",
+)
 def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> dict:
     """Conformer ensemble of one molecule: ETKDG conformers (MMFF-relaxed) optimised with GFN2-xTB in
     parallel, duplicates removed (energy within energy_threshold_kcal_mol AND heavy-atom RMSD below
@@ -178,15 +251,30 @@ def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> dict:
 
     _check_engine(args.engine)
     settings = _xtb_settings(args)
-    ctx.set_engine(args.engine, engine_version(args.engine), device="cpu", method=args.method,
-                   solvation=settings.solvent_label(), parallel_processes=ctx.threads)
+    ctx.set_engine(
+        args.engine,
+        engine_version(args.engine),
+        device="cpu",
+        method=args.method,
+        solvation=settings.solvent_label(),
+        parallel_processes=ctx.threads,
+    )
     try:
         result = search(
-            args.molecule, settings, n_conformers=args.n_conformers, seed=args.seed, charge=args.charge,
-            multiplicity=args.multiplicity, energy_window_kcal_mol=args.energy_window_kcal_mol,
+            args.molecule,
+            settings,
+            n_conformers=args.n_conformers,
+            seed=args.seed,
+            charge=args.charge,
+            multiplicity=args.multiplicity,
+            energy_window_kcal_mol=args.energy_window_kcal_mol,
             rmsd_threshold_angstrom=args.rmsd_threshold_angstrom,
-            energy_threshold_kcal_mol=args.energy_threshold_kcal_mol, temperature_k=args.temperature_k,
-            max_steps=args.max_steps, threads=ctx.threads, out_dir=ctx.artifact_dir, stem="ensemble",
+            energy_threshold_kcal_mol=args.energy_threshold_kcal_mol,
+            temperature_k=args.temperature_k,
+            max_steps=args.max_steps,
+            threads=ctx.threads,
+            out_dir=ctx.artifact_dir,
+            stem="ensemble",
             progress=ctx.progress,
         )
     except (MoleculeError, XtbError) as exc:
@@ -209,16 +297,27 @@ def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> dict:
 class DftInput(BaseModel):
     molecule: str = Field(..., description=_MOL_DESC)
     task: Literal["energy", "optimize", "tddft", "frequencies"] = Field(
-        "energy", description="energy; optimize (geomeTRIC); tddft (vertical excitations at the given "
-        "geometry); frequencies (analytic Hessian, harmonic thermochemistry; small molecules, CPU).")
-    functional: str = Field("B3LYP", description="libxc/PySCF name: B3LYP, PBE0, PBE, CAM-B3LYP, M062X, "
-                            "wB97X-V, TPSS ...; 'HF' for Hartree-Fock.")
-    basis: str = Field("def2-SVP", description="Basis set name known to PySCF (sto-3g, 6-31g*, def2-svp, "
-                       "def2-tzvp, cc-pvdz ...).")
-    charge: int | None = Field(None, ge=-20, le=20, description="Default: formal charge of the SMILES/molblock.")
+        "energy",
+        description="energy; optimize (geomeTRIC); tddft (vertical excitations at the given "
+        "geometry); frequencies (analytic Hessian, harmonic thermochemistry; small molecules, CPU).",
+    )
+    functional: str = Field(
+        "B3LYP",
+        description="libxc/PySCF name: B3LYP, PBE0, PBE, CAM-B3LYP, M062X, "
+        "wB97X-V, TPSS ...; 'HF' for Hartree-Fock.",
+    )
+    basis: str = Field(
+        "def2-SVP",
+        description="Basis set name known to PySCF (sto-3g, 6-31g*, def2-svp, def2-tzvp, cc-pvdz ...).",
+    )
+    charge: int | None = Field(
+        None, ge=-20, le=20, description="Default: formal charge of the SMILES/molblock."
+    )
     multiplicity: int | None = Field(None, ge=1, le=11, description="2S+1 (UKS/UHF when > 1).")
     dispersion: Literal["none", "d3bj", "d3zero", "d4"] = Field("none", description="Empirical dispersion.")
-    solvent: str | None = Field(None, description="Implicit solvent name (water, methanol, ...) or dielectric.")
+    solvent: str | None = Field(
+        None, description="Implicit solvent name (water, methanol, ...) or dielectric."
+    )
     solvent_model: Literal["pcm", "smd"] = Field("pcm", description="PCM (C-PCM/IEF-PCM) or SMD.")
     density_fitting: bool = Field(True, description="RI-J/K density fitting (faster; ~1e-5 Eh differences).")
     n_states: int = Field(5, ge=1, le=50, description="TDDFT: number of excited states.")
@@ -226,8 +325,10 @@ class DftInput(BaseModel):
     tda: bool = Field(False, description="TDDFT: Tamm-Dancoff approximation.")
     temperature_k: float = Field(298.15, gt=0, le=5000)
     pressure_pa: float = Field(101325.0, gt=0)
-    device: Literal["auto", "cpu", "gpu"] = Field("auto", description="auto: GPU (gpu4pyscf) when present and "
-                                                   "its FP64 rate makes it worthwhile, else CPU.")
+    device: Literal["auto", "cpu", "gpu"] = Field(
+        "auto",
+        description="auto: GPU (gpu4pyscf) when present and its FP64 rate makes it worthwhile, else CPU.",
+    )
     max_steps: int = Field(100, ge=1, le=500, description="Maximum optimisation steps.")
     grid_level: int = Field(3, ge=0, le=9, description="DFT integration grid level (PySCF).")
     conv_tol_hartree: float = Field(1e-9, gt=0, le=1e-4, description="SCF energy convergence (Eh).")
@@ -247,9 +348,16 @@ def _dft_key(args: DftInput) -> dict[str, Any]:
     return data
 
 
-@tool(name="dft_run", resource="gpu", read_only=True, idempotent=True,
-      engines=("pyscf", "gpu4pyscf-cuda12x", "geometric", "pyscf-dispersion"), time_limit_s=7200,
-      canonicalize=_dft_key, title="DFT with PySCF / gpu4pyscf")
+@tool(
+    name="dft_run",
+    resource="gpu",
+    read_only=True,
+    idempotent=True,
+    engines=("pyscf", "gpu4pyscf-cuda12x", "geometric", "pyscf-dispersion"),
+    time_limit_s=7200,
+    canonicalize=_dft_key,
+    title="DFT with PySCF / gpu4pyscf",
+)
 def dft_run(args: DftInput, ctx: ToolContext) -> dict:
     """Kohn-Sham DFT or Hartree-Fock for one molecule with PySCF (CPU) or gpu4pyscf (GPU, chosen by
     device=auto when CUDA, gpu4pyscf and a card with a useful FP64 rate are present; provenance.device and

@@ -23,24 +23,83 @@ from tools_server.chem.molecules import Molecule, MoleculeError, check_elements,
 MAX_Z = 86  # GFN1/GFN2 are parametrised for H-Rn
 METHODS = ("GFN2-xTB", "GFN1-xTB")
 TBLITE_SOLVENTS = (
-    "acetone", "acetonitrile", "aniline", "benzaldehyde", "benzene", "ch2cl2", "chcl3", "cs2", "dioxane", "dmf",
-    "dmso", "ether", "ethylacetate", "furane", "hexadecane", "hexane", "methanol", "nitromethane", "octanol",
-    "woctanol", "phenol", "toluene", "thf", "water", "ethanol",
+    "acetone",
+    "acetonitrile",
+    "aniline",
+    "benzaldehyde",
+    "benzene",
+    "ch2cl2",
+    "chcl3",
+    "cs2",
+    "dioxane",
+    "dmf",
+    "dmso",
+    "ether",
+    "ethylacetate",
+    "furane",
+    "hexadecane",
+    "hexane",
+    "methanol",
+    "nitromethane",
+    "octanol",
+    "woctanol",
+    "phenol",
+    "toluene",
+    "thf",
+    "water",
+    "ethanol",
 )
 #: tblite has GBSA parameters for fewer solvents than ALPB (checked against tblite 0.8).
 TBLITE_GBSA_SOLVENTS = (
-    "acetone", "acetonitrile", "benzene", "ch2cl2", "chcl3", "cs2", "dmf", "dmso", "ether", "hexane", "methanol",
-    "toluene", "thf", "water",
+    "acetone",
+    "acetonitrile",
+    "benzene",
+    "ch2cl2",
+    "chcl3",
+    "cs2",
+    "dmf",
+    "dmso",
+    "ether",
+    "hexane",
+    "methanol",
+    "toluene",
+    "thf",
+    "water",
 )
 XTB_PYTHON_SOLVENTS = {
-    "acetone": "acetone", "acetonitrile": "acetonitrile", "benzene": "benzene", "ch2cl2": "ch2cl2",
-    "dichloromethane": "ch2cl2", "chcl3": "chcl3", "chloroform": "chcl3", "cs2": "cs2", "dmf": "dmf",
-    "dmso": "dmso", "ether": "ether", "diethylether": "ether", "water": "h2o", "h2o": "h2o", "methanol": "methanol",
-    "hexane": "nhexane", "n-hexane": "nhexane", "thf": "thf", "toluene": "toluene",
+    "acetone": "acetone",
+    "acetonitrile": "acetonitrile",
+    "benzene": "benzene",
+    "ch2cl2": "ch2cl2",
+    "dichloromethane": "ch2cl2",
+    "chcl3": "chcl3",
+    "chloroform": "chcl3",
+    "cs2": "cs2",
+    "dmf": "dmf",
+    "dmso": "dmso",
+    "ether": "ether",
+    "diethylether": "ether",
+    "water": "h2o",
+    "h2o": "h2o",
+    "methanol": "methanol",
+    "hexane": "nhexane",
+    "n-hexane": "nhexane",
+    "thf": "thf",
+    "toluene": "toluene",
 }
-_ALIASES = {"h2o": "water", "dichloromethane": "ch2cl2", "chloroform": "chcl3", "diethylether": "ether",
-            "n-hexane": "hexane", "nhexane": "hexane", "tetrahydrofuran": "thf", "ethyl acetate": "ethylacetate",
-            "octanol (wet)": "woctanol", "wet octanol": "woctanol", "furan": "furane"}
+_ALIASES = {
+    "h2o": "water",
+    "dichloromethane": "ch2cl2",
+    "chloroform": "chcl3",
+    "diethylether": "ether",
+    "n-hexane": "hexane",
+    "nhexane": "hexane",
+    "tetrahydrofuran": "thf",
+    "ethyl acetate": "ethylacetate",
+    "octanol (wet)": "woctanol",
+    "wet octanol": "woctanol",
+    "furan": "furane",
+}
 
 
 class XtbError(Exception):
@@ -78,17 +137,26 @@ def normalise_solvent(settings: XtbSettings) -> XtbSettings:
     name = settings.solvent.strip().lower()
     if settings.engine == "xtb-python":
         if settings.solvent_model != "gbsa":
-            raise XtbError("invalid_input", "xtb-python implements only GBSA solvation; use solvent_model='gbsa' "
-                           "or engine='tblite' for ALPB")
+            raise XtbError(
+                "invalid_input",
+                "xtb-python implements only GBSA solvation; use solvent_model='gbsa' "
+                "or engine='tblite' for ALPB",
+            )
         if name not in XTB_PYTHON_SOLVENTS:
-            raise XtbError("invalid_input", f"xtb-python has no GBSA parameters for {settings.solvent!r}; known: "
-                           + ", ".join(sorted(set(XTB_PYTHON_SOLVENTS))))
+            raise XtbError(
+                "invalid_input",
+                f"xtb-python has no GBSA parameters for {settings.solvent!r}; known: "
+                + ", ".join(sorted(set(XTB_PYTHON_SOLVENTS))),
+            )
         return XtbSettings(**{**asdict(settings), "solvent": name})
     name = _ALIASES.get(name, name)
     known = TBLITE_GBSA_SOLVENTS if settings.solvent_model == "gbsa" else TBLITE_SOLVENTS
     if name not in known:
-        raise XtbError("invalid_input", f"No {settings.solvent_model.upper()} parameters for solvent "
-                       f"{settings.solvent!r}; known: {', '.join(known)}")
+        raise XtbError(
+            "invalid_input",
+            f"No {settings.solvent_model.upper()} parameters for solvent "
+            f"{settings.solvent!r}; known: {', '.join(known)}",
+        )
     return XtbSettings(**{**asdict(settings), "solvent": name})
 
 
@@ -176,8 +244,11 @@ class XtbCalculator:
             except Exception as exc:  # noqa: BLE001 - engines raise their own types; retried once, safer
                 last_error = exc
                 self._calc = None
-        raise XtbError("not_converged", f"{self.settings.method} SCF failed twice (second try with damped "
-                       f"mixing, 4x iterations): {last_error}")
+        raise XtbError(
+            "not_converged",
+            f"{self.settings.method} SCF failed twice (second try with damped "
+            f"mixing, 4x iterations): {last_error}",
+        )
 
     def _run(self) -> SinglePoint:
         import numpy as np
@@ -185,13 +256,24 @@ class XtbCalculator:
         if self.settings.engine == "xtb-python":
             res = self._calc.singlepoint(self._res)
             self._res = res
-            return SinglePoint(res.get_energy(), res.get_gradient(), res.get_charges(), res.get_dipole(),
-                               res.get_orbital_eigenvalues(), res.get_orbital_occupations())
+            return SinglePoint(
+                res.get_energy(),
+                res.get_gradient(),
+                res.get_charges(),
+                res.get_dipole(),
+                res.get_orbital_eigenvalues(),
+                res.get_orbital_occupations(),
+            )
         res = self._calc.singlepoint(self._res)
         self._res = res
-        return SinglePoint(res.get("energy"), res.get("gradient"), res.get("charges"), res.get("dipole"),
-                           np.asarray(res.get("orbital-energies")).ravel(),
-                           np.asarray(res.get("orbital-occupations")).ravel())
+        return SinglePoint(
+            res.get("energy"),
+            res.get("gradient"),
+            res.get("charges"),
+            res.get("dipole"),
+            np.asarray(res.get("orbital-energies")).ravel(),
+            np.asarray(res.get("orbital-occupations")).ravel(),
+        )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -261,15 +343,25 @@ def prepare(text: str, charge: int | None, multiplicity: int | None) -> Molecule
     return mol
 
 
-def run_item(index: int, text: str, settings: XtbSettings, options: TaskOptions, out_dir: str) -> dict[str, Any]:
+def run_item(
+    index: int, text: str, settings: XtbSettings, options: TaskOptions, out_dir: str
+) -> dict[str, Any]:
     """Everything for one molecule; returns a per-item result (ok or error) and never raises."""
     try:
         mol = prepare(text, options.charge, options.multiplicity)
-        return {"index": index, "ok": True, **compute_molecule(mol, settings, options, Path(out_dir), f"mol{index}")}
+        return {
+            "index": index,
+            "ok": True,
+            **compute_molecule(mol, settings, options, Path(out_dir), f"mol{index}"),
+        }
     except (MoleculeError, XtbError) as exc:
         return {"index": index, "ok": False, "error": _error(exc.code, exc.message)}
     except Exception as exc:  # noqa: BLE001 - one bad molecule never fails the batch
-        return {"index": index, "ok": False, "error": _error("engine_crashed", f"{type(exc).__name__}: {exc}")}
+        return {
+            "index": index,
+            "ok": False,
+            "error": _error("engine_crashed", f"{type(exc).__name__}: {exc}"),
+        }
 
 
 def _error(code: str, message: str) -> dict[str, str]:
@@ -278,7 +370,9 @@ def _error(code: str, message: str) -> dict[str, str]:
     return {"code": code, "message": message, "hint": ERROR_CODES.get(code, "")}
 
 
-def compute_molecule(mol: Molecule, settings: XtbSettings, options: TaskOptions, out_dir: Path, stem: str) -> dict[str, Any]:
+def compute_molecule(
+    mol: Molecule, settings: XtbSettings, options: TaskOptions, out_dir: Path, stem: str
+) -> dict[str, Any]:
     import numpy as np
 
     from tools_server.qc import thermo
@@ -288,27 +382,41 @@ def compute_molecule(mol: Molecule, settings: XtbSettings, options: TaskOptions,
     calc = XtbCalculator(settings, mol)
     warnings: list[str] = list(mol.notes)
     out: dict[str, Any] = {
-        "smiles": mol.smiles, "formula": mol.formula(), "n_atoms": mol.n_atoms,
-        "charge": mol.charge, "multiplicity": mol.multiplicity,
+        "smiles": mol.smiles,
+        "formula": mol.formula(),
+        "n_atoms": mol.n_atoms,
+        "charge": mol.charge,
+        "multiplicity": mol.multiplicity,
     }
     coords = np.asarray(mol.coords_angstrom, dtype=float)
-    do_opt = options.task == "optimize" or (options.task == "frequencies" and options.optimize_before_frequencies)
+    do_opt = options.task == "optimize" or (
+        options.task == "frequencies" and options.optimize_before_frequencies
+    )
     if do_opt:
+
         def energy_gradient(xyz_bohr: Any) -> tuple[float, Any]:
             sp = calc.compute(xyz_bohr)
             return sp.energy_hartree, sp.gradient
 
-        opt = optimize(mol.symbols, coords, energy_gradient, max_steps=options.max_steps,
-                       tight=options.task == "frequencies")
+        opt = optimize(
+            mol.symbols,
+            coords,
+            energy_gradient,
+            max_steps=options.max_steps,
+            tight=options.task == "frequencies",
+        )
         coords = opt.coords_angstrom
         out["optimization"] = {
-            "converged": opt.converged, "n_steps": opt.n_steps,
+            "converged": opt.converged,
+            "n_steps": opt.n_steps,
             "energy_change_hartree": opt.energy_hartree - opt.energies_hartree[0],
             "max_gradient_hartree_bohr": round(opt.max_gradient_hartree_bohr, 7),
         }
         if not opt.converged:
-            warnings.append(f"geometry optimisation not converged in {options.max_steps} steps; lowest-energy "
-                            "geometry returned")
+            warnings.append(
+                f"geometry optimisation not converged in {options.max_steps} steps; lowest-energy "
+                "geometry returned"
+            )
     sp = calc.compute(coords * b)
     dip, dip_vec = dipole_debye(sp.dipole_au)
     out["energy_hartree"] = float(sp.energy_hartree)
@@ -334,15 +442,26 @@ def compute_molecule(mol: Molecule, settings: XtbSettings, options: TaskOptions,
     if options.task == "frequencies":
         gmax = float(np.abs(sp.gradient).max())
         if gmax > 1e-3:
-            warnings.append(f"frequencies at a non-stationary geometry (max gradient {gmax:.1e} Eh/Bohr): "
-                            "thermochemistry is unreliable; optimise first")
+            warnings.append(
+                f"frequencies at a non-stationary geometry (max gradient {gmax:.1e} Eh/Bohr): "
+                "thermochemistry is unreliable; optimise first"
+            )
         hess = thermo.finite_difference_hessian(lambda x: calc.compute(x).gradient, coords * b)
         vib = thermo.harmonic_analysis(hess, coords, mol.numbers)
-        th = thermo.thermochemistry(sp.energy_hartree, vib, coords, mol.numbers, mol.multiplicity,
-                                    temperature_k=options.temperature_k, pressure_pa=options.pressure_pa)
+        th = thermo.thermochemistry(
+            sp.energy_hartree,
+            vib,
+            coords,
+            mol.numbers,
+            mol.multiplicity,
+            temperature_k=options.temperature_k,
+            pressure_pa=options.pressure_pa,
+        )
         freqs = [round(w, 2) for w in vib.wavenumbers_cm1]
         freq_path = out_dir / f"{stem}_frequencies.txt"
-        freq_path.write_text("# harmonic wavenumbers (cm-1); imaginary as negative\n" + "\n".join(map(str, freqs)) + "\n")
+        freq_path.write_text(
+            "# harmonic wavenumbers (cm-1); imaginary as negative\n" + "\n".join(map(str, freqs)) + "\n"
+        )
         out["frequencies"] = {
             "n_imaginary": vib.n_imaginary,
             "wavenumbers_cm1": freqs if len(freqs) <= 60 else freqs[:10],
@@ -350,13 +469,15 @@ def compute_molecule(mol: Molecule, settings: XtbSettings, options: TaskOptions,
             "method": "harmonic; Hessian by central differences (0.005 Bohr) of analytic xTB gradients",
         }
         if len(freqs) > 60:
-            out["frequencies"]["note"] = "lowest 10 of {} modes inline; all in wavenumbers_file".format(len(freqs))
+            out["frequencies"]["note"] = f"lowest 10 of {len(freqs)} modes inline; all in wavenumbers_file"
         out["thermo"] = {k: (round(v, 8) if isinstance(v, float) else v) for k, v in th.items()}
         if vib.n_imaginary:
             warnings.append(f"{vib.n_imaginary} imaginary mode(s) (lowest {freqs[0]} cm-1): not a minimum")
         if th["n_low_modes_below_50_cm1"]:
-            warnings.append(f"{th['n_low_modes_below_50_cm1']} mode(s) below 50 cm-1: harmonic entropy of such "
-                            "modes is overestimated")
+            warnings.append(
+                f"{th['n_low_modes_below_50_cm1']} mode(s) below 50 cm-1: harmonic entropy of such "
+                "modes is overestimated"
+            )
     if warnings:
         out["warnings"] = warnings
     return out
@@ -391,8 +512,9 @@ def map_items(func: Any, jobs: list[tuple[Any, ...]], threads: int, progress: An
     env_saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS",)}
     os.environ["OMP_NUM_THREADS"] = "1"  # spawned children inherit it before importing the engine
     try:
-        with ProcessPoolExecutor(max_workers=min(threads, len(jobs)), mp_context=ctx,
-                                 initializer=_pool_initializer) as pool:
+        with ProcessPoolExecutor(
+            max_workers=min(threads, len(jobs)), mp_context=ctx, initializer=_pool_initializer
+        ) as pool:
             futures = {pool.submit(func, *job): k for k, job in enumerate(jobs)}
             for done, fut in enumerate(as_completed(futures), 1):
                 results[futures[fut]] = fut.result()
