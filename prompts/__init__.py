@@ -10,5 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 TEMPLATE_DIR = Path(__file__).resolve().parent
-TEMPLATES = ("system.md.jinja", "task.md.jinja", "reminder_draft.md.jinja", "reminder_wrapup.md.jinja",
-             "reminder_no_tool.md.jinja")
+TEMPLATES = (
+    "system.md.jinja",
+    "task.md.jinja",
+    "reminder_draft.md.jinja",
+    "reminder_wrapup.md.jinja",
+    "reminder_no_tool.md.jinja",
+)

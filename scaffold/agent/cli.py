@@ -11,8 +11,10 @@ import typer
 DEMO_SLUG = "aromatic-acidity"
 DEMO_RECORDING = "demo-aromatic-acidity"
 
-agent_app = typer.Typer(help="The reference agent: a minimal loop that drives any model API through the spu tools.",
-                        no_args_is_help=True)
+agent_app = typer.Typer(
+    help="The reference agent: a minimal loop that drives any model API through the spu tools.",
+    no_args_is_help=True,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -35,15 +37,32 @@ def _config(config_file: Path | None, overrides: list[str] | None) -> dict:
 
 @agent_app.command("run")
 def run_command(
-    task: Annotated[Path, typer.Option("--task", help="Task directory (contract.json, instruction.md, targets.csv).")],
-    out: Annotated[Path, typer.Option("--out", help="Output directory for rankings.json, report.md, trajectory ...")],
-    model: Annotated[list[str], typer.Option(
-        "--model", help="PROVIDER:MODEL with PROVIDER openai, openai-responses, anthropic or replay. Repeat it "
-        "with --ensemble to mix models.")],
-    base_url: Annotated[str | None, typer.Option("--base-url", help="API base URL (vLLM, llama.cpp, OpenRouter ...).")] = None,
-    config_file: Annotated[Path | None, typer.Option("--config", help="YAML file merged over the defaults.")] = None,
-    overrides: Annotated[list[str] | None, typer.Option("-c", help="key=value override, dotted keys; repeatable.")] = None,
-    ensemble: Annotated[int, typer.Option("--ensemble", min=1, help="K independent runs and their consensus.")] = 1,
+    task: Annotated[
+        Path, typer.Option("--task", help="Task directory (contract.json, instruction.md, targets.csv).")
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="Output directory for rankings.json, report.md, trajectory ...")
+    ],
+    model: Annotated[
+        list[str],
+        typer.Option(
+            "--model",
+            help="PROVIDER:MODEL with PROVIDER openai, openai-responses, anthropic or replay. Repeat it "
+            "with --ensemble to mix models.",
+        ),
+    ],
+    base_url: Annotated[
+        str | None, typer.Option("--base-url", help="API base URL (vLLM, llama.cpp, OpenRouter ...).")
+    ] = None,
+    config_file: Annotated[
+        Path | None, typer.Option("--config", help="YAML file merged over the defaults.")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Option("-c", help="key=value override, dotted keys; repeatable.")
+    ] = None,
+    ensemble: Annotated[
+        int, typer.Option("--ensemble", min=1, help="K independent runs and their consensus.")
+    ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run record as JSON.")] = False,
 ) -> None:
     """Run the agent on a task. A valid rankings.json is in OUT from the first second to the end, whatever happens."""
@@ -74,26 +93,33 @@ def _run_single(task: Path, out: Path, spec: str, config: dict, base_url: str | 
         r = outcome.result
         typer.echo(f"{r['exit_status']}: {r['reason']}")
         typer.echo(f"submission: {r['submission']} -> {Path(out) / 'rankings.json'}")
-        typer.echo(f"{r['steps']} model calls, {r['elapsed_s']:.1f} s, ${r['cost_usd']:.4f}, {r['drafts']} drafts")
+        typer.echo(
+            f"{r['steps']} model calls, {r['elapsed_s']:.1f} s, ${r['cost_usd']:.4f}, {r['drafts']} drafts"
+        )
     code = exit_code(outcome)
     if code:
         raise typer.Exit(code)
     return code
 
 
-def _run_ensemble(task: Path, out: Path, specs: list[str], size: int, config: dict, base_url: str | None,
-                  as_json: bool) -> None:
+def _run_ensemble(
+    task: Path, out: Path, specs: list[str], size: int, config: dict, base_url: str | None, as_json: bool
+) -> None:
     from scaffold.agent.ensemble import run_ensemble
 
     def progress(member: dict) -> None:
         if not as_json:
-            typer.echo(f"member {member['member']} ({member['model']}): {member['exit_status']}, {member['submission']}")
+            typer.echo(
+                f"member {member['member']} ({member['model']}): {member['exit_status']}, {member['submission']}"
+            )
 
     summary = run_ensemble(task, out, specs, size, config, base_url=base_url, on_member=progress)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
-        typer.echo(f"submission: {summary['submission']} of members {summary['used']} -> {Path(out) / 'rankings.json'}")
+        typer.echo(
+            f"submission: {summary['submission']} of members {summary['used']} -> {Path(out) / 'rankings.json'}"
+        )
     if summary["submission"] != "consensus":
         raise typer.Exit(1)
 
@@ -102,8 +128,9 @@ def _run_ensemble(task: Path, out: Path, specs: list[str], size: int, config: di
 def demo_command(
     out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("spu-demo-run"),
     slug: Annotated[str, typer.Option("--task", help="Demo task slug.")] = DEMO_SLUG,
-    model: Annotated[str, typer.Option("--model", help="PROVIDER:MODEL; default: the shipped recording.")] =
-    f"replay:{DEMO_RECORDING}",
+    model: Annotated[
+        str, typer.Option("--model", help="PROVIDER:MODEL; default: the shipped recording.")
+    ] = f"replay:{DEMO_RECORDING}",
     base_url: Annotated[str | None, typer.Option("--base-url")] = None,
     overrides: Annotated[list[str] | None, typer.Option("-c", help="key=value override; repeatable.")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
@@ -124,15 +151,23 @@ def demo_command(
     task = load_task(task_dir)
     report = validate_submission(out / "rankings.json", task, recover=False)
     result = grade(out / "rankings.json", task, load_answers(demo_answers_path(slug)))
-    record = {**outcome.result, "valid": report.valid, "score": result.score,
-              "groups": [{"group_id": g.group_id, "rho": g.rho} for g in result.groups]}
+    record = {
+        **outcome.result,
+        "valid": report.valid,
+        "score": result.score,
+        "groups": [{"group_id": g.group_id, "rho": g.rho} for g in result.groups],
+    }
     if as_json:
         typer.echo(json.dumps(record, indent=2))
     else:
         typer.echo(f"{outcome.exit_status}: {outcome.reason}")
         typer.echo(f"rankings.json valid: {report.valid}; submission: {outcome.submission}")
-        typer.echo("score (weighted Spearman): " + f"{result.score:.3f}  ("
-                   + ", ".join(f"{g.group_id} rho={g.rho:.3f}" for g in result.groups) + ")")
+        typer.echo(
+            "score (weighted Spearman): "
+            + f"{result.score:.3f}  ("
+            + ", ".join(f"{g.group_id} rho={g.rho:.3f}" for g in result.groups)
+            + ")"
+        )
         typer.echo(f"files: {out}/rankings.json report.md sources.json trajectory.jsonl trajectory.json")
     code = exit_code(outcome) or (0 if report.valid else 1)
     if code:
@@ -152,7 +187,9 @@ def recording_command(
     records = read_records(trajectory)
     start = next((r for r in records if r.get("type") == "run_start"), {})
     # this run's paths become placeholders, longest first (WORK_DIR lies inside OUT_DIR)
-    placeholders = {start[key]: "${" + key.upper() + "}" for key in ("work_dir", "task_dir", "out_dir") if start.get(key)}
+    placeholders = {
+        start[key]: "${" + key.upper() + "}" for key in ("work_dir", "task_dir", "out_dir") if start.get(key)
+    }
     turns = [r for r in records if r.get("type") == "model_turn"]
     with open(output, "w", encoding="utf-8") as handle:
         for r in turns:
@@ -180,7 +217,9 @@ def _placeholders(value, paths: dict[str, str]):
 @agent_app.command("atif")
 def atif_command(
     trajectory: Annotated[Path, typer.Argument(help="A trajectory.jsonl.")],
-    output: Annotated[Path | None, typer.Option("-o", "--output", help="Default: trajectory.json beside it.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Default: trajectory.json beside it.")
+    ] = None,
 ) -> None:
     """Export a trajectory.jsonl as Harbor's ATIF trajectory.json."""
     from scaffold.agent.trajectory import agent_version, write_atif
@@ -190,4 +229,3 @@ def atif_command(
     target = output or trajectory.with_name("trajectory.json")
     data = write_atif(trajectory, target, agent_version=agent_version())
     typer.echo(f"{len(data['steps'])} ATIF steps -> {target}")
-

@@ -57,12 +57,16 @@ def set_dotted(config: dict[str, Any], path: list[str], value: Any) -> None:
         if child is None:
             child = node[part] = {}
         if not isinstance(child, dict):
-            raise ConfigError(f"cannot set {'.'.join(path)}: {part} is a {type(child).__name__}, not a section")
+            raise ConfigError(
+                f"cannot set {'.'.join(path)}: {part} is a {type(child).__name__}, not a section"
+            )
         node = child
     node[path[-1]] = value
 
 
-def load_config(file: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+def load_config(
+    file: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
+) -> dict[str, Any]:
     """Defaults, then ``file`` (YAML), then each ``key=value`` override in order."""
     config = default_config()
     if file is not None:

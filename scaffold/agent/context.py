@@ -91,5 +91,8 @@ class ContextWindow:
         return [
             i
             for i, m in enumerate(messages[:boundary])
-            if m["role"] == "tool" and not m.get("elided") and m.get("name") not in KEEP_TOOLS and len(m["content"]) > 200
+            if m["role"] == "tool"
+            and not m.get("elided")
+            and m.get("name") not in KEEP_TOOLS
+            and len(m["content"]) > 200
         ]

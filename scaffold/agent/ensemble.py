@@ -19,8 +19,16 @@ from scaffold.agent.loop import RunOutcome
 from scaffold.agent.runner import run_agent
 
 
-def run_ensemble(task_dir: str | Path, out: str | Path, model_specs: list[str], size: int, config: dict[str, Any],
-                 *, base_url: str | None = None, on_member: Any = None) -> dict[str, Any]:
+def run_ensemble(
+    task_dir: str | Path,
+    out: str | Path,
+    model_specs: list[str],
+    size: int,
+    config: dict[str, Any],
+    *,
+    base_url: str | None = None,
+    on_member: Any = None,
+) -> dict[str, Any]:
     task = load_task(task_dir)
     root = Path(out).absolute()
     root.mkdir(parents=True, exist_ok=True)
@@ -30,8 +38,15 @@ def run_ensemble(task_dir: str | Path, out: str | Path, model_specs: list[str], 
         spec = model_specs[index % len(model_specs)]
         member_dir = root / "members" / f"member-{index + 1}"
         outcome: RunOutcome = run_agent(task_dir, member_dir, spec, config, base_url=base_url)
-        members.append({"member": index + 1, "model": spec, "dir": member_dir.relative_to(root).as_posix(),
-                        "exit_status": outcome.exit_status, "submission": outcome.submission})
+        members.append(
+            {
+                "member": index + 1,
+                "model": spec,
+                "dir": member_dir.relative_to(root).as_posix(),
+                "exit_status": outcome.exit_status,
+                "submission": outcome.submission,
+            }
+        )
         if on_member is not None:
             on_member(members[-1])
         if outcome.exit_status == "interrupted":
@@ -42,8 +57,12 @@ def run_ensemble(task_dir: str | Path, out: str | Path, model_specs: list[str], 
 def write_consensus(task_dir: str | Path, root: Path, members: list[dict[str, Any]]) -> dict[str, Any]:
     """Consensus of the members that submitted a ranking of their own (not the fallback)."""
     task = load_task(task_dir)
-    used = [m for m in members if m["submission"] != "fallback"
-            and validate_submission(root / m["dir"] / "rankings.json", task, recover=False).valid]
+    used = [
+        m
+        for m in members
+        if m["submission"] != "fallback"
+        and validate_submission(root / m["dir"] / "rankings.json", task, recover=False).valid
+    ]
     summary: dict[str, Any] = {"members": members, "used": [m["member"] for m in used]}
     if used:
         try:
@@ -55,11 +74,19 @@ def write_consensus(task_dir: str | Path, root: Path, members: list[dict[str, An
             summary["groups"] = details["groups"]
     summary["submission"] = "consensus" if "groups" in summary else "fallback"
     (root / "ensemble.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    lines = [f"# Ensemble report: {task.task_id}", "",
-             f"{len(members)} member runs; {len(used)} contributed a ranking of their own. The submission is the "
-             + ("mean-rank consensus of those rankings." if summary["submission"] == "consensus"
-                else "presented order (no member submitted a ranking)."), "",
-             "| member | model | exit status | submission |", "|---|---|---|---|"]
+    lines = [
+        f"# Ensemble report: {task.task_id}",
+        "",
+        f"{len(members)} member runs; {len(used)} contributed a ranking of their own. The submission is the "
+        + (
+            "mean-rank consensus of those rankings."
+            if summary["submission"] == "consensus"
+            else "presented order (no member submitted a ranking)."
+        ),
+        "",
+        "| member | model | exit status | submission |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {m['member']} | {m['model']} | {m['exit_status']} | {m['submission']} |" for m in members]
     lines += ["", "Each member's report is in its folder under members/."]
     (root / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -41,8 +41,17 @@ class RunOutcome:
 
 
 class Agent:
-    def __init__(self, *, rundir: RunDir, model: Any, tools: Toolbox, config: dict[str, Any],
-                 budget: Budget, templates: Templates | None = None, run_id: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        rundir: RunDir,
+        model: Any,
+        tools: Toolbox,
+        config: dict[str, Any],
+        budget: Budget,
+        templates: Templates | None = None,
+        run_id: str | None = None,
+    ) -> None:
         self.rundir = rundir
         self.task = rundir.task
         self.model = model
@@ -80,12 +89,23 @@ class Agent:
         self.rundir.create()  # the fallback ranking exists before anything else can fail
         self.tools.start()
         self.tool_defs = self.tools.definitions()
-        self.trajectory.write({
-            "type": "run_start", "run_id": self.run_id, "task_id": self.task.task_id,
-            "task_version": self.task.task_version, "model": self.model.name, "config": self.config,
-            "task_dir": str(self.task.root), "out_dir": str(self.rundir.root), "work_dir": str(self.rundir.work),
-            "tools": [{"name": t.name, "description": t.description, "parameters": t.parameters} for t in self.tool_defs],
-        })
+        self.trajectory.write(
+            {
+                "type": "run_start",
+                "run_id": self.run_id,
+                "task_id": self.task.task_id,
+                "task_version": self.task.task_version,
+                "model": self.model.name,
+                "config": self.config,
+                "task_dir": str(self.task.root),
+                "out_dir": str(self.rundir.root),
+                "work_dir": str(self.rundir.work),
+                "tools": [
+                    {"name": t.name, "description": t.description, "parameters": t.parameters}
+                    for t in self.tool_defs
+                ],
+            }
+        )
         if self.tools.mcp_error:
             self.event("mcp_unavailable", error=self.tools.mcp_error)
         self.add_message("system", self.templates.render("system.md.jinja"), kind="system")
@@ -99,11 +119,19 @@ class Agent:
         turn = self.query()
         cost = self.budget.record(turn.usage)
         self.messages.append(turn.message)
-        self.trajectory.write({
-            "type": "model_turn", "step": self.budget.steps, "model": self.model.name, "message": turn.message,
-            "usage": turn.usage.to_dict(), "cost_usd": round(cost, 8), "latency_s": round(turn.latency_s, 3),
-            "attempts": turn.attempts, "stop_reason": turn.stop_reason,
-        })
+        self.trajectory.write(
+            {
+                "type": "model_turn",
+                "step": self.budget.steps,
+                "model": self.model.name,
+                "message": turn.message,
+                "usage": turn.usage.to_dict(),
+                "cost_usd": round(cost, 8),
+                "latency_s": round(turn.latency_s, 3),
+                "attempts": turn.attempts,
+                "stop_reason": turn.stop_reason,
+            }
+        )
         calls = turn.message.get("tool_calls") or []
         if not calls:
             self.no_tool_call()
@@ -145,15 +173,32 @@ class Agent:
             try:
                 result = self.tools.call(name, call.get("arguments") or {})
             except Exception as exc:  # noqa: BLE001 - a tool's crash is the model's information, not the run's end
-                result = ToolResult(f"{name} failed inside the agent: {type(exc).__name__}: {exc}", is_error=True)
+                result = ToolResult(
+                    f"{name} failed inside the agent: {type(exc).__name__}: {exc}", is_error=True
+                )
         wall_s = time.monotonic() - started
-        self.messages.append({"role": "tool", "tool_call_id": call["id"], "name": name, "content": result.content,
-                              "is_error": result.is_error})
-        self.trajectory.write({
-            "type": "tool_result", "step": self.budget.steps, "tool_call_id": call["id"], "name": name,
-            "arguments": call.get("arguments"), "content": result.content, "is_error": result.is_error,
-            "data": result.data, "wall_s": round(wall_s, 3),
-        })
+        self.messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": call["id"],
+                "name": name,
+                "content": result.content,
+                "is_error": result.is_error,
+            }
+        )
+        self.trajectory.write(
+            {
+                "type": "tool_result",
+                "step": self.budget.steps,
+                "tool_call_id": call["id"],
+                "name": name,
+                "arguments": call.get("arguments"),
+                "content": result.content,
+                "is_error": result.is_error,
+                "data": result.data,
+                "wall_s": round(wall_s, 3),
+            }
+        )
         return result
 
     def no_tool_call(self) -> None:
@@ -163,19 +208,32 @@ class Agent:
         remaining = int(self.limits["max_nudges"]) - self.nudges
         if remaining < 0:
             raise ModelGaveUp(f"{self.nudges} replies without a tool call and no valid ranking")
-        self.add_message("user", self.templates.render("reminder_no_tool.md.jinja", remaining=remaining),
-                         kind="reminder_no_tool")
+        self.add_message(
+            "user",
+            self.templates.render("reminder_no_tool.md.jinja", remaining=remaining),
+            kind="reminder_no_tool",
+        )
 
     def remind(self) -> None:
         used = self.budget.used_fraction()
-        if "draft" not in self.reminded and not self.rundir.n_drafts and used >= float(self.limits["draft_reminder_fraction"]):
+        if (
+            "draft" not in self.reminded
+            and not self.rundir.n_drafts
+            and used >= float(self.limits["draft_reminder_fraction"])
+        ):
             self.reminded.add("draft")
-            text = self.templates.render("reminder_draft.md.jinja", used_fraction=used, budget=self.budget.describe())
+            text = self.templates.render(
+                "reminder_draft.md.jinja", used_fraction=used, budget=self.budget.describe()
+            )
             self.add_message("user", text, kind="reminder_draft")
         if "wrapup" not in self.reminded and used >= float(self.limits["wrapup_reminder_fraction"]):
             self.reminded.add("wrapup")
-            text = self.templates.render("reminder_wrapup.md.jinja", used_fraction=used, budget=self.budget.describe(),
-                                         has_draft=bool(self.rundir.n_drafts))
+            text = self.templates.render(
+                "reminder_wrapup.md.jinja",
+                used_fraction=used,
+                budget=self.budget.describe(),
+                has_draft=bool(self.rundir.n_drafts),
+            )
             self.add_message("user", text, kind="reminder_wrapup")
 
     # -- records ----------------------------------------------------------------------------------------
@@ -189,8 +247,12 @@ class Agent:
         for row in shown:
             writer.writerow({k: "" if v is None else v for k, v in row.items()})
         return self.templates.render(
-            "task.md.jinja", task=self.task, task_dir=str(self.task.root), targets_csv=buffer.getvalue().strip(),
-            targets_truncated=len(shown) < len(rows), targets_shown=len(shown),
+            "task.md.jinja",
+            task=self.task,
+            task_dir=str(self.task.root),
+            targets_csv=buffer.getvalue().strip(),
+            targets_truncated=len(shown) < len(rows),
+            targets_shown=len(shown),
         )
 
     def add_message(self, role: str, content: str, *, kind: str) -> None:
@@ -216,21 +278,47 @@ class Agent:
         except Exception as exc:  # noqa: BLE001
             errors.append(f"rankings.json: {exc!r}")
         result = {
-            "run_id": self.run_id, "task_id": self.task.task_id, "task_version": self.task.task_version,
-            "model": self.model.name, "exit_status": exit_status, "reason": reason, "submission": submission,
-            "drafts": self.rundir.n_drafts, "steps": self.budget.steps, "elapsed_s": round(self.budget.elapsed_s, 3),
-            "usage": self.budget.usage.to_dict(), "cost_usd": round(self.budget.cost_usd, 6),
+            "run_id": self.run_id,
+            "task_id": self.task.task_id,
+            "task_version": self.task.task_version,
+            "model": self.model.name,
+            "exit_status": exit_status,
+            "reason": reason,
+            "submission": submission,
+            "drafts": self.rundir.n_drafts,
+            "steps": self.budget.steps,
+            "elapsed_s": round(self.budget.elapsed_s, 3),
+            "usage": self.budget.usage.to_dict(),
+            "cost_usd": round(self.budget.cost_usd, 6),
             "context_outputs_elided": self.context.elided_total,
         }
         if self.signal is not None:
             result["signal"] = self.signal
         steps = [
             ("trajectory", lambda: self.trajectory.write({"type": "run_end", **result})),
-            ("report.md", lambda: self.rundir.write_report({k: result[k] for k in (
-                "exit_status", "reason", "submission", "drafts", "steps", "elapsed_s", "cost_usd", "model")})),
+            (
+                "report.md",
+                lambda: self.rundir.write_report(
+                    {
+                        k: result[k]
+                        for k in (
+                            "exit_status",
+                            "reason",
+                            "submission",
+                            "drafts",
+                            "steps",
+                            "elapsed_s",
+                            "cost_usd",
+                            "model",
+                        )
+                    }
+                ),
+            ),
             ("sources.json", self.rundir.write_sources),
-            ("trajectory.json", lambda: write_atif(self.rundir.trajectory, self.rundir.atif,
-                                                   agent_version=agent_version())),
+            (
+                "trajectory.json",
+                lambda: write_atif(self.rundir.trajectory, self.rundir.atif, agent_version=agent_version()),
+            ),
         ]
         for name, action in steps:
             try:
@@ -242,4 +330,3 @@ class Agent:
         self.trajectory.close()
         self.rundir.write_result(result)
         return RunOutcome(exit_status, reason, submission, result)
-

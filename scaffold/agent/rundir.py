@@ -100,7 +100,11 @@ class RunDir:
             parts.append(
                 f"# Report: {self.task.task_id}\n\nThe agent did not write a report. The submission is "
                 f"`{self.submission_source}`"
-                + (" (the experiments in their presented order)." if self.submission_source == "fallback" else ".")
+                + (
+                    " (the experiments in their presented order)."
+                    if self.submission_source == "fallback"
+                    else "."
+                )
             )
         lines = ["## Run record", ""]
         for key, value in run_record.items():

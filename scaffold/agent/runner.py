@@ -39,23 +39,39 @@ def prompt_cache_key(config: dict[str, Any], task: Task) -> str | None:
     return str(value)
 
 
-def run_agent(task_dir: str | Path, out: str | Path, model_spec: str, config: dict[str, Any], *,
-              base_url: str | None = None, run_id: str | None = None) -> RunOutcome:
+def run_agent(
+    task_dir: str | Path,
+    out: str | Path,
+    model_spec: str,
+    config: dict[str, Any],
+    *,
+    base_url: str | None = None,
+    run_id: str | None = None,
+) -> RunOutcome:
     task = load_task(task_dir)
     split_model_spec(model_spec)  # a usage error before anything is written
     mcp_cfg = config["tools"]["mcp"]
     rundir = RunDir(out, task, server_workdir=mcp_cfg.get("workdir"))
     rundir.create()
     paths = {"TASK_DIR": str(task.root), "OUT_DIR": str(rundir.root), "WORK_DIR": str(rundir.work)}
-    model = make_model(model_spec, config["model"], base_url=base_url,
-                       cache_key=prompt_cache_key(config["model"], task), paths=paths)
+    model = make_model(
+        model_spec,
+        config["model"],
+        base_url=base_url,
+        cache_key=prompt_cache_key(config["model"], task),
+        paths=paths,
+    )
     _, model_name = split_model_spec(model_spec)
     budget = Budget(config["limits"], find_price(config.get("prices") or {}, model_name))
     builtin = BuiltinTools(rundir, config["tools"], list(config["tools"].get("builtin") or []))
     mcp = None
     if mcp_cfg.get("enabled", True):
-        mcp = McpTools(mcp_cfg, workdir=rundir.spu_work, cwd=rundir.work,
-                       max_output_chars=int(config["tools"].get("max_output_chars") or 20000))
+        mcp = McpTools(
+            mcp_cfg,
+            workdir=rundir.spu_work,
+            cwd=rundir.work,
+            max_output_chars=int(config["tools"].get("max_output_chars") or 20000),
+        )
     tools = Toolbox(builtin, mcp, mcp_required=bool(mcp_cfg.get("required", False)))
     agent = Agent(rundir=rundir, model=model, tools=tools, config=config, budget=budget, run_id=run_id)
     try:

@@ -51,8 +51,12 @@ class TrajectoryWriter:
         self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the writer
 
     def write(self, record: dict[str, Any]) -> None:
-        record = {"type": record["type"], "time": utc_now(), "elapsed_s": round(time.monotonic() - self.started, 3),
-                  **{k: v for k, v in record.items() if k != "type"}}
+        record = {
+            "type": record["type"],
+            "time": utc_now(),
+            "elapsed_s": round(time.monotonic() - self.started, 3),
+            **{k: v for k, v in record.items() if k != "type"},
+        }
         self._handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
         self._handle.flush()
         os.fsync(self._handle.fileno())
@@ -86,20 +90,32 @@ def to_atif(records: list[dict[str, Any]], *, agent_version: str = "0") -> dict[
         kind = rec["type"]
         if kind == "message":
             msg = rec["message"]
-            steps.append(_step(len(steps) + 1, rec["time"], "system" if msg["role"] == "system" else "user",
-                               msg.get("content") or "", extra={"kind": rec.get("kind")}))
+            steps.append(
+                _step(
+                    len(steps) + 1,
+                    rec["time"],
+                    "system" if msg["role"] == "system" else "user",
+                    msg.get("content") or "",
+                    extra={"kind": rec.get("kind")},
+                )
+            )
         elif kind == "model_turn":
             msg = rec["message"]
             usage = rec.get("usage") or {}
-            prompt = sum(int(usage.get(k) or 0) for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens"))
+            prompt = sum(
+                int(usage.get(k) or 0) for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens")
+            )
             metrics = {
                 "prompt_tokens": prompt,
                 "completion_tokens": int(usage.get("output_tokens") or 0),
                 "cached_tokens": int(usage.get("cache_read_tokens") or 0),
                 "cost_usd": float(rec.get("cost_usd") or 0.0),
-                "extra": {"cache_write_tokens": int(usage.get("cache_write_tokens") or 0),
-                          "reasoning_tokens": int(usage.get("reasoning_tokens") or 0),
-                          "latency_s": rec.get("latency_s"), "attempts": rec.get("attempts")},
+                "extra": {
+                    "cache_write_tokens": int(usage.get("cache_write_tokens") or 0),
+                    "reasoning_tokens": int(usage.get("reasoning_tokens") or 0),
+                    "latency_s": rec.get("latency_s"),
+                    "attempts": rec.get("attempts"),
+                },
             }
             totals["prompt"] += metrics["prompt_tokens"]
             totals["completion"] += metrics["completion_tokens"]
@@ -129,11 +145,13 @@ def to_atif(records: list[dict[str, Any]], *, agent_version: str = "0") -> dict[
             if step is None:
                 continue
             results = step.setdefault("observation", {"results": []})["results"]
-            results.append({
-                "source_call_id": rec["tool_call_id"],
-                "content": rec.get("content") or "",
-                "extra": {"is_error": bool(rec.get("is_error")), "wall_s": rec.get("wall_s")},
-            })
+            results.append(
+                {
+                    "source_call_id": rec["tool_call_id"],
+                    "content": rec.get("content") or "",
+                    "extra": {"is_error": bool(rec.get("is_error")), "wall_s": rec.get("wall_s")},
+                }
+            )
     if not steps:
         steps.append(_step(1, utc_now(), "system", "(the run ended before its first message)"))
     trajectory: dict[str, Any] = {
@@ -144,8 +162,14 @@ def to_atif(records: list[dict[str, Any]], *, agent_version: str = "0") -> dict[
             "version": agent_version,
             "model_name": model_name,
             "tool_definitions": [
-                {"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
-                                                  "parameters": t.get("parameters", {})}}
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t["name"],
+                        "description": t.get("description", ""),
+                        "parameters": t.get("parameters", {}),
+                    },
+                }
                 for t in start.get("tools") or []
             ],
             "extra": {"task_id": start.get("task_id"), "task_version": start.get("task_version")},
@@ -160,11 +184,15 @@ def to_atif(records: list[dict[str, Any]], *, agent_version: str = "0") -> dict[
         },
     }
     if end is not None:
-        trajectory["final_metrics"]["extra"] = {k: end.get(k) for k in ("exit_status", "reason", "submission")}
+        trajectory["final_metrics"]["extra"] = {
+            k: end.get(k) for k in ("exit_status", "reason", "submission")
+        }
     return trajectory
 
 
-def _step(step_id: int, timestamp: str, source: str, message: str, extra: dict[str, Any] | None = None) -> dict:
+def _step(
+    step_id: int, timestamp: str, source: str, message: str, extra: dict[str, Any] | None = None
+) -> dict:
     step: dict[str, Any] = {"step_id": step_id, "timestamp": timestamp, "source": source, "message": message}
     if extra and any(v is not None for v in extra.values()):
         step["extra"] = extra

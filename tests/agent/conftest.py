@@ -12,8 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scripted_model_server import ScriptedModelServer  # noqa: E402
-
+from scripted_model_server import ScriptedModelServer
 
 
 @pytest.fixture

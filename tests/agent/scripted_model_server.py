@@ -21,16 +21,40 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 OVERFLOW_ERRORS = {
-    "chat": (400, {"error": {"message": "This model's maximum context length is 8192 tokens. However, your "
-                              "messages resulted in 9000 tokens.", "type": "invalid_request_error",
-                              "code": "context_length_exceeded"}}),
-    "responses": (400, {"error": {"message": "Your input exceeds the context window of this model.",
-                                  "type": "invalid_request_error", "code": "context_length_exceeded"}}),
-    "anthropic": (400, {"type": "error", "error": {"type": "invalid_request_error",
-                                                   "message": "prompt is too long: 210000 tokens > 200000 maximum"}}),
+    "chat": (
+        400,
+        {
+            "error": {
+                "message": "This model's maximum context length is 8192 tokens. However, your "
+                "messages resulted in 9000 tokens.",
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            }
+        },
+    ),
+    "responses": (
+        400,
+        {
+            "error": {
+                "message": "Your input exceeds the context window of this model.",
+                "type": "invalid_request_error",
+                "code": "context_length_exceeded",
+            }
+        },
+    ),
+    "anthropic": (
+        400,
+        {
+            "type": "error",
+            "error": {
+                "type": "invalid_request_error",
+                "message": "prompt is too long: 210000 tokens > 200000 maximum",
+            },
+        },
+    ),
 }
 
 
@@ -47,8 +71,14 @@ def common_prefix(a: bytes, b: bytes) -> int:
 
 
 class ScriptedModelServer:
-    def __init__(self, script: list[Any] | None = None, *, default: dict[str, Any] | None = None,
-                 delay_s: float = 0.0, context_limit_chars: int | None = None) -> None:
+    def __init__(
+        self,
+        script: list[Any] | None = None,
+        *,
+        default: dict[str, Any] | None = None,
+        delay_s: float = 0.0,
+        context_limit_chars: int | None = None,
+    ) -> None:
         self.script = list(script or [])
         self.default = default or {"text": "Nothing more to do."}
         self.delay_s = delay_s
@@ -64,11 +94,14 @@ class ScriptedModelServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+            def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("content-length") or 0))
                 status, headers, body = server.handle(self.path, dict(self.headers), raw)
-                data = body if isinstance(body, bytes) else (
-                    body.encode() if isinstance(body, str) else json.dumps(body).encode())
+                data = (
+                    body
+                    if isinstance(body, bytes)
+                    else (body.encode() if isinstance(body, str) else json.dumps(body).encode())
+                )
                 self.send_response(status)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
@@ -79,17 +112,19 @@ class ScriptedModelServer:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
 
     @property
     def url(self) -> str:
         return f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
-    def __enter__(self) -> ScriptedModelServer:
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
@@ -99,7 +134,13 @@ class ScriptedModelServer:
     # -- replies ----------------------------------------------------------------------------------------
 
     def handle(self, path: str, headers: dict[str, str], raw: bytes) -> tuple[int, dict[str, Any], Any]:
-        wire = "anthropic" if path.endswith("/messages") else "responses" if path.endswith("/responses") else "chat"
+        wire = (
+            "anthropic"
+            if path.endswith("/messages")
+            else "responses"
+            if path.endswith("/responses")
+            else "chat"
+        )
         try:
             request = json.loads(raw)
         except ValueError:
@@ -107,8 +148,17 @@ class ScriptedModelServer:
         overflow = self.context_limit_chars is not None and len(raw) > self.context_limit_chars
         with self._lock:
             previous = self.requests[-1]["raw"] if self.requests else b""
-            self.requests.append({"path": path, "wire": wire, "headers": headers, "raw": raw, "json": request,
-                                  "time": time.monotonic(), "overflow": overflow})
+            self.requests.append(
+                {
+                    "path": path,
+                    "wire": wire,
+                    "headers": headers,
+                    "raw": raw,
+                    "json": request,
+                    "time": time.monotonic(),
+                    "overflow": overflow,
+                }
+            )
             if overflow:  # refused before the model sees it: the script does not advance
                 status, body = OVERFLOW_ERRORS[wire]
                 return status, {}, body
@@ -132,36 +182,79 @@ def _args_text(arguments: Any) -> str:
 
 
 def render_chat(turn: dict[str, Any], n: int, prompt: int, cached: int) -> dict[str, Any]:
-    calls = [{"id": f"call_{n}_{i}", "type": "function",
-              "function": {"name": c["name"], "arguments": _args_text(c.get("arguments", {}))}}
-             for i, c in enumerate(turn.get("tool_calls") or [])]
+    calls = [
+        {
+            "id": f"call_{n}_{i}",
+            "type": "function",
+            "function": {"name": c["name"], "arguments": _args_text(c.get("arguments", {}))},
+        }
+        for i, c in enumerate(turn.get("tool_calls") or [])
+    ]
     message: dict[str, Any] = {"role": "assistant", "content": turn.get("text")}
     if calls:
         message["tool_calls"] = calls
     if turn.get("reasoning"):
         message["reasoning_content"] = turn["reasoning"]
-    return {"id": f"chatcmpl-{n}", "object": "chat.completion", "model": "scripted",
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": 20, "total_tokens": prompt + 20,
-                      "prompt_tokens_details": {"cached_tokens": cached}}}
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "model": "scripted",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": 20,
+            "total_tokens": prompt + 20,
+            "prompt_tokens_details": {"cached_tokens": cached},
+        },
+    }
 
 
 def render_responses(turn: dict[str, Any], n: int, prompt: int, cached: int) -> dict[str, Any]:
     output: list[dict[str, Any]] = []
     if turn.get("reasoning"):
-        output.append({"type": "reasoning", "id": f"rs_{n}", "summary": [{"type": "summary_text",
-                                                                          "text": turn["reasoning"]}],
-                       "encrypted_content": f"ENCRYPTED-{n}"})
+        output.append(
+            {
+                "type": "reasoning",
+                "id": f"rs_{n}",
+                "summary": [{"type": "summary_text", "text": turn["reasoning"]}],
+                "encrypted_content": f"ENCRYPTED-{n}",
+            }
+        )
     if turn.get("text"):
-        output.append({"type": "message", "id": f"msg_{n}", "role": "assistant", "status": "completed",
-                       "content": [{"type": "output_text", "text": turn["text"], "annotations": []}]})
+        output.append(
+            {
+                "type": "message",
+                "id": f"msg_{n}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": turn["text"], "annotations": []}],
+            }
+        )
     for i, c in enumerate(turn.get("tool_calls") or []):
-        output.append({"type": "function_call", "id": f"fc_{n}_{i}", "call_id": f"call_{n}_{i}", "name": c["name"],
-                       "arguments": _args_text(c.get("arguments", {})), "status": "completed"})
-    return {"id": f"resp_{n}", "object": "response", "status": "completed", "model": "scripted", "output": output,
-            "usage": {"input_tokens": prompt, "output_tokens": 20, "total_tokens": prompt + 20,
-                      "input_tokens_details": {"cached_tokens": cached},
-                      "output_tokens_details": {"reasoning_tokens": 10 if turn.get("reasoning") else 0}}}
+        output.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{n}_{i}",
+                "call_id": f"call_{n}_{i}",
+                "name": c["name"],
+                "arguments": _args_text(c.get("arguments", {})),
+                "status": "completed",
+            }
+        )
+    return {
+        "id": f"resp_{n}",
+        "object": "response",
+        "status": "completed",
+        "model": "scripted",
+        "output": output,
+        "usage": {
+            "input_tokens": prompt,
+            "output_tokens": 20,
+            "total_tokens": prompt + 20,
+            "input_tokens_details": {"cached_tokens": cached},
+            "output_tokens_details": {"reasoning_tokens": 10 if turn.get("reasoning") else 0},
+        },
+    }
 
 
 def render_anthropic(turn: dict[str, Any], n: int, prompt: int, cached: int) -> dict[str, Any]:
@@ -172,10 +265,26 @@ def render_anthropic(turn: dict[str, Any], n: int, prompt: int, cached: int) -> 
         content.append({"type": "text", "text": turn["text"]})
     for i, c in enumerate(turn.get("tool_calls") or []):
         args = c.get("arguments", {})
-        content.append({"type": "tool_use", "id": f"toolu_{n}_{i}", "name": c["name"],
-                        "input": args if isinstance(args, dict) else {"raw": args}})
+        content.append(
+            {
+                "type": "tool_use",
+                "id": f"toolu_{n}_{i}",
+                "name": c["name"],
+                "input": args if isinstance(args, dict) else {"raw": args},
+            }
+        )
     has_tools = any(b["type"] == "tool_use" for b in content)
-    return {"id": f"msg_{n}", "type": "message", "role": "assistant", "model": "scripted", "content": content,
-            "stop_reason": "tool_use" if has_tools else "end_turn",
-            "usage": {"input_tokens": prompt - cached, "output_tokens": 20, "cache_read_input_tokens": cached,
-                      "cache_creation_input_tokens": 0}}
+    return {
+        "id": f"msg_{n}",
+        "type": "message",
+        "role": "assistant",
+        "model": "scripted",
+        "content": content,
+        "stop_reason": "tool_use" if has_tools else "end_turn",
+        "usage": {
+            "input_tokens": prompt - cached,
+            "output_tokens": 20,
+            "cache_read_input_tokens": cached,
+            "cache_creation_input_tokens": 0,
+        },
+    }

@@ -33,9 +33,15 @@ def alive(pid: int) -> bool:
 
 def test_bash_timeout_kills_the_whole_process_group(tools):
     started = time.monotonic()
-    result = tools.call("bash", {"command": "sleep 300 & echo $! > child.pid; echo started; wait", "timeout_s": 1})
+    result = tools.call(
+        "bash", {"command": "sleep 300 & echo $! > child.pid; echo started; wait", "timeout_s": 1}
+    )
     assert time.monotonic() - started < 10
-    assert result.is_error and result.content.startswith("killed after 1 s (timeout)") and "started" in result.content
+    assert (
+        result.is_error
+        and result.content.startswith("killed after 1 s (timeout)")
+        and "started" in result.content
+    )
     child = int((tools.rundir.work / "child.pid").read_text())
     deadline = time.monotonic() + 5
     while alive(child) and time.monotonic() < deadline:
@@ -101,19 +107,25 @@ def test_write_file_stays_in_the_run_and_off_the_submission(tools, tmp_path):
     assert outside.is_error and "outside the run's output directory" in outside.content
     ranking = tools.call("write_file", {"path": "../rankings.json", "content": "{}"})
     assert ranking.is_error and "submit_rankings" in ranking.content
-    assert json.loads(tools.rundir.rankings.read_text())["rankings"][0]["order"][0] == "e1ce"  # still the fallback
+    assert (
+        json.loads(tools.rundir.rankings.read_text())["rankings"][0]["order"][0] == "e1ce"
+    )  # still the fallback
 
 
 def test_submit_rankings_validates_before_writing(tools):
     g1 = ["e0ea", "d679", "a167", "f502", "e1ce", "dee6", "bf53", "d942"]
     g2 = ["afcc", "f066", "cc20", "e3c3", "e902", "f8a7", "d02e", "f8d2"]
-    bad = tools.call("submit_rankings", {"rankings": [{"group_id": "g1", "order": g1[:-1]},
-                                                      {"group_id": "g2", "order": g2}]})
+    bad = tools.call(
+        "submit_rankings",
+        {"rankings": [{"group_id": "g1", "order": g1[:-1]}, {"group_id": "g2", "order": g2}]},
+    )
     assert bad.is_error and "NOT accepted" in bad.content and "d942" in bad.content
     assert not list(tools.rundir.drafts.iterdir())
     # a departure the grader recovers (ordering under another key) is accepted and written canonically
-    good = tools.call("submit_rankings", {"rankings": [{"group_id": "g1", "ranking": g1},
-                                                       {"group_id": "g2", "order": g2}], "final": True})
+    good = tools.call(
+        "submit_rankings",
+        {"rankings": [{"group_id": "g1", "ranking": g1}, {"group_id": "g2", "order": g2}], "final": True},
+    )
     assert not good.is_error and good.final and "Recovered schema departures" in good.content
     written = json.loads(tools.rundir.rankings.read_text())
     assert written["rankings"] == [{"group_id": "g1", "order": g1}, {"group_id": "g2", "order": g2}]
@@ -123,6 +135,8 @@ def test_submit_rankings_validates_before_writing(tools):
 def test_submit_notes_a_presented_order(tools, demo_task):
     task = load_task(demo_task)
     rankings = [{"group_id": g.group_id, "order": list(g.experiment_ids)} for g in task.groups]
-    result = tools.call("submit_rankings", {"rankings": json.dumps(rankings)})  # a JSON string is accepted too
+    result = tools.call(
+        "submit_rankings", {"rankings": json.dumps(rankings)}
+    )  # a JSON string is accepted too
     assert not result.is_error
     assert "groups ['g1', 'g2'] are in the presented order" in result.content

@@ -13,8 +13,15 @@ from scaffold.agent.models.base import Usage
 def test_defaults_file_and_overrides_merge_in_order(tmp_path):
     path = tmp_path / "agent.yaml"
     path.write_text("limits:\n  step_limit: 40\nmodel:\n  temperature: 0.5\n")
-    config = load_config(path, ["model.temperature=0.2", "tools.builtin=[bash, python]", "model.prompt_cache_key=false",
-                                "new.section.value=3"])
+    config = load_config(
+        path,
+        [
+            "model.temperature=0.2",
+            "tools.builtin=[bash, python]",
+            "model.prompt_cache_key=false",
+            "new.section.value=3",
+        ],
+    )
     assert config["limits"]["step_limit"] == 40  # from the file
     assert config["limits"]["wall_time_limit_s"] == 28800  # default kept beside it
     assert config["model"]["temperature"] == 0.2  # -c beats the file
@@ -30,11 +37,16 @@ def test_bad_overrides_say_why(bad):
 
 
 def test_price_lookup_and_cost():
-    prices = {"gpt-4.1": {"input": 2.0, "output": 8.0, "cache_read": 0.5}, "gpt-4.1-mini": {"input": 0.4, "output": 1.6}}
+    prices = {
+        "gpt-4.1": {"input": 2.0, "output": 8.0, "cache_read": 0.5},
+        "gpt-4.1-mini": {"input": 0.4, "output": 1.6},
+    }
     assert find_price(prices, "gpt-4.1-mini-2025-04-14") == prices["gpt-4.1-mini"]  # longest prefix wins
     assert find_price(prices, "openai/gpt-4.1") == prices["gpt-4.1"]
     assert find_price(prices, "llama-3") is None
-    usage = Usage(input_tokens=1_000_000, output_tokens=500_000, cache_read_tokens=2_000_000, cache_write_tokens=0)
+    usage = Usage(
+        input_tokens=1_000_000, output_tokens=500_000, cache_read_tokens=2_000_000, cache_write_tokens=0
+    )
     assert cost_usd(usage, prices["gpt-4.1"]) == pytest.approx(2.0 + 4.0 + 1.0)
 
 
@@ -42,15 +54,24 @@ def conversation(n_turns: int, output_chars: int = 1000) -> list[dict]:
     messages = [{"role": "system", "content": "S" * 500}, {"role": "user", "content": "T" * 500}]
     for i in range(n_turns):
         name = "submit_rankings" if i == 1 else "bash"
-        messages.append({"role": "assistant", "content": "", "tool_calls": [{"id": f"c{i}", "name": name,
-                                                                             "arguments_raw": "{}"}]})
-        messages.append({"role": "tool", "tool_call_id": f"c{i}", "name": name, "content": str(i) * output_chars})
+        messages.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"id": f"c{i}", "name": name, "arguments_raw": "{}"}],
+            }
+        )
+        messages.append(
+            {"role": "tool", "tool_call_id": f"c{i}", "name": name, "content": str(i) * output_chars}
+        )
     return messages
 
 
 def test_elision_keeps_system_task_drafts_and_recent_turns():
-    window = ContextWindow({"trigger_fraction": 0.8, "target_fraction": 0.5, "keep_recent_turns": 2,
-                            "chars_per_token": 1.0}, window_tokens=8000)
+    window = ContextWindow(
+        {"trigger_fraction": 0.8, "target_fraction": 0.5, "keep_recent_turns": 2, "chars_per_token": 1.0},
+        window_tokens=8000,
+    )
     messages = conversation(10)  # about 11,000 characters = tokens here
     elided = window.fit(messages, [])
     tool_outputs = [m for m in messages if m["role"] == "tool"]
@@ -58,12 +79,16 @@ def test_elision_keeps_system_task_drafts_and_recent_turns():
     assert [m.get("elided", False) for m in tool_outputs] == [True, False] + [True] * 6 + [False, False]
     assert tool_outputs[1]["content"] == "1" * 1000  # submit_rankings result kept
     assert messages[0]["content"] == "S" * 500 and messages[1]["content"] == "T" * 500
-    assert tool_outputs[0]["content"].startswith("[elided to fit the context window: the 1000-character output of bash")
+    assert tool_outputs[0]["content"].startswith(
+        "[elided to fit the context window: the 1000-character output of bash"
+    )
 
 
 def test_no_elision_below_the_trigger_and_forced_after_an_overflow():
-    window = ContextWindow({"trigger_fraction": 0.8, "target_fraction": 0.5, "keep_recent_turns": 2,
-                            "chars_per_token": 1.0}, window_tokens=100_000)
+    window = ContextWindow(
+        {"trigger_fraction": 0.8, "target_fraction": 0.5, "keep_recent_turns": 2, "chars_per_token": 1.0},
+        window_tokens=100_000,
+    )
     messages = conversation(6)
     assert window.fit(messages, []) == 0
     assert window.fit(messages, [], overflowed=True) >= 1  # the provider said no: elide anyway

@@ -42,9 +42,14 @@ def assert_complete_files(out, task, expected_submission):
 
 
 @pytest.mark.parametrize("provider", ["openai", "openai-responses", "anthropic"])
-def test_a_run_computes_submits_and_leaves_its_files(provider, model_server, demo_task, agent_config, tmp_path):
+def test_a_run_computes_submits_and_leaves_its_files(
+    provider, model_server, demo_task, agent_config, tmp_path
+):
     script = [
-        {"text": "Estimate first.", "tool_calls": [{"name": "python", "arguments": {"code": "print(6 * 7)"}}]},
+        {
+            "text": "Estimate first.",
+            "tool_calls": [{"name": "python", "arguments": {"code": "print(6 * 7)"}}],
+        },
         submit(rankings=[{"group_id": "g1", "order": G1}]),  # g2 missing: refused, nothing written
         submit(report="# My report\nHammett estimate."),
         {"text": "I am done."},
@@ -69,9 +74,15 @@ def test_a_run_computes_submits_and_leaves_its_files(provider, model_server, dem
     assert "42" in server.requests[1]["raw"].decode()
 
 
-def test_a_model_that_only_emits_garbage_still_leaves_a_valid_file(model_server, demo_task, agent_config, tmp_path):
+def test_a_model_that_only_emits_garbage_still_leaves_a_valid_file(
+    model_server, demo_task, agent_config, tmp_path
+):
     garbage = [
-        {"tool_calls": [{"name": "submit_rankings", "arguments": '{"rankings": [{"group_id": "g1", "order": ['}]},
+        {
+            "tool_calls": [
+                {"name": "submit_rankings", "arguments": '{"rankings": [{"group_id": "g1", "order": ['}
+            ]
+        },
         {"tool_calls": [{"name": "rank_everything", "arguments": {}}]},
         {"text": "As an AI I cannot rank experiments."},
         {"tool_calls": [{"name": "bash", "arguments": "[1, 2]"}]},
@@ -98,7 +109,9 @@ def test_format_errors_in_a_row_end_the_run(model_server, demo_task, agent_confi
     assert outcome.result["steps"] == 3
 
 
-def test_a_non_json_200_reply_is_retried_then_the_run_ends_with_files(model_server, demo_task, agent_config, tmp_path):
+def test_a_non_json_200_reply_is_retried_then_the_run_ends_with_files(
+    model_server, demo_task, agent_config, tmp_path
+):
     server = model_server([{"status": 200, "body": "<html>proxy error</html>"}] * 5)
     out = tmp_path / "run"
     outcome = run(server, demo_task, out, agent_config("model.retry.max_attempts=3"))
@@ -118,14 +131,20 @@ def big_output(i: int) -> dict:
     return {"tool_calls": [{"name": "python", "arguments": {"code": f"print('{i}' * 6000)"}}]}
 
 
-def test_context_overflow_elides_old_tool_outputs_and_the_run_goes_on(model_server, demo_task, agent_config, tmp_path):
+def test_context_overflow_elides_old_tool_outputs_and_the_run_goes_on(
+    model_server, demo_task, agent_config, tmp_path
+):
     # The server refuses requests over 30,000 bytes, as a provider refuses a prompt over its window; the
     # agent's own estimate (window 1M tokens) never triggers, so only the refusal can make it elide.
     script = [big_output(i) for i in range(5)] + [submit(final=True)]
     server = model_server(script, context_limit_chars=30_000)
     out = tmp_path / "run"
-    outcome = run(server, demo_task, out, agent_config("model.context_window_tokens=1000000",
-                                                       "context.keep_recent_turns=1"))
+    outcome = run(
+        server,
+        demo_task,
+        out,
+        agent_config("model.context_window_tokens=1000000", "context.keep_recent_turns=1"),
+    )
     assert outcome.exit_status == "submitted"
     records = read_records(out / "trajectory.jsonl")
     overflows = [r for r in records if r["type"] == "event" and r["event"] == "context_overflow"]
@@ -139,12 +158,18 @@ def test_context_overflow_elides_old_tool_outputs_and_the_run_goes_on(model_serv
     assert "4" * 6000 in contents[-1]  # the newest output is kept
 
 
-def test_the_context_is_trimmed_before_a_request_would_overflow(model_server, demo_task, agent_config, tmp_path):
+def test_the_context_is_trimmed_before_a_request_would_overflow(
+    model_server, demo_task, agent_config, tmp_path
+):
     script = [big_output(i) for i in range(5)] + [submit(final=True)]
     server = model_server(script, context_limit_chars=30_000)
     out = tmp_path / "run"
-    outcome = run(server, demo_task, out, agent_config("model.context_window_tokens=8000",
-                                                       "context.keep_recent_turns=1"))
+    outcome = run(
+        server,
+        demo_task,
+        out,
+        agent_config("model.context_window_tokens=8000", "context.keep_recent_turns=1"),
+    )
     assert outcome.exit_status == "submitted"
     assert not any(r["overflow"] for r in server.requests)  # trimmed in time, never refused
     records = read_records(out / "trajectory.jsonl")
@@ -155,8 +180,16 @@ def test_step_limit_and_the_draft_reminder(model_server, demo_task, agent_config
     script = [{"tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]}] * 10
     server = model_server(script)
     out = tmp_path / "run"
-    outcome = run(server, demo_task, out, agent_config("limits.step_limit=4", "limits.draft_reminder_fraction=0.5",
-                                                       "limits.wrapup_reminder_fraction=0.75"))
+    outcome = run(
+        server,
+        demo_task,
+        out,
+        agent_config(
+            "limits.step_limit=4",
+            "limits.draft_reminder_fraction=0.5",
+            "limits.wrapup_reminder_fraction=0.75",
+        ),
+    )
     assert outcome.exit_status == "limit_reached" and "steps limit" in outcome.reason
     assert len(server.requests) == 4 and exit_code(outcome) == 0
     texts = [[m["content"] for m in r["json"]["messages"] if m["role"] == "user"] for r in server.requests]
@@ -168,7 +201,9 @@ def test_step_limit_and_the_draft_reminder(model_server, demo_task, agent_config
 def test_cost_limit_uses_the_price_table(model_server, demo_task, agent_config, tmp_path):
     script = [{"tool_calls": [{"name": "bash", "arguments": {"command": "true"}}]}] * 10
     server = model_server(script)
-    config = agent_config("prices.scripted-1={input: 1000, output: 1000, cache_read: 100}", "limits.cost_limit_usd=5")
+    config = agent_config(
+        "prices.scripted-1={input: 1000, output: 1000, cache_read: 100}", "limits.cost_limit_usd=5"
+    )
     outcome = run(server, demo_task, tmp_path / "run", config)
     assert outcome.exit_status == "limit_reached" and "cost limit" in outcome.reason
     first = outcome.result["cost_usd"]
@@ -176,11 +211,15 @@ def test_cost_limit_uses_the_price_table(model_server, demo_task, agent_config, 
     # cost of the first call, priced by hand from the usage the server reported
     records = read_records(tmp_path / "run" / "trajectory.jsonl")
     usage = next(r for r in records if r["type"] == "model_turn")["usage"]
-    expected = (usage["input_tokens"] * 1000 + usage["output_tokens"] * 1000 + usage["cache_read_tokens"] * 100) / 1e6
+    expected = (
+        usage["input_tokens"] * 1000 + usage["output_tokens"] * 1000 + usage["cache_read_tokens"] * 100
+    ) / 1e6
     assert next(r for r in records if r["type"] == "model_turn")["cost_usd"] == pytest.approx(expected)
 
 
-def test_an_agent_crash_still_leaves_valid_files(model_server, demo_task, agent_config, tmp_path, monkeypatch):
+def test_an_agent_crash_still_leaves_valid_files(
+    model_server, demo_task, agent_config, tmp_path, monkeypatch
+):
     from scaffold.agent.models.openai_chat import OpenAIChatModel
 
     def broken(self, data):
@@ -192,15 +231,31 @@ def test_an_agent_crash_still_leaves_valid_files(model_server, demo_task, agent_
     outcome = run(server, demo_task, out, agent_config())
     task = load_task(demo_task)
     assert_complete_files(out, task, fallback_submission(task))
-    assert outcome.exit_status == "crashed" and "bug in the adapter" in outcome.reason and exit_code(outcome) == 1
+    assert (
+        outcome.exit_status == "crashed"
+        and "bug in the adapter" in outcome.reason
+        and exit_code(outcome) == 1
+    )
 
 
-def test_the_atif_export_validates_with_harbor(model_server, demo_task, agent_config, tmp_path, harbor_python):
+def test_the_atif_export_validates_with_harbor(
+    model_server, demo_task, agent_config, tmp_path, harbor_python
+):
     import subprocess
 
-    server = model_server([{"reasoning": "acids", "text": "go", "tool_calls": [
-        {"name": "bash", "arguments": {"command": "echo hi"}}, {"name": "bash", "arguments": "{bad"}]},
-        submit(final=True, report="r")])
+    server = model_server(
+        [
+            {
+                "reasoning": "acids",
+                "text": "go",
+                "tool_calls": [
+                    {"name": "bash", "arguments": {"command": "echo hi"}},
+                    {"name": "bash", "arguments": "{bad"},
+                ],
+            },
+            submit(final=True, report="r"),
+        ]
+    )
     out = tmp_path / "run"
     run(server, demo_task, out, agent_config(), "anthropic")
     check = (
@@ -209,8 +264,13 @@ def test_the_atif_export_validates_with_harbor(model_server, demo_task, agent_co
         "t = Trajectory.model_validate(json.load(open(sys.argv[1])))\n"
         "print(len(t.steps), sum(len(s.tool_calls or []) for s in t.steps), t.final_metrics.total_prompt_tokens)\n"
     )
-    done = subprocess.run([str(harbor_python), "-c", check, str(out / "trajectory.json")], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [str(harbor_python), "-c", check, str(out / "trajectory.json")],
+        capture_output=True,
+        check=False,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     n_steps, n_calls, prompt_tokens = map(int, done.stdout.split())
     assert n_steps == 4 and n_calls == 3  # system, task, two agent turns; 2 + 1 tool calls

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -18,7 +19,9 @@ from scaffold.agent.models.base import (
 
 TOOLS = [
     ToolDef("bash", "run a command", {"type": "object", "properties": {"command": {"type": "string"}}}),
-    ToolDef("chem_parse", "parse molecules", {"type": "object", "properties": {"molecules": {"type": "array"}}}),
+    ToolDef(
+        "chem_parse", "parse molecules", {"type": "object", "properties": {"molecules": {"type": "array"}}}
+    ),
 ]
 PROVIDERS = ["openai", "openai-responses", "anthropic"]
 
@@ -36,9 +39,17 @@ def model_for(provider: str, server, config: dict, **kw):
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_tool_calls_and_text_are_read_in_each_wire_format(provider, model_server, agent_config):
-    server = model_server([{"text": "Parsing first.", "tool_calls": [
-        {"name": "chem_parse", "arguments": {"molecules": ["CCO"]}},
-        {"name": "bash", "arguments": {"command": "ls"}}]}])
+    server = model_server(
+        [
+            {
+                "text": "Parsing first.",
+                "tool_calls": [
+                    {"name": "chem_parse", "arguments": {"molecules": ["CCO"]}},
+                    {"name": "bash", "arguments": {"command": "ls"}},
+                ],
+            }
+        ]
+    )
     model = model_for(provider, server, agent_config())
     turn = model.query(conversation(), TOOLS)
     msg = turn.message
@@ -46,9 +57,15 @@ def test_tool_calls_and_text_are_read_in_each_wire_format(provider, model_server
     assert [c["name"] for c in msg["tool_calls"]] == ["chem_parse", "bash"]
     assert msg["tool_calls"][0]["arguments"] == {"molecules": ["CCO"]}
     assert all(c["error"] is None for c in msg["tool_calls"])
-    assert turn.usage.prompt_tokens == len(server.requests[0]["raw"]) // 4  # the server's count, all of it read
-    assert server.requests[0]["path"] == {"openai": "/chat/completions", "openai-responses": "/responses",
-                                          "anthropic": "/v1/messages"}[provider]
+    assert (
+        turn.usage.prompt_tokens == len(server.requests[0]["raw"]) // 4
+    )  # the server's count, all of it read
+    assert (
+        server.requests[0]["path"]
+        == {"openai": "/chat/completions", "openai-responses": "/responses", "anthropic": "/v1/messages"}[
+            provider
+        ]
+    )
 
 
 @pytest.mark.parametrize("provider", ["openai", "openai-responses"])
@@ -73,7 +90,11 @@ def test_api_keys_and_headers(model_server, agent_config):
 
 @pytest.mark.parametrize("provider,status", [("openai", 429), ("anthropic", 529), ("openai-responses", 503)])
 def test_retry_honours_retry_after(provider, status, model_server, agent_config):
-    busy = {"status": status, "headers": {"retry-after": "2"}, "body": {"error": {"message": "busy, slow down"}}}
+    busy = {
+        "status": status,
+        "headers": {"retry-after": "2"},
+        "body": {"error": {"message": "busy, slow down"}},
+    }
     server = model_server([busy, busy, {"text": "ok"}])
     model = model_for(provider, server, agent_config())
     turn = model.query(conversation(), TOOLS)
@@ -84,9 +105,20 @@ def test_retry_honours_retry_after(provider, status, model_server, agent_config)
 
 
 def test_retry_after_ms_and_backoff_without_header(model_server, agent_config):
-    server = model_server([{"status": 500, "body": "oops"}, {"status": 429, "headers": {"retry-after-ms": "250"},
-                                                            "body": {"error": {"message": "rate limit"}}}, {"text": "ok"}])
-    model = model_for("openai", server, agent_config("model.retry.backoff_initial_s=1.0", "model.retry.backoff_max_s=10"))
+    server = model_server(
+        [
+            {"status": 500, "body": "oops"},
+            {
+                "status": 429,
+                "headers": {"retry-after-ms": "250"},
+                "body": {"error": {"message": "rate limit"}},
+            },
+            {"text": "ok"},
+        ]
+    )
+    model = model_for(
+        "openai", server, agent_config("model.retry.backoff_initial_s=1.0", "model.retry.backoff_max_s=10")
+    )
     model.query(conversation(), TOOLS)
     assert 0.5 <= model.slept[0] <= 1.0  # jittered backoff of the first attempt: 1 s * [0.5, 1]
     assert model.slept[1] == 0.25
@@ -101,25 +133,57 @@ def test_retries_run_out(model_server, agent_config):
 
 
 def test_a_retry_after_beyond_the_cap_is_not_waited_for(model_server, agent_config):
-    server = model_server([{"status": 429, "headers": {"retry-after": "3600"}, "body": {"error": {"message": "later"}}}])
+    server = model_server(
+        [{"status": 429, "headers": {"retry-after": "3600"}, "body": {"error": {"message": "later"}}}]
+    )
     model = model_for("openai", server, agent_config("model.retry.retry_after_max_s=60"))
     with pytest.raises(ModelError, match="asked to wait 3600"):
         model.query(conversation(), TOOLS)
     assert model.slept == []
 
 
-@pytest.mark.parametrize("reply,error", [
-    ({"status": 401, "body": {"error": {"message": "Incorrect API key"}}}, AuthError),
-    ({"status": 403, "body": {"error": {"message": "not allowed"}}}, AuthError),
-    ({"status": 429, "body": {"error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}}},
-     QuotaError),
-    ({"status": 400, "body": {"error": {"message": "maximum context length is 8192 tokens",
-                                        "code": "context_length_exceeded"}}}, ContextOverflow),
-    ({"status": 400, "body": {"type": "error", "error": {"type": "invalid_request_error",
-                                                        "message": "prompt is too long: 250000 tokens > 200000"}}},
-     ContextOverflow),
-    ({"status": 400, "body": {"error": {"message": "unknown parameter foo"}}}, ModelError),
-])
+@pytest.mark.parametrize(
+    "reply,error",
+    [
+        ({"status": 401, "body": {"error": {"message": "Incorrect API key"}}}, AuthError),
+        ({"status": 403, "body": {"error": {"message": "not allowed"}}}, AuthError),
+        (
+            {
+                "status": 429,
+                "body": {
+                    "error": {"message": "You exceeded your current quota", "code": "insufficient_quota"}
+                },
+            },
+            QuotaError,
+        ),
+        (
+            {
+                "status": 400,
+                "body": {
+                    "error": {
+                        "message": "maximum context length is 8192 tokens",
+                        "code": "context_length_exceeded",
+                    }
+                },
+            },
+            ContextOverflow,
+        ),
+        (
+            {
+                "status": 400,
+                "body": {
+                    "type": "error",
+                    "error": {
+                        "type": "invalid_request_error",
+                        "message": "prompt is too long: 250000 tokens > 200000",
+                    },
+                },
+            },
+            ContextOverflow,
+        ),
+        ({"status": 400, "body": {"error": {"message": "unknown parameter foo"}}}, ModelError),
+    ],
+)
 def test_no_retry_on_auth_quota_overflow_or_bad_request(reply, error, model_server, agent_config):
     server = model_server([reply, {"text": "should not be reached"}])
     model = model_for("openai", server, agent_config())
@@ -131,14 +195,30 @@ def test_no_retry_on_auth_quota_overflow_or_bad_request(reply, error, model_serv
 
 
 def test_responses_reasoning_items_are_passed_back_verbatim(model_server, agent_config):
-    server = model_server([{"reasoning": "think about pKa", "text": "Let me check.",
-                            "tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]}, {"text": "done"}])
+    server = model_server(
+        [
+            {
+                "reasoning": "think about pKa",
+                "text": "Let me check.",
+                "tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}],
+            },
+            {"text": "done"},
+        ]
+    )
     model = model_for("openai-responses", server, agent_config("model.reasoning_effort=high"))
     messages = conversation()
     turn = model.query(messages, TOOLS)
     assert turn.message["reasoning"] == "think about pKa"
-    messages += [turn.message, {"role": "tool", "tool_call_id": turn.message["tool_calls"][0]["id"], "name": "bash",
-                                "content": "file.txt", "is_error": False}]
+    messages += [
+        turn.message,
+        {
+            "role": "tool",
+            "tool_call_id": turn.message["tool_calls"][0]["id"],
+            "name": "bash",
+            "content": "file.txt",
+            "is_error": False,
+        },
+    ]
     model.query(messages, TOOLS)
     first, second = server.requests[0]["json"], server.requests[1]["json"]
     assert first["reasoning"] == {"effort": "high"}
@@ -152,22 +232,41 @@ def test_responses_reasoning_items_are_passed_back_verbatim(model_server, agent_
 
 
 def test_anthropic_thinking_blocks_are_passed_back_with_signatures(model_server, agent_config):
-    server = model_server([{"reasoning": "consider Hammett", "tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}]},
-                           {"text": "done"}])
-    model = model_for("anthropic", server, agent_config("model.reasoning_effort=medium", "model.temperature=0.3"))
+    server = model_server(
+        [
+            {
+                "reasoning": "consider Hammett",
+                "tool_calls": [{"name": "bash", "arguments": {"command": "ls"}}],
+            },
+            {"text": "done"},
+        ]
+    )
+    model = model_for(
+        "anthropic", server, agent_config("model.reasoning_effort=medium", "model.temperature=0.3")
+    )
     messages = conversation()
     turn = model.query(messages, TOOLS)
-    messages += [turn.message, {"role": "tool", "tool_call_id": "toolu_1_0", "name": "bash", "content": "boom",
-                                "is_error": True}]
+    messages += [
+        turn.message,
+        {"role": "tool", "tool_call_id": "toolu_1_0", "name": "bash", "content": "boom", "is_error": True},
+    ]
     model.query(messages, TOOLS)
     first, second = server.requests[0]["json"], server.requests[1]["json"]
     assert first["thinking"] == {"type": "enabled", "budget_tokens": 10000}
     assert "temperature" not in first  # the API refuses a temperature together with thinking
     assert first["max_tokens"] > 10000
     assistant = second["messages"][1]
-    assert assistant["content"][0] == {"type": "thinking", "thinking": "consider Hammett", "signature": "SIG-1"}
+    assert assistant["content"][0] == {
+        "type": "thinking",
+        "thinking": "consider Hammett",
+        "signature": "SIG-1",
+    }
     result = second["messages"][2]["content"][0]
-    assert result["type"] == "tool_result" and result["is_error"] is True and result["tool_use_id"] == "toolu_1_0"
+    assert (
+        result["type"] == "tool_result"
+        and result["is_error"] is True
+        and result["tool_use_id"] == "toolu_1_0"
+    )
 
 
 def strip_cache_control(value):
@@ -188,11 +287,19 @@ def test_successive_requests_share_a_stable_prefix(provider, model_server, agent
     for _ in range(4):
         turn = model.query(messages, TOOLS)
         call = turn.message["tool_calls"][0]
-        messages += [turn.message, {"role": "tool", "tool_call_id": call["id"], "name": "bash",
-                                    "content": f"output of {call['arguments']['command']}", "is_error": False}]
+        messages += [
+            turn.message,
+            {
+                "role": "tool",
+                "tool_call_id": call["id"],
+                "name": "bash",
+                "content": f"output of {call['arguments']['command']}",
+                "is_error": False,
+            },
+        ]
     bodies = [strip_cache_control(r["json"]) for r in server.requests]
     key = {"openai": "messages", "openai-responses": "input", "anthropic": "messages"}[provider]
-    for before, after in zip(bodies, bodies[1:]):
+    for before, after in itertools.pairwise(bodies):
         assert after[key][: len(before[key])] == before[key]
         assert {k: v for k, v in after.items() if k != key} == {k: v for k, v in before.items() if k != key}
     # byte-level: the raw request up to the conversation is identical every time
@@ -203,7 +310,9 @@ def test_successive_requests_share_a_stable_prefix(provider, model_server, agent
         last = server.requests[-1]["json"]
         assert last["tools"][-1]["cache_control"] == {"type": "ephemeral"}
         assert last["system"][-1]["cache_control"] == {"type": "ephemeral"}
-        marked = [i for i, m in enumerate(last["messages"]) if any("cache_control" in b for b in m["content"])]
+        marked = [
+            i for i, m in enumerate(last["messages"]) if any("cache_control" in b for b in m["content"])
+        ]
         assert marked == [len(last["messages"]) - 3, len(last["messages"]) - 1]  # previous end, newest end
         assert json.dumps(last).count("cache_control") == 4  # the API allows at most 4
     else:

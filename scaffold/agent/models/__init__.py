@@ -14,12 +14,20 @@ __all__ = ["PROVIDERS", "ModelError", "ModelTurn", "ToolDef", "Usage", "make_mod
 def split_model_spec(spec: str) -> tuple[str, str]:
     provider, sep, model = spec.partition(":")
     if not sep or not model or provider not in PROVIDERS:
-        raise ValueError(f"--model must be PROVIDER:MODEL with PROVIDER one of {', '.join(PROVIDERS)}; got {spec!r}")
+        raise ValueError(
+            f"--model must be PROVIDER:MODEL with PROVIDER one of {', '.join(PROVIDERS)}; got {spec!r}"
+        )
     return provider, model
 
 
-def make_model(spec: str, config: dict[str, Any], *, base_url: str | None = None, cache_key: str | None = None,
-               paths: dict[str, str] | None = None) -> Any:
+def make_model(
+    spec: str,
+    config: dict[str, Any],
+    *,
+    base_url: str | None = None,
+    cache_key: str | None = None,
+    paths: dict[str, str] | None = None,
+) -> Any:
     """An adapter for ``spec``; ``config`` is the ``model`` section of the agent config. ``paths``
     (TASK_DIR, OUT_DIR, WORK_DIR) are substituted into a replayed recording's tool arguments."""
     provider, name = split_model_spec(spec)

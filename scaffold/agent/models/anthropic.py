@@ -38,11 +38,15 @@ class AnthropicModel(HttpModel):
         effort = self.config.get("reasoning_effort")
         return EFFORT_BUDGET_TOKENS.get(str(effort)) if effort else None
 
-    def build_request(self, messages: list[dict[str, Any]], tools: list[ToolDef]) -> tuple[str, dict[str, Any]]:
+    def build_request(
+        self, messages: list[dict[str, Any]], tools: list[ToolDef]
+    ) -> tuple[str, dict[str, Any]]:
         cfg = self.config
         body: dict[str, Any] = {"model": self.model}
         if tools:
-            body["tools"] = [{"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools]
+            body["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
+            ]
             body["tools"][-1]["cache_control"] = _CACHE
         system = [{"type": "text", "text": m["content"]} for m in messages if m["role"] == "system"]
         if system:
@@ -80,7 +84,12 @@ class AnthropicModel(HttpModel):
                 )
             elif kind == "thinking":
                 thinking.append(block.get("thinking") or "")
-        message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts), "tool_calls": calls, "raw": content}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "\n".join(texts),
+            "tool_calls": calls,
+            "raw": content,
+        }
         if thinking:
             message["reasoning"] = "\n".join(thinking)
         usage = data.get("usage") or {}
@@ -108,7 +117,11 @@ def to_anthropic_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]
             out.append({"role": "assistant", "content": blocks})
             continue
         if role == "tool":
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]}
+            block: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": m["tool_call_id"],
+                "content": m["content"],
+            }
             if m.get("is_error"):
                 block["is_error"] = True
         else:
@@ -134,5 +147,7 @@ def _assistant_blocks(m: dict[str, Any]) -> list[dict[str, Any]]:
     if m.get("content"):
         blocks.append({"type": "text", "text": m["content"]})
     for c in m.get("tool_calls") or []:
-        blocks.append({"type": "tool_use", "id": c["id"], "name": c["name"], "input": c.get("arguments") or {}})
+        blocks.append(
+            {"type": "tool_use", "id": c["id"], "name": c["name"], "input": c.get("arguments") or {}}
+        )
     return blocks or [{"type": "text", "text": "(no output)"}]

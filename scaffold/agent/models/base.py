@@ -61,7 +61,13 @@ class Usage:
         return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
 
     def add(self, other: Usage) -> None:
-        for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens"):
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read_tokens",
+            "cache_write_tokens",
+            "reasoning_tokens",
+        ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def to_dict(self) -> dict[str, int]:
@@ -108,7 +114,9 @@ class ModelError(Exception):
 class RetryableError(ModelError):
     retryable = True
 
-    def __init__(self, message: str, *, status: int | None = None, body: str = "", retry_after_s: float | None = None):
+    def __init__(
+        self, message: str, *, status: int | None = None, body: str = "", retry_after_s: float | None = None
+    ):
         super().__init__(message, status=status, body=body)
         self.retry_after_s = retry_after_s
 
@@ -163,7 +171,10 @@ def classify_http_error(response: httpx.Response) -> ModelError:
         return QuotaError(f"quota or billing problem ({status}): {message}", status=status, body=body)
     if status in RETRY_STATUS or status >= 500:
         return RetryableError(
-            f"HTTP {status}: {message}", status=status, body=body, retry_after_s=parse_retry_after(response.headers)
+            f"HTTP {status}: {message}",
+            status=status,
+            body=body,
+            retry_after_s=parse_retry_after(response.headers),
         )
     return ModelError(f"request rejected ({status}): {message}", status=status, body=body)
 
@@ -192,7 +203,9 @@ class HttpModel:
     default_base_url = ""
     api_key_env = ""
 
-    def __init__(self, model: str, config: dict[str, Any], *, base_url: str | None = None, cache_key: str | None = None):
+    def __init__(
+        self, model: str, config: dict[str, Any], *, base_url: str | None = None, cache_key: str | None = None
+    ):
         self.model = model
         self.config = config
         self.base_url = (base_url or self.default_base_url).rstrip("/")
@@ -203,7 +216,9 @@ class HttpModel:
         self.backoff_max_s = float(retry.get("backoff_max_s", 120.0))
         self.retry_after_max_s = float(retry.get("retry_after_max_s", 600.0))
         self.sleep: Callable[[float], None] = time.sleep
-        self._client = httpx.Client(timeout=httpx.Timeout(float(config.get("timeout_s") or 600), connect=30.0))
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(float(config.get("timeout_s") or 600), connect=30.0)
+        )
         #: the last request body sent, for prefix-stability measurements and debugging
         self.last_request: dict[str, Any] | None = None
 
@@ -217,7 +232,9 @@ class HttpModel:
     def headers(self) -> dict[str, str]:
         raise NotImplementedError
 
-    def build_request(self, messages: list[dict[str, Any]], tools: list[ToolDef]) -> tuple[str, dict[str, Any]]:
+    def build_request(
+        self, messages: list[dict[str, Any]], tools: list[ToolDef]
+    ) -> tuple[str, dict[str, Any]]:
         raise NotImplementedError
 
     def parse_response(self, data: dict[str, Any]) -> ModelTurn:
@@ -234,7 +251,9 @@ class HttpModel:
         try:
             turn = self.parse_response(data)
         except (KeyError, IndexError, TypeError, ValueError) as exc:
-            raise ModelError(f"could not read the {self.provider} response: {exc!r}", body=json.dumps(data)[:2000])
+            raise ModelError(
+                f"could not read the {self.provider} response: {exc!r}", body=json.dumps(data)[:2000]
+            )
         turn.message["provider"] = self.provider
         turn.attempts = attempts
         turn.latency_s = time.monotonic() - started
@@ -265,7 +284,9 @@ class HttpModel:
             if attempt == self.max_attempts:
                 raise error
             wait_s = self._wait_before_retry(attempt, error)
-            log.warning("%s: %s; retry %d/%d in %.1f s", self.name, error, attempt, self.max_attempts - 1, wait_s)
+            log.warning(
+                "%s: %s; retry %d/%d in %.1f s", self.name, error, attempt, self.max_attempts - 1, wait_s
+            )
             self.sleep(wait_s)
         raise AssertionError("unreachable")
 
@@ -295,7 +316,10 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     try:
         value = json.loads(raw)
     except (TypeError, ValueError) as exc:
-        return None, f"the arguments are not valid JSON ({exc}); send one JSON object matching the tool's schema"
+        return (
+            None,
+            f"the arguments are not valid JSON ({exc}); send one JSON object matching the tool's schema",
+        )
     if not isinstance(value, dict):
         return None, f"the arguments must be a JSON object, not {type(value).__name__}"
     return value, None

@@ -23,13 +23,18 @@ class OpenAIChatModel(HttpModel):
         key = self.api_key()
         return {"authorization": f"Bearer {key}"} if key else {}
 
-    def build_request(self, messages: list[dict[str, Any]], tools: list[ToolDef]) -> tuple[str, dict[str, Any]]:
+    def build_request(
+        self, messages: list[dict[str, Any]], tools: list[ToolDef]
+    ) -> tuple[str, dict[str, Any]]:
         # Key order puts what never changes first; ``messages`` only grows, so each request's bytes
         # start with the previous request's (what prefix caches key on).
         body: dict[str, Any] = {"model": self.model}
         if tools:
             body["tools"] = [
-                {"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.parameters},
+                }
                 for t in tools
             ]
         cfg = self.config
@@ -64,7 +69,11 @@ class OpenAIChatModel(HttpModel):
                     "error": error,
                 }
             )
-        message: dict[str, Any] = {"role": "assistant", "content": msg.get("content") or "", "tool_calls": calls}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": msg.get("content") or "",
+            "tool_calls": calls,
+        }
         reasoning = msg.get("reasoning_content") or msg.get("reasoning")
         if reasoning:
             message["reasoning"] = reasoning
@@ -94,7 +103,10 @@ def to_chat_message(m: dict[str, Any]) -> dict[str, Any]:
                 {
                     "id": c["id"],
                     "type": "function",
-                    "function": {"name": c["name"], "arguments": c.get("arguments_raw") or _dumps(c.get("arguments"))},
+                    "function": {
+                        "name": c["name"],
+                        "arguments": c.get("arguments_raw") or _dumps(c.get("arguments")),
+                    },
                 }
                 for c in m["tool_calls"]
             ]

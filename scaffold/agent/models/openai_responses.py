@@ -22,7 +22,9 @@ class OpenAIResponsesModel(HttpModel):
         key = self.api_key()
         return {"authorization": f"Bearer {key}"} if key else {}
 
-    def build_request(self, messages: list[dict[str, Any]], tools: list[ToolDef]) -> tuple[str, dict[str, Any]]:
+    def build_request(
+        self, messages: list[dict[str, Any]], tools: list[ToolDef]
+    ) -> tuple[str, dict[str, Any]]:
         cfg = self.config
         system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
         body: dict[str, Any] = {"model": self.model}
@@ -30,7 +32,13 @@ class OpenAIResponsesModel(HttpModel):
             body["instructions"] = system
         if tools:
             body["tools"] = [
-                {"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters, "strict": False}
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                    "strict": False,
+                }
                 for t in tools
             ]
         body["max_output_tokens"] = int(cfg.get("max_output_tokens") or 16384)
@@ -80,7 +88,12 @@ class OpenAIResponsesModel(HttpModel):
                 for part in item.get("summary") or []:
                     if part.get("text"):
                         reasoning.append(part["text"])
-        message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts), "tool_calls": calls, "raw": output}
+        message: dict[str, Any] = {
+            "role": "assistant",
+            "content": "\n".join(texts),
+            "tool_calls": calls,
+            "raw": output,
+        }
         if reasoning:
             message["reasoning"] = "\n".join(reasoning)
         usage = data.get("usage") or {}

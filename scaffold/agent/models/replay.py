@@ -27,7 +27,9 @@ END_TEXT = "The recording has no more turns; ending the replay."
 
 def shipped_recordings() -> dict[str, Path]:
     folder = resources.files("scaffold.agent") / "recordings"
-    return {p.name.removesuffix(".jsonl"): Path(str(p)) for p in folder.iterdir() if p.name.endswith(".jsonl")}
+    return {
+        p.name.removesuffix(".jsonl"): Path(str(p)) for p in folder.iterdir() if p.name.endswith(".jsonl")
+    }
 
 
 def resolve_recording(ref: str) -> Path:

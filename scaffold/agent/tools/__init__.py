@@ -51,7 +51,9 @@ class Toolbox:
             return self.mcp.call(name, arguments)
         if name in self.builtin.names:
             return self.builtin.call(name, arguments)
-        return ToolResult(f"There is no tool named {name!r}. Available tools: {', '.join(self.names)}.", is_error=True)
+        return ToolResult(
+            f"There is no tool named {name!r}. Available tools: {', '.join(self.names)}.", is_error=True
+        )
 
     def close(self) -> None:
         if self.mcp is not None:

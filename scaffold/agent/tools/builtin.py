@@ -37,7 +37,11 @@ DEFINITIONS: dict[str, ToolDef] = {
             "type": "object",
             "properties": {
                 "command": {"type": "string", "description": "the bash command line"},
-                "timeout_s": {"type": "number", "description": "seconds before the command is killed", "minimum": 1},
+                "timeout_s": {
+                    "type": "number",
+                    "description": "seconds before the command is killed",
+                    "minimum": 1,
+                },
             },
             "required": ["command"],
         },
@@ -51,7 +55,11 @@ DEFINITIONS: dict[str, ToolDef] = {
             "type": "object",
             "properties": {
                 "code": {"type": "string", "description": "the Python source to run"},
-                "timeout_s": {"type": "number", "description": "seconds before the script is killed", "minimum": 1},
+                "timeout_s": {
+                    "type": "number",
+                    "description": "seconds before the script is killed",
+                    "minimum": 1,
+                },
             },
             "required": ["code"],
         },
@@ -168,7 +176,12 @@ class BuiltinTools:
         started = time.monotonic()
         with tempfile.TemporaryFile(mode="w+b") as sink:
             proc = subprocess.Popen(
-                argv, cwd=self.rundir.work, env=env, stdin=subprocess.DEVNULL, stdout=sink, stderr=subprocess.STDOUT,
+                argv,
+                cwd=self.rundir.work,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
             timed_out = False
@@ -184,11 +197,14 @@ class BuiltinTools:
         wall_s = time.monotonic() - started
         if timed_out:
             return ToolResult(
-                f"killed after {limit:.0f} s (timeout); output so far:\n{output}", is_error=True,
+                f"killed after {limit:.0f} s (timeout); output so far:\n{output}",
+                is_error=True,
                 data={"timed_out": True, "wall_s": wall_s},
             )
         code = proc.returncode
-        return ToolResult(f"exit code {code}\n{output}", is_error=code != 0, data={"exit_code": code, "wall_s": wall_s})
+        return ToolResult(
+            f"exit code {code}\n{output}", is_error=code != 0, data={"exit_code": code, "wall_s": wall_s}
+        )
 
     # -- files ------------------------------------------------------------------------------------------
 
@@ -210,7 +226,9 @@ class BuiltinTools:
         with open(path, "rb") as handle:
             raw = handle.read(50_000_000)
         if b"\x00" in raw[:8192]:
-            return ToolResult(f"read_file: {path} looks binary; inspect it with bash or python", is_error=True)
+            return ToolResult(
+                f"read_file: {path} looks binary; inspect it with bash or python", is_error=True
+            )
         lines = raw.decode("utf-8", errors="replace").splitlines()
         chunk = lines[offset - 1 : offset - 1 + limit]
         body = "\n".join(f"{offset + i:6d}\t{line}" for i, line in enumerate(chunk))
@@ -227,12 +245,16 @@ class BuiltinTools:
         except ValueError as exc:
             return ToolResult(f"write_file: {exc}", is_error=True)
         if not path.is_relative_to(self.rundir.root):
-            return ToolResult(f"write_file: {path} is outside the run's output directory {self.rundir.root}",
-                              is_error=True)
+            return ToolResult(
+                f"write_file: {path} is outside the run's output directory {self.rundir.root}", is_error=True
+            )
         protected = {self.rundir.rankings, self.rundir.report, self.rundir.trajectory, self.rundir.atif}
         if path in protected or path.is_relative_to(self.rundir.drafts):
-            return ToolResult(f"write_file: {path.name} is written by the agent itself; submit the ranking and "
-                              "the report with submit_rankings", is_error=True)
+            return ToolResult(
+                f"write_file: {path.name} is written by the agent itself; submit the ranking and "
+                "the report with submit_rankings",
+                is_error=True,
+            )
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(content, encoding="utf-8")
         return ToolResult(f"wrote {len(content)} characters to {path}")
@@ -246,32 +268,47 @@ class BuiltinTools:
             try:
                 rankings = json.loads(rankings)
             except ValueError:
-                return ToolResult("submit_rankings: 'rankings' must be an array of {group_id, order}", is_error=True)
+                return ToolResult(
+                    "submit_rankings: 'rankings' must be an array of {group_id, order}", is_error=True
+                )
         data = {"task_id": task.task_id, "task_version": task.task_version, "rankings": rankings}
         report, draft = self.rundir.accept_draft(data)
         if draft is None:
             errors = "\n".join(f"- {line}" for line in report.messages())
             return ToolResult(
-                "The ranking was NOT accepted; rankings.json is unchanged. Fix these and submit again:\n" + errors,
+                "The ranking was NOT accepted; rankings.json is unchanged. Fix these and submit again:\n"
+                + errors,
                 is_error=True,
                 data={"valid": False, "errors": report.messages()},
             )
         if isinstance(args.get("report"), str) and args["report"].strip():
             self.rundir.model_report = args["report"]
-        accepted = (f"Draft {self.rundir.n_drafts} accepted and saved as rankings.json (drafts/{draft.name}); "
-                    f"{len(report.orders)} groups.")
+        accepted = (
+            f"Draft {self.rundir.n_drafts} accepted and saved as rankings.json (drafts/{draft.name}); "
+            f"{len(report.orders)} groups."
+        )
         notes = [accepted]
         if report.recovered:
             notes.append("Recovered schema departures: " + "; ".join(report.recovered))
-        presented = [g.group_id for g in task.groups if len(g.experiment_ids) > 2
-                     and report.orders[g.group_id] == list(g.experiment_ids)]
+        presented = [
+            g.group_id
+            for g in task.groups
+            if len(g.experiment_ids) > 2 and report.orders[g.group_id] == list(g.experiment_ids)
+        ]
         if presented:
-            notes.append(f"Note: groups {presented} are in the presented order, which is random; rank them "
-                         "by evidence.")
+            notes.append(
+                f"Note: groups {presented} are in the presented order, which is random; rank them "
+                "by evidence."
+            )
         final = bool(args.get("final"))
-        notes.append("The run ends now (final=true)." if final else
-                     "Keep working if you have evidence to improve it; submit again with final=true to finish.")
-        return ToolResult("\n".join(notes), data={"valid": True, "draft": draft.name, "final": final}, final=final)
+        notes.append(
+            "The run ends now (final=true)."
+            if final
+            else "Keep working if you have evidence to improve it; submit again with final=true to finish."
+        )
+        return ToolResult(
+            "\n".join(notes), data={"valid": True, "draft": draft.name, "final": final}, final=final
+        )
 
 
 def kill_group(proc: subprocess.Popen) -> None:

@@ -44,7 +44,9 @@ def server_command(config: dict[str, Any]) -> list[str]:
 
 
 class McpTools:
-    def __init__(self, config: dict[str, Any], *, workdir: Path, cwd: Path, max_output_chars: int = 20000) -> None:
+    def __init__(
+        self, config: dict[str, Any], *, workdir: Path, cwd: Path, max_output_chars: int = 20000
+    ) -> None:
         self.config = config
         self.workdir = workdir
         self.cwd = cwd
@@ -95,14 +97,21 @@ class McpTools:
                 self._client = client
                 self.tools = sorted(
                     (
-                        ToolDef(t.name, t.description or "", t.input_schema or {"type": "object", "properties": {}})
+                        ToolDef(
+                            t.name,
+                            t.description or "",
+                            t.input_schema or {"type": "object", "properties": {}},
+                        )
                         for t in listing.tools
                         if t.name not in self.exclude
                     ),
                     key=lambda t: t.name,
                 )
                 info = client.server_info
-                self.server_info = {"name": getattr(info, "name", None), "version": getattr(info, "version", None)}
+                self.server_info = {
+                    "name": getattr(info, "name", None),
+                    "version": getattr(info, "version", None),
+                }
                 self._ready.set_result(True)
                 await self._stop.wait()
         except BaseException as exc:
@@ -142,24 +151,32 @@ class McpTools:
             result = future.result(timeout=self.call_timeout_s + 30)
         except FutureTimeout:
             future.cancel()
-            return ToolResult(f"{name}: no answer from the tool server within {self.call_timeout_s:.0f} s",
-                              is_error=True)
+            return ToolResult(
+                f"{name}: no answer from the tool server within {self.call_timeout_s:.0f} s", is_error=True
+            )
         except Exception as exc:  # noqa: BLE001 - a protocol error becomes an error the model can see
             return ToolResult(f"{name}: the tool server call failed: {_describe(exc)}", is_error=True)
         return to_tool_result(result, self.max_chars)
 
 
 def to_tool_result(result: Any, max_chars: int) -> ToolResult:
-    text = "\n".join(getattr(block, "text", "") for block in result.content or [] if getattr(block, "text", None))
+    text = "\n".join(
+        getattr(block, "text", "") for block in result.content or [] if getattr(block, "text", None)
+    )
     structured = result.structured_content
     if result.is_error:
-        return ToolResult(cut_middle(text or json.dumps(structured, ensure_ascii=False), max_chars), is_error=True,
-                          data=structured if isinstance(structured, dict) else None)
+        return ToolResult(
+            cut_middle(text or json.dumps(structured, ensure_ascii=False), max_chars),
+            is_error=True,
+            data=structured if isinstance(structured, dict) else None,
+        )
     if structured is not None:
         content = json.dumps(structured, ensure_ascii=False, separators=(",", ":"))
     else:
         content = text
-    return ToolResult(cut_middle(content, max_chars), data=structured if isinstance(structured, dict) else None)
+    return ToolResult(
+        cut_middle(content, max_chars), data=structured if isinstance(structured, dict) else None
+    )
 
 
 def _describe(exc: BaseException) -> str:
