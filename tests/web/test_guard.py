@@ -117,6 +117,15 @@ HOSTILE_URLS = [
     "data:text/html,hi",
     "http://user:pw@example.com/",
     "dict://127.0.0.1:11211/",
+    "http://127%2E0%2E0%2E1/",
+    "http://%31%32%37.0.0.1/",
+    "http://127.0.0.1%2509/",
+    "http://[::]/",
+    "http://[0:0:0:0:0:ffff:127.0.0.1]/",
+    "http://[fe80::1%25eth0]/",
+    "http://example.com\\@127.0.0.1/",
+    "http://0177.1/",
+    "http://[::ffff:a9fe:a9fe]/",
 ]
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ METADATA_ADDRESSES = frozenset(
 )
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 _SHARED = ipaddress.ip_network("100.64.0.0/10")
+_HOSTNAME = re.compile(r"[a-z0-9_](?:[a-z0-9_-]{0,62}\.?)*")  # after IDNA: no %, spaces or other bytes
 _BLOCKED_NAMES = ("localhost", "localhost.localdomain", "ip6-localhost", "ip6-loopback")
 
 
@@ -229,6 +231,9 @@ class Guard:
             return
         if host in _BLOCKED_NAMES or host.endswith(".localhost"):
             raise AddressRefused(f"host {host!r} names this machine", "loopback", url)
+        raw_host = parsed.raw_host.decode("ascii", "replace").lower().rstrip(".")
+        if not _HOSTNAME.fullmatch(raw_host):
+            raise AddressRefused(f"host {host!r} is not a valid host name", "invalid_url", url)
 
     def resolve_checked(self, host: str, port: int) -> list[IPAddress]:
         """Resolve once and check every address; raise :class:`AddressRefused` if any is not allowed."""
