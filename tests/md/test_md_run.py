@@ -97,8 +97,8 @@ def test_mmff_liquid_runs_and_keeps_temperature(md_ctx):
     args = MdRunInput(
         components=[{"smiles": "CO", "count": 60}],
         cutoff_nm=0.7,
-        equilibration_ps=1,
-        production_ps=1,
+        equilibration_ps=0.4,
+        production_ps=0.4,
         report_interval_ps=0.1,
         nve_check_ps=0,
     )

@@ -84,7 +84,9 @@ def build_mmff_system(
     for frag in frags:
         _topological_pairs(mol, frag, pairs12_13, pairs14)
     charges = [props.GetMMFFPartialCharge(i) for i in range(n)]
-    _add_vdw(system, mol, props, pairs12_13, periodic, cutoff_nm)
+    # Every nonbonded force gets the same exclusions (1-2, 1-3, 1-4; OpenMM requires identical lists);
+    # the 1-4 pairs come back as bonded terms: full 14-7 vdW and 0.75-scaled electrostatics.
+    _add_vdw(system, mol, props, pairs12_13, pairs14, periodic, cutoff_nm)
     if periodic:
         _add_pme(system, charges, pairs12_13, pairs14, cutoff_nm)
     else:
@@ -243,7 +245,9 @@ def _topological_pairs(mol: Any, frag: tuple[int, ...], pairs12_13: list, pairs1
                 pairs14.append((start, other))
 
 
-def _add_vdw(system: Any, mol: Any, props: Any, excluded: list, periodic: bool, cutoff_nm: float) -> None:
+def _add_vdw(
+    system: Any, mol: Any, props: Any, excluded: list, pairs14: list, periodic: bool, cutoff_nm: float
+) -> None:
     """Buffered 14-7 with MMFF's pair parameters tabulated per pair of MMFF atom types."""
     import openmm
 
@@ -270,8 +274,18 @@ def _add_vdw(system: Any, mol: Any, props: Any, excluded: list, periodic: bool, 
     force.addPerParticleParameter("t")
     for t in types:
         force.addParticle([float(index[t])])
-    for i, j in excluded:
+    for i, j in excluded + pairs14:
         force.addExclusion(i, j)
+    vdw14 = openmm.CustomBondForce(
+        f"{KCAL_TO_KJ}*e*(1.07*rs/(R + 0.07*rs))^7*(1.12*rs^7/(R^7 + 0.12*rs^7) - 2); R = 10*r"
+    )
+    vdw14.addPerBondParameter("rs")
+    vdw14.addPerBondParameter("e")
+    for i, j in pairs14:
+        k = index[types[i]] + size * index[types[j]]
+        vdw14.addBond(i, j, [rstar[k], eps[k]])
+    vdw14.setName("MMFFVdW14")
+    system.addForce(vdw14)
     if periodic:
         force.setNonbondedMethod(openmm.CustomNonbondedForce.CutoffPeriodic)
         force.setCutoffDistance(cutoff_nm)
@@ -292,12 +306,12 @@ def _add_buffered_coulomb(system: Any, charges: list[float], excluded: list, pai
     force.addPerParticleParameter("q")
     for q in charges:
         force.addParticle([q])
-    for i, j in excluded:
+    for i, j in excluded + pairs14:
         force.addExclusion(i, j)
     force.setNonbondedMethod(openmm.CustomNonbondedForce.NoCutoff)
     force.setName("MMFFElectrostatics")
     system.addForce(force)
-    scale14 = openmm.CustomBondForce(f"-0.25*{k}*qq/(10*r + 0.05)")
+    scale14 = openmm.CustomBondForce(f"0.75*{k}*qq/(10*r + 0.05)")
     scale14.addPerBondParameter("qq")
     for i, j in pairs14:
         scale14.addBond(i, j, [charges[i] * charges[j]])

@@ -77,8 +77,8 @@ def fold(model: Any, sequence: str, device: str, chunk: int | None, num_recycles
         model.esm = model.esm.half()
     model.trunk.set_chunk_size(chunk)
     if num_recycles is not None:
-        model.config.esmfold_config.trunk.max_recycles = num_recycles
-        model.trunk.config.max_recycles = num_recycles
+        # The trunk's max_recycles counts every pass through it, the first included.
+        model.trunk.config.max_recycles = num_recycles + 1
     with torch.inference_mode():
         output = model.infer([sequence])
     plddt = output["plddt"][0, :, _CA].float().cpu().numpy()

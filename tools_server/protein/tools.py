@@ -338,7 +338,7 @@ class ProteinFoldInput(BaseModel):
     model: str = Field("esmfold_v1", max_length=120, description="folder name under SPU_WEIGHTS_DIR/esmfold")
     max_residues: int = Field(1000, ge=1, le=4000, description="hard length limit")
     max_memory_gb: float | None = Field(None, gt=0, description="cap on memory the fold may use")
-    num_recycles: int | None = Field(None, ge=0, le=24, description="default: the model's (4)")
+    num_recycles: int | None = Field(None, ge=0, le=24, description="recycling passes after the first; default: the model's (3)")
 
 
 @tool(name="protein_fold", resource="gpu", read_only=True, idempotent=True, engines=("transformers", "torch"))
