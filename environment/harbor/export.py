@@ -1,0 +1,317 @@
+"""Export a task directory as a Harbor task (``spu harbor export TASK_DIR OUT_DIR``).
+
+Layout written (Harbor's task format, checked by ``harbor lint`` and ``harbor.models.task.config.TaskConfig``
+in ``tests/integration/test_harbor.py``)::
+
+    OUT_DIR/task.toml              resources (8 CPUs, 16 GiB, 1 GPU), 8 h agent timeout, network policy,
+                                   the spu MCP server, separate verifier, /app/output collected as artifact
+    OUT_DIR/instruction.md         the task's instruction plus where things are in the container
+    OUT_DIR/environment/Dockerfile FROM our image (Dockerfile.gpu), task files copied to /app/task
+    OUT_DIR/environment/task/      the task directory (never the answers)
+    OUT_DIR/tests/test.sh          the verifier: `spu grade` with the hidden answers -> /logs/verifier/reward.json
+    OUT_DIR/tests/answers.json     the answers: only the verifier's container ever sees tests/
+    OUT_DIR/tests/task/            the task as graded (contract and targets), so grading needs nothing else
+    OUT_DIR/solution/solve.sh      only with ``oracle=True``: writes the measured order (for `harbor run -a oracle`)
+
+The verifier runs in Harbor's *separate* verifier mode: a fresh container from the same image, without
+network, into which Harbor restores the agent's ``/app/output``; ``tests/`` is uploaded there only. So the
+answers never enter the agent's sandbox.
+
+The environment part imports neither ``scaffold`` nor ``tools_server`` (CONVENTIONS.md).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+from environment.task import Answers, Task, check_answers, load_answers, load_task
+
+#: The image built from Dockerfile.gpu (docs/docker.md). Pin it by digest for shared runs:
+#: ``--image registry/spu-scaffold@sha256:...``.
+DEFAULT_IMAGE = "spu-scaffold:gpu"
+CONTAINER_TASK_DIR = "/app/task"
+CONTAINER_OUTPUT_DIR = "/app/output"
+AGENT_USER = "spu"
+AGENT_TIMEOUT_S = 8 * 3600
+VERIFIER_TIMEOUT_S = 600
+BUILD_TIMEOUT_S = 3600
+
+#: Hosts the audited web tools reach (tools_server/web): search providers and scholarly databases.
+PROVIDER_HOSTS = (
+    "api.search.brave.com", "api.tavily.com", "google.serper.dev", "api.exa.ai", "html.duckduckgo.com",
+    "www.ebi.ac.uk", "europepmc.org", "eutils.ncbi.nlm.nih.gov", "pubmed.ncbi.nlm.nih.gov",
+    "api.crossref.org", "api.openalex.org", "export.arxiv.org", "pubchem.ncbi.nlm.nih.gov",
+    "rest.uniprot.org", "www.uniprot.org", "data.rcsb.org", "files.rcsb.org", "www.rcsb.org",
+)
+
+#: --network choices: Harbor network_mode and allowed hosts for the agent's container.
+NETWORK_CHOICES = ("public", "providers", "audited", "none")
+
+
+class ExportError(ValueError):
+    """The export cannot be written as asked; the message says what to fix."""
+
+
+def _toml_str(value: str) -> str:
+    # A JSON string is a valid TOML basic string (same escapes, \uXXXX included).
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _toml_list(values: list[str]) -> str:
+    return "[" + ", ".join(_toml_str(v) for v in values) + "]"
+
+
+def find_answers(task_dir: Path) -> Path | None:
+    """``answers.json`` beside the task directory (the demo tasks' layout), if there is one."""
+    candidate = task_dir.resolve().parent / "answers.json"
+    return candidate if candidate.is_file() else None
+
+
+def network_policy(network: str, audit_url: str | None, extra_hosts: list[str]) -> tuple[str, list[str]]:
+    """(Harbor ``network_mode``, ``allowed_hosts``) for the agent's container."""
+    if network not in NETWORK_CHOICES:
+        raise ExportError(f"--network must be one of {', '.join(NETWORK_CHOICES)}; got {network!r}")
+    if network == "public":
+        if extra_hosts:
+            raise ExportError("--allow-host needs --network providers or audited")
+        return "public", []
+    if network == "none":
+        return "no-network", []
+    if network == "providers":
+        return "allowlist", list(dict.fromkeys([*PROVIDER_HOSTS, *extra_hosts]))
+    if not audit_url:
+        raise ExportError("--network audited needs --audit-url (the `spu audit serve` address)")
+    from urllib.parse import urlsplit
+
+    host = urlsplit(audit_url).hostname
+    if not host:
+        raise ExportError(f"--audit-url {audit_url!r} has no host")
+    return "allowlist", list(dict.fromkeys([host, *extra_hosts]))
+
+
+def render_task_toml(task: Task, *, org: str, network_mode: str, allowed_hosts: list[str],
+                     audit_url: str | None, gpu_types: list[str], cpus: int, memory_mb: int, gpus: int,
+                     agent_timeout_s: int) -> str:
+    env = {"SPU_WORKDIR": f"{CONTAINER_OUTPUT_DIR}/spu-work"}
+    if audit_url:
+        # resolved from the host at run time: the token is never written into the task
+        env |= {"SPU_AUDIT_URL": audit_url, "SPU_AUDIT_TOKEN": "${SPU_AUDIT_TOKEN}"}
+    lines = [
+        "# Written by `spu harbor export` (spu-scaffold). Harbor task format: schema 1.4.",
+        'schema_version = "1.4"',
+        f"artifacts = {_toml_list([CONTAINER_OUTPUT_DIR])}",
+        "",
+        "[task]",
+        f"name = {_toml_str(f'{org}/{task.task_id}')}",
+        f"version = {_toml_str(task.task_version)}",
+        f"description = {_toml_str(task.title or task.task_id)}",
+        f"keywords = {_toml_list(['spu', 'ranking', 'wet-lab prediction'])}",
+        "",
+        "[metadata]",
+        f"spu_task_id = {_toml_str(task.task_id)}",
+        f"spu_task_version = {_toml_str(task.task_version)}",
+        f"groups = {len(task.groups)}",
+        f"experiments = {task.n_experiments}",
+        f"submission = {_toml_str(f'{CONTAINER_OUTPUT_DIR}/rankings.json')}",
+        "",
+        "[agent]",
+        f"timeout_sec = {float(agent_timeout_s)}",
+        f"user = {_toml_str(AGENT_USER)}",
+        "",
+        "[verifier]",
+        f"timeout_sec = {float(VERIFIER_TIMEOUT_S)}",
+        'environment_mode = "separate"',
+        "",
+        "# The verifier's own container: same image, no network, no GPU; sees tests/ and the restored /app/output.",
+        "[verifier.environment]",
+        f"build_timeout_sec = {float(BUILD_TIMEOUT_S)}",
+        "cpus = 2",
+        "memory_mb = 4096",
+        'network_mode = "no-network"',
+        "",
+        "[environment]",
+        f"build_timeout_sec = {float(BUILD_TIMEOUT_S)}",
+        f"cpus = {cpus}",
+        f"memory_mb = {memory_mb}",
+        f"gpus = {gpus}",
+    ]
+    if gpu_types:
+        lines.append(f"gpu_types = {_toml_list(gpu_types)}")
+    lines.append(f"network_mode = {_toml_str(network_mode)}")
+    if network_mode == "allowlist":
+        lines.append(f"allowed_hosts = {_toml_list(allowed_hosts)}")
+    lines.append(f"workdir = {_toml_str('/app')}")
+    lines += ["", "[environment.env]"]
+    lines += [f"{key} = {_toml_str(value)}" for key, value in env.items()]
+    lines += [
+        "",
+        "# The spu tool server, started by the agent's MCP client over stdio.",
+        "[[environment.mcp_servers]]",
+        'name = "spu"',
+        'transport = "stdio"',
+        'command = "spu"',
+        'args = ["serve"]',
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def render_instruction(task: Task) -> str:
+    files = sorted(p.name for p in task.root.iterdir() if p.is_file())
+    return (
+        task.instruction.rstrip()
+        + f"""
+
+## In this container
+
+- The task directory is `{CONTAINER_TASK_DIR}` ({", ".join(f"`{f}`" for f in files)}); it is read-only.
+- Your output directory is `{CONTAINER_OUTPUT_DIR}`: write `{CONTAINER_OUTPUT_DIR}/rankings.json` (graded) and
+  `{CONTAINER_OUTPUT_DIR}/report.md`. Only this directory is kept after the run.
+- The `spu` MCP server (`spu serve`) provides the audited web search and fetch, cheminformatics, xTB,
+  DFT (GPU), molecular dynamics, protein and ranking tools; `spu --help` lists the command line.
+  Check a draft with `spu validate {CONTAINER_OUTPUT_DIR}/rankings.json --task {CONTAINER_TASK_DIR}`.
+"""
+    )
+
+
+def render_dockerfile(image: str) -> str:
+    return f"""# Agent image: the spu-scaffold GPU image (Dockerfile.gpu) plus this task's files. No answers here.
+FROM {image}
+USER root
+COPY task/ {CONTAINER_TASK_DIR}/
+RUN mkdir -p {CONTAINER_OUTPUT_DIR} \\
+    && chown -R {AGENT_USER}:{AGENT_USER} {CONTAINER_OUTPUT_DIR} \\
+    && chmod -R a-w {CONTAINER_TASK_DIR}
+ENV SPU_TASK_DIR={CONTAINER_TASK_DIR} \\
+    SPU_OUTPUT_DIR={CONTAINER_OUTPUT_DIR} \\
+    SPU_WORKDIR={CONTAINER_OUTPUT_DIR}/spu-work
+WORKDIR /app
+USER {AGENT_USER}
+"""
+
+
+TEST_SH = f"""#!/usr/bin/env bash
+# Harbor verifier (separate container, no network): grade the agent's submission with the hidden answers
+# through `spu grade`, then write Harbor's reward file. The reward is the SPU task score: the weighted
+# Spearman correlation over groups, -1 for a missing or invalid file (and per invalid group).
+set -uo pipefail
+SUBMISSION=${{SPU_SUBMISSION:-{CONTAINER_OUTPUT_DIR}/rankings.json}}
+TESTS_DIR=$(cd "$(dirname "$0")" && pwd)
+LOGS=${{SPU_VERIFIER_LOGS:-/logs/verifier}}
+mkdir -p "$LOGS"
+spu grade "$SUBMISSION" --task "$TESTS_DIR/task" --answers "$TESTS_DIR/answers.json" --json \\
+    > "$LOGS/grade.json" 2> "$LOGS/grade.stderr"
+status=$?
+# spu grade: 0 valid, 1 invalid submission (still scored), anything else is a verifier failure
+if [ "$status" -gt 1 ]; then
+    echo "verifier: spu grade failed with exit status $status" >&2
+    cat "$LOGS/grade.stderr" >&2
+    exit "$status"
+fi
+python3 - "$LOGS/grade.json" "$LOGS/reward.json" <<'PY'
+import json, sys
+grade = json.load(open(sys.argv[1], encoding="utf-8"))
+reward = {{"reward": float(grade["score"]), "strict_score": float(grade["strict_score"]),
+          "valid": 1 if grade["valid"] else 0}}
+json.dump(reward, open(sys.argv[2], "w", encoding="utf-8"))
+print(f"reward {{reward['reward']:.4f}} (valid: {{bool(reward['valid'])}})")
+PY
+"""
+
+
+def render_solution(task: Task, answers: Answers) -> str:
+    """An oracle ``solve.sh`` writing the measured order (ties broken by id) into the output directory."""
+    orders = []
+    for group in task.groups:
+        values = answers.group(group.group_id).values
+        orders.append({"group_id": group.group_id,
+                       "order": sorted(group.experiment_ids, key=lambda e: (values[e], e))})
+    submission = {"task_id": task.task_id, "task_version": task.task_version, "rankings": orders}
+    return f"""#!/usr/bin/env bash
+# Oracle: the measured order, for checking the pipeline with `harbor run -a oracle`. Holds the answers'
+# order: Harbor uploads solution/ only for the oracle agent, never into the agent image.
+set -euo pipefail
+mkdir -p {CONTAINER_OUTPUT_DIR}
+cat > {CONTAINER_OUTPUT_DIR}/rankings.json <<'JSON'
+{json.dumps(submission, indent=1)}
+JSON
+"""
+
+
+def export_task(task_dir: str | Path, out_dir: str | Path, *, answers: str | Path | None = None,
+                image: str = DEFAULT_IMAGE, org: str = "spu", network: str = "public",
+                audit_url: str | None = None, allow_hosts: list[str] | None = None,
+                gpu_types: list[str] | None = None, cpus: int = 8, memory_mb: int = 16384, gpus: int = 1,
+                agent_timeout_s: int = AGENT_TIMEOUT_S, oracle: bool = False,
+                overwrite: bool = False) -> dict[str, Any]:
+    """Write the Harbor task for ``task_dir`` into ``out_dir``; returns a summary of what was written."""
+    task = load_task(task_dir)
+    answers_path = Path(answers) if answers else find_answers(task.root)
+    if answers_path is None:
+        raise ExportError(f"no answers: pass --answers (none found beside {task.root})")
+    loaded_answers = load_answers(answers_path)
+    check_answers(task, loaded_answers)
+    if answers_path.resolve().is_relative_to(task.root.resolve()):
+        raise ExportError(f"{answers_path} lies inside the task directory: answers must be kept apart")
+    network_mode, allowed_hosts = network_policy(network, audit_url, list(allow_hosts or []))
+    out = Path(out_dir)
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise ExportError(f"{out} is not empty (use --overwrite to replace it)")
+        shutil.rmtree(out)
+    (out / "environment").mkdir(parents=True)
+    (out / "tests").mkdir()
+    shutil.copytree(task.root, out / "environment" / "task")
+    shutil.copytree(task.root, out / "tests" / "task")
+    shutil.copyfile(answers_path, out / "tests" / "answers.json")
+    (out / "task.toml").write_text(render_task_toml(
+        task, org=org, network_mode=network_mode, allowed_hosts=allowed_hosts,
+        audit_url=audit_url if network == "audited" else None, gpu_types=list(gpu_types or []), cpus=cpus,
+        memory_mb=memory_mb, gpus=gpus, agent_timeout_s=agent_timeout_s), encoding="utf-8")
+    (out / "instruction.md").write_text(render_instruction(task), encoding="utf-8")
+    (out / "environment" / "Dockerfile").write_text(render_dockerfile(image), encoding="utf-8")
+    test_sh = out / "tests" / "test.sh"
+    test_sh.write_text(TEST_SH, encoding="utf-8")
+    test_sh.chmod(0o755)
+    if oracle:
+        (out / "solution").mkdir()
+        solve = out / "solution" / "solve.sh"
+        solve.write_text(render_solution(task, loaded_answers), encoding="utf-8")
+        solve.chmod(0o755)
+    leaked = _answer_leaks(out, answers_path)
+    if leaked:
+        raise ExportError(f"answers found outside tests/: {', '.join(leaked)}")
+    return {"task_id": task.task_id, "task_version": task.task_version, "out": str(out), "image": image,
+            "network_mode": network_mode, "allowed_hosts": allowed_hosts, "oracle": oracle,
+            "files": sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())}
+
+
+def _answer_leaks(out: Path, answers_path: Path) -> list[str]:
+    """Files outside tests/ and solution/ that hold the answers file (a last check before handing it over)."""
+    secret = answers_path.read_bytes()
+    leaks = []
+    for path in out.rglob("*"):
+        rel = path.relative_to(out)
+        if not path.is_file() or rel.parts[0] in ("tests", "solution"):
+            continue
+        if path.read_bytes() == secret or path.name == "answers.json":
+            leaks.append(str(rel))
+    return leaks
+
+
+def export_many(task_dirs: list[Path], out_root: Path, *, answers_dir: Path | None = None,
+                **options: Any) -> list[dict[str, Any]]:
+    """Export several tasks into ``out_root/<task_id>/``; answers found beside each task or in ``answers_dir``."""
+    results = []
+    answers_by_id: dict[str, Path] = {}
+    if answers_dir is not None:
+        for path in sorted(Path(answers_dir).rglob("answers.json")):
+            answers_by_id[load_answers(path).task_id] = path
+    for task_dir in task_dirs:
+        task = load_task(task_dir)
+        answers = answers_by_id.get(task.task_id) or find_answers(task.root)
+        results.append(export_task(task_dir, out_root / task.task_id, answers=answers, **options))
+    return results
+

@@ -1,0 +1,346 @@
+"""``spu batch``: the reference agent over many local tasks, N at a time, resumable, then ``spu report``.
+
+Runs directory (the layout ``spu report`` reads, environment/report.py)::
+
+    RUNS_DIR/<configuration>/<task_id>/run-<k>/      one agent run (rankings.json, report.md, trajectory ...)
+    RUNS_DIR/<configuration>/<task_id>/run-<k>/.batch-done.json   written when that run ended by itself
+    RUNS_DIR/_tasks/<task_id>/                       a copy of each task (no answers) for the report
+    RUNS_DIR/_batch/<configuration>.json             what was run: model, options, tasks
+    RUNS_DIR/_report/                                the report (report.md, summary.json, runs.csv, PNGs)
+
+Each run is a subprocess (``spu agent run``) in its own session. On SIGINT or SIGTERM the batch stops
+starting runs, sends SIGTERM to the running ones (the agent then finishes its files: a valid
+rankings.json, report, trajectory) and exits 130/143 without marking them done. Started again with the
+same arguments it skips every run holding ``.batch-done.json`` and redoes the rest from a clean directory.
+A run counts as done when its agent exited by itself, whatever its exit status (a model that gave up is a
+result; the report scores its fallback ranking).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+DONE_MARKER = ".batch-done.json"
+#: agent exit statuses that mean the run was cut short by a signal (scaffold/agent/runner.py)
+INTERRUPTED_CODES = (130, 143)
+GRACE_S = 60.0
+
+
+@dataclass(frozen=True)
+class RunJob:
+    task_dir: Path
+    task_id: str
+    run_dir: Path
+
+    @property
+    def done(self) -> bool:
+        return (self.run_dir / DONE_MARKER).is_file()
+
+
+def configuration_name(model_spec: str) -> str:
+    """A directory name for a model spec: ``anthropic:claude-sonnet-4-5`` -> ``anthropic_claude-sonnet-4-5``."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", model_spec).strip("_") or "run"
+
+
+def find_task_dirs(paths: list[Path]) -> list[Path]:
+    """Task directories among ``paths``: a path holding contract.json, or every such directory below it."""
+    found: list[Path] = []
+    for path in paths:
+        if (path / "contract.json").is_file():
+            found.append(path)
+        elif path.is_dir():
+            found += sorted(p.parent for p in path.rglob("contract.json")
+                            if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts))
+        else:
+            raise FileNotFoundError(f"{path} is not a task directory (no contract.json) nor a folder of tasks")
+    unique = list(dict.fromkeys(p.resolve() for p in found))
+    if not unique:
+        raise FileNotFoundError("no task directories found (a task directory holds contract.json)")
+    return unique
+
+
+def plan_jobs(task_dirs: list[Path], runs_dir: Path, configuration: str, runs: int) -> list[RunJob]:
+    from environment.task import load_task
+
+    jobs, seen = [], {}
+    for task_dir in task_dirs:
+        task = load_task(task_dir)
+        if task.task_id in seen:
+            raise ValueError(f"task id {task.task_id!r} is used by {seen[task.task_id]} and {task_dir}")
+        seen[task.task_id] = task_dir
+        for k in range(1, runs + 1):
+            jobs.append(RunJob(task_dir, task.task_id, runs_dir / configuration / task.task_id / f"run-{k}"))
+    return jobs
+
+
+class Batch:
+    """Runs the jobs with ``parallel`` subprocesses; ``stop()`` (from a signal handler) ends it cleanly."""
+
+    def __init__(self, jobs: list[RunJob], agent_args: list[str], parallel: int,
+                 on_event: Callable[[str, RunJob, dict[str, Any]], None] | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.jobs = jobs
+        self.agent_args = agent_args
+        self.parallel = parallel
+        self.on_event = on_event or (lambda *_: None)
+        self.env = env
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._running: dict[Path, subprocess.Popen] = {}
+        self.results: list[dict[str, Any]] = []
+
+    def stop(self) -> None:
+        """Start no more runs; ask the running ones to finish (SIGTERM to their process groups)."""
+        self.stopping.set()
+        with self._lock:
+            procs = list(self._running.values())
+        for proc in procs:
+            _signal_group(proc, signal.SIGTERM)
+
+    def run(self) -> list[dict[str, Any]]:
+        pending = [j for j in self.jobs if not j.done]
+        with ThreadPoolExecutor(max_workers=max(1, self.parallel)) as pool:
+            for result in pool.map(self._run_one, pending):
+                if result is not None:
+                    self.results.append(result)
+        return self.results
+
+    def _run_one(self, job: RunJob) -> dict[str, Any] | None:
+        if self.stopping.is_set():
+            return None
+        if job.run_dir.exists():  # an unfinished earlier attempt: start over
+            shutil.rmtree(job.run_dir)
+        job.run_dir.mkdir(parents=True)
+        cmd = [sys.executable, "-m", "scaffold.cli", "agent", "run", "--task", str(job.task_dir),
+               "--out", str(job.run_dir), *self.agent_args]
+        started = time.monotonic()
+        with open(job.run_dir.parent / f".{job.run_dir.name}.log", "wb") as log:
+            with self._lock:
+                if self.stopping.is_set():
+                    return None
+                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        env=self.env, start_new_session=True)
+                self._running[job.run_dir] = proc
+            self.on_event("start", job, {})
+            try:
+                code = self._wait(proc)
+            finally:
+                with self._lock:
+                    self._running.pop(job.run_dir, None)
+        result = {"task_id": job.task_id, "run_dir": str(job.run_dir), "exit_code": code,
+                  "wall_s": round(time.monotonic() - started, 2)}
+        run_json = job.run_dir / "run.json"
+        if run_json.is_file():
+            try:
+                record = json.loads(run_json.read_text(encoding="utf-8"))
+                result |= {k: record.get(k) for k in ("exit_status", "reason", "submission", "steps", "cost_usd")}
+            except ValueError:
+                pass
+        interrupted = code < 0 or code in INTERRUPTED_CODES or (self.stopping.is_set() and code != 0
+                                                                 and result.get("exit_status") == "interrupted")
+        if interrupted:
+            self.on_event("interrupted", job, result)
+            return None
+        _write_json(job.run_dir / DONE_MARKER, result)
+        self.on_event("done", job, result)
+        return result
+
+    def _wait(self, proc: subprocess.Popen) -> int:
+        """Wait for the run; after a stop, give it GRACE_S to finish its files, then kill its group."""
+        while True:
+            try:
+                return proc.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                pass
+            if self.stopping.is_set():
+                try:
+                    return proc.wait(timeout=GRACE_S)
+                except subprocess.TimeoutExpired:
+                    _signal_group(proc, signal.SIGKILL)
+                    return proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def snapshot_tasks(task_dirs: list[Path], runs_dir: Path) -> Path:
+    """Copy the task directories to RUNS_DIR/_tasks (what the report grades against)."""
+    from environment.task import load_task
+
+    root = runs_dir / "_tasks"
+    for task_dir in task_dirs:
+        target = root / load_task(task_dir).task_id
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.copytree(task_dir, target)
+    return root
+
+
+def collect_answers(task_dirs: list[Path], answers: Path | None, into: Path) -> int:
+    """Copy each task's answers into ``into/<task_id>/answers.json`` (a temporary folder for the report):
+    from ``answers`` (a file, or a folder searched for answers.json) or beside each task directory."""
+    from environment.task import load_answers, load_task
+
+    candidates: list[Path] = []
+    if answers is not None:
+        candidates = [answers] if answers.is_file() else sorted(answers.rglob("answers.json"))
+    candidates += [d.parent / "answers.json" for d in task_dirs if (d.parent / "answers.json").is_file()]
+    wanted = {load_task(d).task_id for d in task_dirs}
+    found = 0
+    for path in candidates:
+        loaded = load_answers(path)
+        target = into / loaded.task_id / "answers.json"
+        if loaded.task_id in wanted and not target.exists():
+            target.parent.mkdir(parents=True)
+            shutil.copyfile(path, target)
+            found += 1
+    return found
+
+
+def batch_command(
+    tasks: Annotated[list[Path], typer.Argument(help="Task directories, or folders searched for them.")],
+    model: Annotated[str, typer.Option("--model", help="PROVIDER:MODEL (openai, openai-responses, anthropic, "
+                                                        "replay).")],
+    parallel: Annotated[int, typer.Option("-j", "--jobs", min=1, help="Runs at once.")] = 2,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Runs directory (spu report layout).")] = Path("spu-runs"),
+    name: Annotated[str | None, typer.Option(
+        "--name", help="Configuration name (default: from --model).")] = None,
+    runs: Annotated[int, typer.Option("--runs", min=1, help="Runs per task.")] = 1,
+    answers: Annotated[Path | None, typer.Option(
+        "--answers", help="answers.json or a folder of them, for the report (default: beside each task).")] = None,
+    base_url: Annotated[str | None, typer.Option("--base-url", help="Model API base URL.")] = None,
+    config_file: Annotated[Path | None, typer.Option("--config", help="Agent YAML config.")] = None,
+    overrides: Annotated[list[str] | None, typer.Option("-c", help="Agent key=value override; repeatable.")] = None,
+    report: Annotated[bool, typer.Option("--report/--no-report", help="Run spu report at the end.")] = True,
+    bootstrap: Annotated[int, typer.Option("--bootstrap", min=100, help="Report bootstrap resamples.")] = 2000,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary instead of a progress bar.")]
+    = False,
+) -> None:
+    """Run the reference agent over many tasks, N in parallel, with a progress bar; resumable (done runs are
+    skipped); then `spu report` over the runs directory."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from environment.task import TaskError
+    from scaffold.agent.models import split_model_spec
+
+    try:
+        split_model_spec(model)
+        task_dirs = find_task_dirs(tasks)
+        configuration = name or configuration_name(model)
+        jobs = plan_jobs(task_dirs, out, configuration, runs)
+    except (ValueError, FileNotFoundError, TaskError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    agent_args = ["--model", model]
+    if base_url:
+        agent_args += ["--base-url", base_url]
+    if config_file:
+        agent_args += ["--config", str(config_file.absolute())]
+    for item in overrides or []:
+        agent_args += ["-c", item]
+    out.mkdir(parents=True, exist_ok=True)
+    snapshot_tasks(task_dirs, out)
+    (out / "_batch").mkdir(exist_ok=True)
+    _write_json(out / "_batch" / f"{configuration}.json", {
+        "configuration": configuration, "model": model, "base_url": base_url, "runs": runs,
+        "config": str(config_file) if config_file else None, "overrides": list(overrides or []),
+        "tasks": [str(t) for t in task_dirs]})
+    console = Console(stderr=True)
+    already = sum(j.done for j in jobs)
+    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console,
+                        disable=as_json)
+    bar = progress.add_task(configuration, total=len(jobs), completed=already,
+                            status=f"{already} already done" if already else "")
+    counts = {"running": 0, "done": 0, "interrupted": 0}
+
+    def on_event(kind: str, job: RunJob, result: dict[str, Any]) -> None:
+        counts["running"] += 1 if kind == "start" else -1
+        if kind == "done":
+            counts["done"] += 1
+            progress.advance(bar)
+            if not as_json:
+                progress.console.print(f"{job.task_id}/{job.run_dir.name}: {result.get('exit_status')} "
+                                       f"({result['wall_s']:.0f} s)")
+        elif kind == "interrupted":
+            counts["interrupted"] += 1
+        progress.update(bar, status=f"{counts['running']} running")
+
+    batch = Batch(jobs, agent_args, parallel, on_event=on_event)
+    received: list[int] = []
+
+    def handler(signum: int, _frame: Any) -> None:
+        received.append(signum)
+        batch.stop()
+
+    previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with progress:
+            batch.run()
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+    remaining = sum(not j.done for j in jobs)
+    summary: dict[str, Any] = {"configuration": configuration, "runs_dir": str(out), "total": len(jobs),
+                               "skipped_done": already, "completed": counts["done"], "remaining": remaining,
+                               "results": batch.results}
+    if received:
+        summary["interrupted"] = True
+        _finish(summary, as_json, console,
+                f"interrupted: {counts['done']} runs finished, {remaining} left; run the same command to resume")
+        raise typer.Exit(130 if received[0] == signal.SIGINT else 143)
+    if report and remaining == 0:
+        summary["report"] = _report(task_dirs, out, answers, bootstrap, console)
+    _finish(summary, as_json, console, f"{len(jobs) - remaining}/{len(jobs)} runs done in {out}")
+
+
+def _report(task_dirs: list[Path], out: Path, answers: Path | None, bootstrap: int, console) -> dict[str, Any]:
+    import tempfile
+
+    from environment.report import build_report
+    from environment.task import TaskError
+
+    with tempfile.TemporaryDirectory(prefix="spu-batch-answers-") as tmp:
+        if not collect_answers(task_dirs, answers, Path(tmp)):
+            console.print("no answers found (pass --answers): report skipped")
+            return {"skipped": "no answers"}
+        try:
+            summary = build_report(out, tasks_dir=out / "_tasks", answers=Path(tmp), n_boot=bootstrap)
+        except TaskError as exc:
+            console.print(f"report failed: {exc}")
+            return {"error": str(exc)}
+    console.print(f"report: {summary['files'][0]}")
+    return {"files": summary["files"], "configurations": summary["configurations"]}
+
+
+def _finish(summary: dict[str, Any], as_json: bool, console, message: str) -> None:
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2, default=str))
+    else:
+        console.print(message)
