@@ -82,7 +82,9 @@ def check_gpu4pyscf_dft(opts: argparse.Namespace) -> CheckResult:
 
     name = f"gpu4pyscf DFT ({opts.functional}/{opts.basis}, {opts.molecule_name})"
     if not gpu4pyscf_available():
-        return CheckResult(name, "skipped", detail="gpu4pyscf or cupy not installed (pip install 'spu-scaffold[gpu]')")
+        return CheckResult(
+            name, "skipped", detail="gpu4pyscf or cupy not installed (pip install 'spu-scaffold[gpu]')"
+        )
     from tools_server import hardware
 
     results = {}
@@ -99,7 +101,11 @@ def check_gpu4pyscf_dft(opts: argparse.Namespace) -> CheckResult:
     auto = choose_device("auto", gpu["n_basis"], gpu_slot=True)
     ok = diff < 1e-5 and gpu["scf"]["converged"] and cpu["scf"]["converged"]
     return CheckResult(
-        name, "ok" if ok else "failed", gpu_s=gpu_s, cpu_s=cpu_s, difference=f"{diff:.2e} Eh",
+        name,
+        "ok" if ok else "failed",
+        gpu_s=gpu_s,
+        cpu_s=cpu_s,
+        difference=f"{diff:.2e} Eh",
         detail=f"{gpu['n_basis']} basis functions; device=auto would pick {auto.device}: {auto.reason}; "
         f"engine {gctx.engine.get('engine')} {gctx.engine.get('engine_version')}",
     )
@@ -136,7 +142,14 @@ def run_checks(opts: argparse.Namespace) -> list[CheckResult]:
 def print_table(results: list[CheckResult]) -> None:
     head = ("check", "status", "GPU s", "CPU s", "speedup", "difference")
     rows = [
-        (r.name, r.status, _f(r.gpu_s), _f(r.cpu_s), f"{r.speedup:.1f}x" if r.speedup else "-", r.difference or "-")
+        (
+            r.name,
+            r.status,
+            _f(r.gpu_s),
+            _f(r.cpu_s),
+            f"{r.speedup:.1f}x" if r.speedup else "-",
+            r.difference or "-",
+        )
         for r in results
     ]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]
@@ -152,7 +165,9 @@ def _f(x: float | None) -> str:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--only", nargs="*", help="run only these checks (function names without 'check_')")
     parser.add_argument("--molecule", default="CN1C=NC2=C1C(=O)N(C(=O)N2C)C", help="SMILES for the DFT check")
@@ -168,10 +183,21 @@ def main() -> int:
     extensions = load_extensions()
     results = run_checks(opts)
     if opts.json:
-        print(json.dumps({"gpu": True, **summary, "extensions": extensions,
-                          "checks": [{**asdict(r), "speedup": r.speedup} for r in results]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "gpu": True,
+                    **summary,
+                    "extensions": extensions,
+                    "checks": [{**asdict(r), "speedup": r.speedup} for r in results],
+                },
+                indent=2,
+            )
+        )
     else:
-        print(f"GPU: {', '.join(g['name'] for g in summary['gpus'])}; CuPy: {summary.get('cupy', summary.get('cupy_error'))}")
+        print(
+            f"GPU: {', '.join(g['name'] for g in summary['gpus'])}; CuPy: {summary.get('cupy', summary.get('cupy_error'))}"
+        )
         print_table(results)
     return 1 if any(r.status == "failed" for r in results) else 0
 

@@ -27,10 +27,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 CAFFEINE = "CN1C=NC2=C1C(=O)N(C(=O)N2C)C"
 BATCH_32 = [
-    "CCO", "CCCO", "CC(C)O", "CCOC", "CC(=O)O", "CC(=O)C", "CCN", "c1ccccc1", "Cc1ccccc1", "Oc1ccccc1",
-    "Nc1ccccc1", "c1ccncc1", "C1CCCCC1", "C1CCOC1", "CC#N", "CS(C)=O", "OC(=O)c1ccccc1", "CC(=O)Nc1ccccc1",
-    "COC(=O)C", "CCCCC", "CC(C)C", "C=CC=C", "OCCO", "NCCO", "CC(N)C(=O)O", "NCC(=O)O", "c1ccoc1", "c1ccsc1",
-    "CC(=O)OC1=CC=CC=C1C(=O)O", "CN1C=NC2=C1C(=O)N(C(=O)N2C)C", "CC(C)CC1=CC=C(C=C1)C(C)C(=O)O", "O=C1CCCCC1",
+    "CCO",
+    "CCCO",
+    "CC(C)O",
+    "CCOC",
+    "CC(=O)O",
+    "CC(=O)C",
+    "CCN",
+    "c1ccccc1",
+    "Cc1ccccc1",
+    "Oc1ccccc1",
+    "Nc1ccccc1",
+    "c1ccncc1",
+    "C1CCCCC1",
+    "C1CCOC1",
+    "CC#N",
+    "CS(C)=O",
+    "OC(=O)c1ccccc1",
+    "CC(=O)Nc1ccccc1",
+    "COC(=O)C",
+    "CCCCC",
+    "CC(C)C",
+    "C=CC=C",
+    "OCCO",
+    "NCCO",
+    "CC(N)C(=O)O",
+    "NCC(=O)O",
+    "c1ccoc1",
+    "c1ccsc1",
+    "CC(=O)OC1=CC=CC=C1C(=O)O",
+    "CN1C=NC2=C1C(=O)N(C(=O)N2C)C",
+    "CC(C)CC1=CC=C(C=C1)C(C)C(=O)O",
+    "O=C1CCCCC1",
 ]
 
 
@@ -63,8 +91,12 @@ def bench_overhead(repeats: int) -> dict:
     raw(), wrapped()  # warm-up (imports, OpenMP start)
     t_raw = _median(raw, repeats)
     t_tool = _median(wrapped, repeats)
-    return {"raw_tblite_s": t_raw, "tool_function_s": t_tool, "ratio_tool_vs_raw": t_tool / t_raw,
-            "energy_diff_hartree": abs(raw() - wrapped())}
+    return {
+        "raw_tblite_s": t_raw,
+        "tool_function_s": t_tool,
+        "ratio_tool_vs_raw": t_tool / t_raw,
+        "energy_diff_hartree": abs(raw() - wrapped()),
+    }
 
 
 def _median(fn, repeats: int) -> float:
@@ -100,8 +132,12 @@ async def _mcp_calls(calls: list[tuple[str, dict]]) -> list[tuple[float, dict]]:
 
     work = tempfile.mkdtemp(prefix="spu-bench-qc-")
     env = {**os.environ, "SPU_WORKDIR": work, "SPU_CACHE_DIR": os.path.join(work, "cache")}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "scaffold.cli", "serve"], env=env,
-                                   cwd=str(Path(__file__).resolve().parent.parent))
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "scaffold.cli", "serve"],
+        env=env,
+        cwd=str(Path(__file__).resolve().parent.parent),
+    )
     results = []
     async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
         await session.initialize()
@@ -120,15 +156,18 @@ def bench_mcp(repeats: int) -> dict:
 
     xyz = load_molecule(CAFFEINE).to_xyz()
     # Distinct single points (no cache hits): perturb the coordinates a little each time.
-    distinct = [("xtb_run", {"molecules": [xyz], "accuracy": 1.0 + 1e-6 * k})
-                for k in range(repeats + 1)]
+    distinct = [("xtb_run", {"molecules": [xyz], "accuracy": 1.0 + 1e-6 * k}) for k in range(repeats + 1)]
     opt = {"molecules": [CAFFEINE], "task": "optimize"}
     res = asyncio.run(_mcp_calls([*distinct, ("xtb_run", opt), ("xtb_run", opt)]))
     sp_times = [t for t, _ in res[1 : repeats + 1]]  # the first call starts the worker
     (miss_t, miss), (hit_t, hit) = res[-2], res[-1]
-    return {"mcp_single_point_s": statistics.median(sp_times),
-            "cache_miss_s": miss_t, "cache_hit_s": hit_t, "cache_speedup": miss_t / hit_t,
-            "cache_states": [miss.get("provenance", {}).get("cache"), hit.get("provenance", {}).get("cache")]}
+    return {
+        "mcp_single_point_s": statistics.median(sp_times),
+        "cache_miss_s": miss_t,
+        "cache_hit_s": hit_t,
+        "cache_speedup": miss_t / hit_t,
+        "cache_states": [miss.get("provenance", {}).get("cache"), hit.get("provenance", {}).get("cache")],
+    }
 
 
 def bench_dft() -> dict:
@@ -142,13 +181,22 @@ def bench_dft() -> dict:
         start = time.perf_counter()
         res = Q.dft_run(Q.DftInput(molecule=smiles, functional="B3LYP", basis="def2-SVP", device="cpu"), ctx)
         wall = time.perf_counter() - start
-        est = estimate_cpu_seconds(res["n_basis"], res["n_atoms"], "energy", cores=ctx.threads, density_fitting=True)
-        out[name] = {"wall_s": wall, "n_basis": res["n_basis"], "estimate_s": est, "energy_hartree": res["energy_hartree"]}
+        est = estimate_cpu_seconds(
+            res["n_basis"], res["n_atoms"], "energy", cores=ctx.threads, density_fitting=True
+        )
+        out[name] = {
+            "wall_s": wall,
+            "n_basis": res["n_basis"],
+            "estimate_s": est,
+            "energy_hartree": res["energy_hartree"],
+        }
     return out
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="8-molecule batch and fewer repeats")
     parser.add_argument("--skip-dft", action="store_true")
     parser.add_argument("--skip-mcp", action="store_true")
@@ -159,7 +207,9 @@ def main() -> None:
     report = {"overhead": bench_overhead(repeats), "batch": bench_batch(8 if opts.quick else 32)}
     if not opts.skip_mcp:
         report["mcp"] = bench_mcp(repeats)
-        report["overhead"]["mcp_vs_raw"] = report["mcp"]["mcp_single_point_s"] / report["overhead"]["raw_tblite_s"]
+        report["overhead"]["mcp_vs_raw"] = (
+            report["mcp"]["mcp_single_point_s"] / report["overhead"]["raw_tblite_s"]
+        )
     if not opts.skip_dft:
         report["dft_cpu"] = bench_dft()
     if opts.json:
@@ -168,20 +218,41 @@ def main() -> None:
     o, b = report["overhead"], report["batch"]
     rows = [
         ("raw tblite GFN2 single point, caffeine", f"{o['raw_tblite_s'] * 1e3:.1f} ms", "baseline"),
-        ("xtb_run as a tool function", f"{o['tool_function_s'] * 1e3:.1f} ms", f"x{o['ratio_tool_vs_raw']:.2f}"),
+        (
+            "xtb_run as a tool function",
+            f"{o['tool_function_s'] * 1e3:.1f} ms",
+            f"x{o['ratio_tool_vs_raw']:.2f}",
+        ),
     ]
     if "mcp" in report:
         m = report["mcp"]
-        rows.append(("xtb_run over MCP stdio (warm worker)", f"{m['mcp_single_point_s'] * 1e3:.1f} ms",
-                     f"x{o['mcp_vs_raw']:.2f}"))
+        rows.append(
+            (
+                "xtb_run over MCP stdio (warm worker)",
+                f"{m['mcp_single_point_s'] * 1e3:.1f} ms",
+                f"x{o['mcp_vs_raw']:.2f}",
+            )
+        )
         rows.append(("cache miss: xtb_run optimize caffeine (MCP)", f"{m['cache_miss_s']:.2f} s", "baseline"))
-        rows.append(("cache hit: same call", f"{m['cache_hit_s'] * 1e3:.1f} ms",
-                     f"{m['cache_speedup']:.0f}x faster ({'/'.join(map(str, m['cache_states']))})"))
+        rows.append(
+            (
+                "cache hit: same call",
+                f"{m['cache_hit_s'] * 1e3:.1f} ms",
+                f"{m['cache_speedup']:.0f}x faster ({'/'.join(map(str, m['cache_states']))})",
+            )
+        )
     rows.append((f"{b['n_molecules']} xTB optimisations, 1 process", f"{b['serial_s']:.1f} s", "baseline"))
-    rows.append((f"same, pool of {b['processes']} processes", f"{b['parallel_s']:.1f} s", f"{b['speedup']:.2f}x"))
+    rows.append(
+        (f"same, pool of {b['processes']} processes", f"{b['parallel_s']:.1f} s", f"{b['speedup']:.2f}x")
+    )
     for name, d in report.get("dft_cpu", {}).items():
-        rows.append((f"B3LYP/def2-SVP DF energy, {name} ({d['n_basis']} bf), CPU", f"{d['wall_s']:.1f} s",
-                     f"estimate {d['estimate_s']:.0f} s"))
+        rows.append(
+            (
+                f"B3LYP/def2-SVP DF energy, {name} ({d['n_basis']} bf), CPU",
+                f"{d['wall_s']:.1f} s",
+                f"estimate {d['estimate_s']:.0f} s",
+            )
+        )
     width = max(len(r[0]) for r in rows)
     for label, value, ratio in rows:
         print(f"{label:<{width}}  {value:>12}  {ratio}")
