@@ -134,10 +134,12 @@ class Agent:
         )
         calls = turn.message.get("tool_calls") or []
         if not calls:
+            self.trajectory.checkpoint()
             self.no_tool_call()
             return
         self.nudges = 0
         results = [self.execute(call) for call in calls]
+        self.trajectory.checkpoint()
         usable = [c for c in calls if not c.get("error") and c.get("name") in self.tools.names]
         self.format_errors = 0 if usable else self.format_errors + 1
         if self.format_errors >= int(self.limits["max_format_errors"]):

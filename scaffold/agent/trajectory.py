@@ -1,7 +1,8 @@
 """The run's trajectory: JSON lines written as the run goes, and an export to Harbor's ATIF.
 
-``trajectory.jsonl`` holds one record per line, each flushed and fsynced when written, so a killed run
-keeps everything up to its last step. Record types:
+``trajectory.jsonl`` holds one record per line, each flushed when written (a killed agent loses
+nothing) and fsynced at the end of every step (a machine crash loses at most the step under way).
+Record types:
 
 * ``run_start``: task, model, config, tool definitions
 * ``message``: a system or user message (the system prompt, the task, reminders), with ``kind``
@@ -51,6 +52,7 @@ class TrajectoryWriter:
         self._handle = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the writer
 
     def write(self, record: dict[str, Any]) -> None:
+        """Append one record and flush it to the OS: a killed agent process loses nothing written."""
         record = {
             "type": record["type"],
             "time": utc_now(),
@@ -59,10 +61,14 @@ class TrajectoryWriter:
         }
         self._handle.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
         self._handle.flush()
+
+    def checkpoint(self) -> None:
+        """fsync: what was written survives a machine crash too (once per step: an fsync costs milliseconds)."""
         os.fsync(self._handle.fileno())
 
     def close(self) -> None:
         if not self._handle.closed:
+            self.checkpoint()
             self._handle.close()
 
 

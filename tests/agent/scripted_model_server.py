@@ -90,6 +90,7 @@ class ScriptedModelServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else headers and body wait on delayed ACKs (40 ms a reply)
 
             def log_message(self, *args: Any) -> None:
                 pass
