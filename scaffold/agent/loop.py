@@ -30,6 +30,8 @@ from scaffold.agent.trajectory import TrajectoryWriter, agent_version, write_ati
 log = logging.getLogger(__name__)
 
 MAX_OVERFLOW_RETRIES = 8
+#: stop reasons meaning the reply hit the output-token limit (Chat, Responses, Messages)
+CUT_OFF = frozenset({"length", "max_output_tokens", "max_tokens"})
 
 
 @dataclass
@@ -138,6 +140,13 @@ class Agent:
             self.no_tool_call()
             return
         self.nudges = 0
+        if turn.stop_reason in CUT_OFF:
+            for call in calls:
+                if call.get("error"):
+                    call["error"] += (
+                        " The reply was cut off at the output-token limit: send shorter arguments "
+                        "(write long code to a file first)."
+                    )
         results = [self.execute(call) for call in calls]
         self.trajectory.checkpoint()
         usable = [c for c in calls if not c.get("error") and c.get("name") in self.tools.names]

@@ -275,3 +275,37 @@ def test_the_atif_export_validates_with_harbor(
     n_steps, n_calls, prompt_tokens = map(int, done.stdout.split())
     assert n_steps == 4 and n_calls == 3  # system, task, two agent turns; 2 + 1 tool calls
     assert prompt_tokens == sum(len(r["raw"]) // 4 for r in server.requests)
+
+
+def test_a_tool_call_cut_at_the_output_limit_is_explained(model_server, demo_task, agent_config, tmp_path):
+    cut = {
+        "status": 200,
+        "body": {
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "length",
+                    "message": {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [
+                            {
+                                "id": "call_x",
+                                "type": "function",
+                                "function": {
+                                    "name": "python",
+                                    "arguments": '{"code": "print(1)\\nfor i in range(',
+                                },
+                            }
+                        ],
+                    },
+                }
+            ],
+            "usage": {},
+        },
+    }
+    server = model_server([cut, submit(final=True)])
+    out = tmp_path / "run"
+    assert run(server, demo_task, out, agent_config()).exit_status == "submitted"
+    first = next(r for r in read_records(out / "trajectory.jsonl") if r["type"] == "tool_result")
+    assert first["is_error"] and "cut off at the output-token limit" in first["content"]

@@ -141,7 +141,7 @@ def to_anthropic_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]
 
 
 def _assistant_blocks(m: dict[str, Any]) -> list[dict[str, Any]]:
-    if m.get("raw") is not None and m.get("provider") == AnthropicModel.provider:
+    if m.get("raw") and m.get("provider") == AnthropicModel.provider:
         return list(m["raw"])
     blocks: list[dict[str, Any]] = []
     if m.get("content"):
