@@ -1,0 +1,1 @@
+"""Recordings of model turns for the ``replay:`` model (JSON lines; see docs/agent.md)."""
