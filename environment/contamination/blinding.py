@@ -245,7 +245,11 @@ class SmilesSubstitution:
 
     def encode(self, smiles: str) -> str:
         """The blinded string: each token of ``smiles`` replaced by its substitute."""
-        return "".join(self.mapping[token] for token in tokenize_smiles(smiles))
+        tokens = tokenize_smiles(smiles)
+        missing = sorted({token for token in tokens if token not in self.mapping})
+        if missing:
+            raise ValueError(f"no substitute for token(s) {', '.join(missing)} of {smiles!r}")
+        return "".join(self.mapping[token] for token in tokens)
 
     def decode(self, blinded: str) -> str:
         """The original SMILES of a blinded string (exact inverse of ``encode``)."""

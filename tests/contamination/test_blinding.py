@@ -180,6 +180,8 @@ def test_decode_rejects_foreign_characters(substitution):
         substitution.decode("§")
     with pytest.raises(ValueError):
         SmilesSubstitution.from_dict({"mapping": {"C": "x", "N": "x"}})
+    with pytest.raises(ValueError, match="no substitute"):
+        SmilesSubstitution.from_dict({"mapping": {"C": "x"}}).encode("CO")
 
 
 # --- levels and prompts ----------------------------------------------------------------------------------
