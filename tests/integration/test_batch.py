@@ -4,7 +4,6 @@ resumed; finished runs are not redone, and the report covers every task at the e
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

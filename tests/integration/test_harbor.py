@@ -1,0 +1,162 @@
+"""`spu harbor export` checked by Harbor's own code (harbor 0.25 from PyPI in .harbor-venv, Python >= 3.12:
+`bash scripts/setup-harbor.sh`), the verifier script run for real with `spu grade`, and the installed agent
+class driven through Harbor's BaseInstalledAgent with a local shell standing in for the container."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from environment.demo_tasks import demo_answers_path, demo_task_dir
+from environment.harbor.export import ExportError, export_task
+
+REPO = Path(__file__).resolve().parents[2]
+HARBOR_PYTHON = REPO / ".harbor-venv" / "bin" / "python"
+HARBOR_CLI = REPO / ".harbor-venv" / "bin" / "harbor"
+CHECKS = Path(__file__).resolve().parent / "harbor_checks.py"
+PINNED = "registry.example/spu-scaffold@sha256:" + "ab" * 32
+
+needs_harbor = pytest.mark.skipif(not HARBOR_PYTHON.exists(),
+                                  reason="no .harbor-venv: run `bash scripts/setup-harbor.sh` (needs Python >= 3.12)")
+
+
+def _harbor_env(spu_env: dict[str, str]) -> dict[str, str]:
+    # no telemetry (PostHog) and no remote LiteLLM price map; the loopback guard is on PYTHONPATH already
+    return {**spu_env, "HARBOR_TELEMETRY": "0", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{spu_env.get('PATH', '')}"}
+
+
+def _harbor_json(args: list[str], env: dict[str, str], timeout: float = 300) -> object:
+    proc = subprocess.run([str(HARBOR_PYTHON), str(CHECKS), *args], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=timeout, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_export_layout_keeps_answers_in_tests_only(tmp_path):
+    out = tmp_path / "harbor-task"
+    result = export_task(demo_task_dir("aromatic-acidity"), out, image=PINNED)
+    answers_text = demo_answers_path("aromatic-acidity").read_text()
+    assert (out / "tests" / "answers.json").read_text() == answers_text
+    outside = [f for f in result["files"] if not f.startswith("tests/")]
+    # no file the agent's image is built from (environment/) or reads (instruction.md, task.toml) holds answers
+    for name in outside:
+        assert "answers.json" not in name
+        text = (out / name).read_text()
+        assert '"values"' not in text
+    dockerfile = (out / "environment" / "Dockerfile").read_text()
+    assert dockerfile.splitlines()[1] == f"FROM {PINNED}"
+    assert "tests" not in dockerfile and dockerfile.rstrip().endswith("USER spu")
+    config = tomllib.loads((out / "task.toml").read_text())
+    assert config["environment"]["cpus"] == 8 and config["environment"]["memory_mb"] == 16384
+    assert config["environment"]["gpus"] == 1 and config["agent"]["timeout_sec"] == 8 * 3600
+    assert config["verifier"]["environment_mode"] == "separate"
+    assert config["verifier"]["environment"]["network_mode"] == "no-network"
+    assert "/app/output/rankings.json" in (out / "instruction.md").read_text()
+    assert not (out / "solution").exists()
+
+
+def test_export_network_policies_and_errors(tmp_path):
+    task = demo_task_dir("enzyme-kinetics")
+    providers = export_task(task, tmp_path / "p", network="providers", allow_hosts=["example.org"])
+    assert providers["network_mode"] == "allowlist"
+    assert "api.crossref.org" in providers["allowed_hosts"] and "example.org" in providers["allowed_hosts"]
+    audited = export_task(task, tmp_path / "a", network="audited", audit_url="https://audit.internal:8443")
+    assert audited["allowed_hosts"] == ["audit.internal"]
+    env = tomllib.loads((tmp_path / "a" / "task.toml").read_text())["environment"]["env"]
+    assert env["SPU_AUDIT_TOKEN"] == "${SPU_AUDIT_TOKEN}"  # resolved on the host at run time, never stored
+    with pytest.raises(ExportError, match="audit-url"):
+        export_task(task, tmp_path / "b", network="audited")
+    with pytest.raises(ExportError, match="not empty"):
+        export_task(task, tmp_path / "p")
+    with pytest.raises(ExportError, match="no answers"):
+        export_task(tmp_path / "a" / "environment" / "task", tmp_path / "c")
+
+
+@pytest.mark.slow
+def test_verifier_script_grades_with_spu_grade(tmp_path, spu_env):
+    out = tmp_path / "t"
+    export_task(demo_task_dir("aromatic-acidity"), out, oracle=True)
+    solve = (out / "solution" / "solve.sh").read_text()
+    oracle = json.loads(solve.split("<<'JSON'\n", 1)[1].split("\nJSON", 1)[0])
+    env = {**spu_env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{spu_env['PATH']}"}
+    cases = {"oracle": oracle, "missing": None}
+    rewards = {}
+    for name, submission in cases.items():
+        logs = tmp_path / f"logs-{name}"
+        sub = tmp_path / f"{name}.json"
+        if submission is not None:
+            sub.write_text(json.dumps(submission))
+        proc = subprocess.run(["bash", str(out / "tests" / "test.sh")], capture_output=True, text=True,
+                              env={**env, "SPU_SUBMISSION": str(sub), "SPU_VERIFIER_LOGS": str(logs)},
+                              timeout=120, check=False)
+        assert proc.returncode == 0, proc.stderr
+        rewards[name] = json.loads((logs / "reward.json").read_text())
+    # the measured order scores the attainable maximum, 1.0 here (no ties in this task's answers)
+    assert rewards["oracle"] == {"reward": 1.0, "strict_score": 1.0, "valid": 1}
+    assert rewards["missing"] == {"reward": -1.0, "strict_score": -1.0, "valid": 0}
+
+
+@needs_harbor
+def test_harbor_models_and_lint_accept_the_export(tmp_path, spu_env):
+    env = _harbor_env(spu_env)
+    out = tmp_path / "task"
+    export_task(demo_task_dir("electrolyte-solvents"), out, image=PINNED, gpu_types=["H20", "H100"])
+    config = _harbor_json(["config", str(out)], env)
+    assert config["name"] == "spu/demo-electrolyte-solvents"
+    assert (config["cpus"], config["memory_mb"], config["gpus"]) == (8, 16384, 1)
+    assert config["gpu_types"] == ["H20", "H100"]
+    assert config["agent_timeout_sec"] == 28800.0 and config["agent_user"] == "spu"
+    assert config["verifier_mode"] == "separate" and config["verifier_network_mode"] == "no-network"
+    assert config["verifier_dir"] == "environment" and config["verifier_bundled_tests"] is False
+    assert config["mcp_servers"] == [{"name": "spu", "transport": "stdio", "url": None, "command": "spu",
+                                      "args": ["serve"]}]
+    assert config["artifacts"] == ["/app/output"] and config["network_mode"] == "public"
+    lint = subprocess.run([str(HARBOR_CLI), "lint", "--select", "ALL", "--json", str(out)], capture_output=True,
+                          text=True, env=env, timeout=120, check=False)
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+    assert json.loads(lint.stdout) == []
+    # an unpinned base image is the one thing harbor lint --select ALL reports on a default export
+    export_task(demo_task_dir("electrolyte-solvents"), tmp_path / "tag")
+    lint = subprocess.run([str(HARBOR_CLI), "lint", "--select", "ALL", "--json", str(tmp_path / "tag")],
+                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    assert [f["rule"] for f in json.loads(lint.stdout)] == ["unpinned-image"]
+
+
+@needs_harbor
+@pytest.mark.slow
+def test_installed_agent_runs_reference_agent_and_leaves_atif(tmp_path, spu_env):
+    env = _harbor_env(spu_env)
+    logs, out = tmp_path / "logs", tmp_path / "output"
+    logs.mkdir()
+    result = _harbor_json(["agent", str(logs), str(demo_task_dir("aromatic-acidity")), str(out),
+                           "replay/demo-aromatic-acidity", "overrides=limits.step_limit=20"], env, timeout=600)
+    assert result["name"] == "spu-agent"
+    assert "--model replay:demo-aromatic-acidity" in result["command"]
+    assert "tools.mcp.command=" in result["command"] and "limits.step_limit=20" in result["command"]
+    assert result["context"]["metadata"]["exit_status"] == "submitted"
+    # the shipped recording calls system_info, chem_parse, python and submit_rankings (scaffold/agent/recordings)
+    assert result["atif"]["schema_version"] == "ATIF-v1.6" and result["atif"]["tool_calls"] >= 4
+    assert {"trajectory.json", "spu-agent.txt", "run.json", "rankings.json"} <= set(result["logs"])
+    grade = subprocess.run([sys.executable, "-m", "scaffold.cli", "grade", str(out / "rankings.json"), "--task",
+                            str(demo_task_dir("aromatic-acidity")), "--answers",
+                            str(demo_answers_path("aromatic-acidity")), "--json"],
+                           capture_output=True, text=True, env=spu_env, cwd=REPO, timeout=120, check=False)
+    assert json.loads(grade.stdout)["score"] == pytest.approx(1.0)
+
+
+@needs_harbor
+def test_model_names_map_to_agent_specs(spu_env):
+    code = ("from scaffold.harbor_agent import spu_model_spec as f; import json; print(json.dumps("
+            "[f('anthropic/claude-sonnet-4-5'), f('openai/gpt-4.1'), f('replay:demo'), f('vllm/qwen/Qwen3-8B')]))")
+    proc = subprocess.run([str(HARBOR_PYTHON), "-c", code], capture_output=True, text=True,
+                          env=_harbor_env(spu_env), cwd=REPO, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == ["anthropic:claude-sonnet-4-5", "openai:gpt-4.1", "replay:demo",
+                                       "openai:qwen/Qwen3-8B"]
