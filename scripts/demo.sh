@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The main job on its embedded defaults: set up .venv if needed, run the reference agent on the
+# chemistry demo task with the shipped replay recording against the live tools, then validate and grade.
+#   OUT=runs/demo bash scripts/demo.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+TASK=environment/demo_tasks/aromatic-acidity
+OUT=${OUT:-runs/demo}
+SPU=.venv/bin/spu
+rm -rf "$OUT"
+set -x
+"$SPU" agent run --task "$TASK/task" --out "$OUT" --model replay:demo-aromatic-acidity
+"$SPU" validate "$OUT/rankings.json" --task "$TASK/task"
+"$SPU" grade "$OUT/rankings.json" --task "$TASK/task" --answers "$TASK/answers.json"
