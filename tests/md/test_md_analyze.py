@@ -7,7 +7,7 @@ import pytest
 
 mdtraj = pytest.importorskip("mdtraj")
 
-from tools_server.md.tools import MdAnalyzeInput, md_analyze  # noqa: E402
+from tools_server.md.tools import MdAnalyzeInput, md_analyze
 
 
 def _argon_like(n_frames: int, n_particles: int, box_nm: float, step_sigma_nm: float, seed: int = 0):
@@ -22,7 +22,9 @@ def _argon_like(n_frames: int, n_particles: int, box_nm: float, step_sigma_nm: f
     xyz = np.concatenate([start, start + np.cumsum(steps, axis=0)]).astype(np.float32)
     lengths = np.full((n_frames, 3), box_nm, dtype=np.float32)
     angles = np.full((n_frames, 3), 90.0, dtype=np.float32)
-    return mdtraj.Trajectory(xyz, top, time=np.arange(n_frames) * 2.0, unitcell_lengths=lengths, unitcell_angles=angles)
+    return mdtraj.Trajectory(
+        xyz, top, time=np.arange(n_frames) * 2.0, unitcell_lengths=lengths, unitcell_angles=angles
+    )
 
 
 def test_diffusion_and_density_of_a_random_walk(tmp_path, spu_env):
@@ -56,8 +58,12 @@ def test_bad_selection_is_invalid_input(tmp_path, spu_env):
     traj.save_xtc(str(tmp_path / "traj.xtc"))
     with pytest.raises(ToolError) as err:
         md_analyze(
-            MdAnalyzeInput(trajectory_path=str(tmp_path / "traj.xtc"), topology_path=str(tmp_path / "top.pdb"),
-                           analyses=["rg"], selection="resname XYZ"),
+            MdAnalyzeInput(
+                trajectory_path=str(tmp_path / "traj.xtc"),
+                topology_path=str(tmp_path / "top.pdb"),
+                analyses=["rg"],
+                selection="resname XYZ",
+            ),
             ToolContext("md_analyze", "j2"),
         )
     assert err.value.code == "invalid_input"

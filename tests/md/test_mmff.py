@@ -7,10 +7,10 @@ import pytest
 
 pytest.importorskip("openmm")
 
-from rdkit import Chem  # noqa: E402
-from rdkit.Chem import AllChem  # noqa: E402
+from rdkit import Chem
+from rdkit.Chem import AllChem
 
-from tools_server.md.mmff import build_mmff_system, mmff_properties  # noqa: E402
+from tools_server.md.mmff import build_mmff_system, mmff_properties
 
 # Molecules chosen to touch every MMFF term: linear centre (nitrile), aromatic out-of-plane, amide,
 # sulfoxide, ring torsions, ester with CF3, a salt (inter-fragment vdW and charges).
@@ -29,7 +29,9 @@ def _openmm_energy_forces(system, xyz_angstrom):
     import openmm
     from openmm import unit
 
-    ctx = openmm.Context(system, openmm.VerletIntegrator(1e-3), openmm.Platform.getPlatformByName("Reference"))
+    ctx = openmm.Context(
+        system, openmm.VerletIntegrator(1e-3), openmm.Platform.getPlatformByName("Reference")
+    )
     ctx.setPositions(xyz_angstrom / 10.0)
     state = ctx.getState(getEnergy=True, getForces=True)
     energy = state.getPotentialEnergy().value_in_unit(unit.kilocalorie_per_mole)

@@ -33,7 +33,9 @@ def tiny_esm2(weights_dir):
     weights._load_esm_cached.cache_clear()
     torch.manual_seed(0)
     alphabet = esm.data.Alphabet.from_architecture("ESM-1b")
-    model = esm.model.esm2.ESM2(num_layers=2, embed_dim=32, attention_heads=4, alphabet=alphabet, token_dropout=True)
+    model = esm.model.esm2.ESM2(
+        num_layers=2, embed_dim=32, attention_heads=4, alphabet=alphabet, token_dropout=True
+    )
     cfg = Namespace(encoder_layers=2, encoder_embed_dim=32, encoder_attention_heads=4, token_dropout=True)
     state = {f"encoder.{k}": v for k, v in model.state_dict().items()}
     (weights_dir / "esm").mkdir()

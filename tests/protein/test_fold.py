@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tools_server.errors import ToolError  # noqa: E402
-from tools_server.protein.tools import ProteinFoldInput, protein_fold  # noqa: E402
+from tools_server.errors import ToolError
+from tools_server.protein.tools import ProteinFoldInput, protein_fold
 
 
 @pytest.fixture
@@ -42,11 +44,13 @@ def tiny_esmfold(weights_dir):
 
 def test_fold_returns_plddt_ptm_and_pdb(tiny_esmfold, ctx_factory):
     seq = "MKTAYIAKQRQISFVKSHFSRQ"
-    out = protein_fold(ProteinFoldInput(sequence=seq, model=tiny_esmfold, num_recycles=1), ctx_factory("protein_fold"))
+    out = protein_fold(
+        ProteinFoldInput(sequence=seq, model=tiny_esmfold, num_recycles=1), ctx_factory("protein_fold")
+    )
     assert out["length"] == len(seq) and len(out["plddt_per_residue"]) == len(seq)
     assert all(0 <= x <= 100 for x in out["plddt_per_residue"])
     assert 0 <= out["ptm"] <= 1
-    pdb = open(out["artifacts"]["pdb"]).read()
+    pdb = Path(out["artifacts"]["pdb"]).read_text()
     ca = [line for line in pdb.splitlines() if line.startswith("ATOM") and line[12:16].strip() == "CA"]
     assert len(ca) == len(seq)
     # pLDDT (0-100) is written to the B-factor column.
@@ -57,7 +61,9 @@ def test_fold_returns_plddt_ptm_and_pdb(tiny_esmfold, ctx_factory):
 
 def test_long_sequence_is_refused_before_loading(tiny_esmfold, ctx_factory):
     with pytest.raises(ToolError) as err:
-        protein_fold(ProteinFoldInput(sequence="A" * 900, model=tiny_esmfold, max_memory_gb=0.05), ctx_factory("pf"))
+        protein_fold(
+            ProteinFoldInput(sequence="A" * 900, model=tiny_esmfold, max_memory_gb=0.05), ctx_factory("pf")
+        )
     assert err.value.code == "too_large"
     fits = err.value.details["max_residues_that_fit"]
     assert 0 < fits < 900

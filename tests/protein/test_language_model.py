@@ -8,15 +8,17 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("esm")
 
-from tools_server.errors import ToolError  # noqa: E402
-from tools_server.protein.tools import (  # noqa: E402
+from tools_server.errors import ToolError
+from tools_server.protein.tools import (
     ProteinEmbedInput,
     VariantScoresInput,
     protein_embed,
     protein_variant_scores,
 )
 
-WT = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPDAQFEVVHSLAKWKRQTLGQHDFSAGEGLYTHMKALRPDEDRLSPLHSVYVDQWDWERVMGDGERQFSTLKSTVEAIWAGIKATEAAVSEEFGLAPFLPDQIHFVHSQELLSRYPDLDAKGRERAIAKDLGAVFLVGIGGKLSDGHRHDVRAPDYDDWUAR".replace("U", "S")
+WT = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQVKVKALPDAQFEVVHSLAKWKRQTLGQHDFSAGEGLYTHMKALRPDEDRLSPLHSVYVDQWDWERVMGDGERQFSTLKSTVEAIWAGIKATEAAVSEEFGLAPFLPDQIHFVHSQELLSRYPDLDAKGRERAIAKDLGAVFLVGIGGKLSDGHRHDVRAPDYDDWUAR".replace(
+    "U", "S"
+)
 
 
 def test_embeddings_are_saved_and_similarities_consistent(tiny_esm2, ctx_factory):
@@ -72,7 +74,13 @@ def test_multi_mutant_joint_antisymmetry_and_additivity(tiny_esm2, ctx_factory):
 
 def test_bad_variants_are_per_item_errors(tiny_esm2, ctx_factory):
     wt = WT[:80]
-    out = _score(tiny_esm2, wt, ["A4V", "G4V", "A400V", "A4Z", "A4V:A4G", "hello", "a4v"], "masked_marginal", ctx_factory)
+    out = _score(
+        tiny_esm2,
+        wt,
+        ["A4V", "G4V", "A400V", "A4Z", "A4V:A4G", "hello", "a4v"],
+        "masked_marginal",
+        ctx_factory,
+    )
     items = out["items"]
     assert [it["ok"] for it in items] == [True, False, False, False, False, False, True]
     assert all(it["error"]["code"] == "invalid_mutation" for it in items if not it["ok"])

@@ -27,9 +27,7 @@ LYSOZYME = (
     "VAWRNRCKGTDVQAWIRGCRL"
 )
 # Trastuzumab (Herceptin) variable domains, DrugBank DB00072 / IMGT mAb-DB.
-TRASTUZUMAB_VH = (
-    "EVQLVESGGGLVQPGGSLRLSCAASGFNIKDTYIHWVRQAPGKGLEWVARIYPTNGYTRYADSVKGRFTISADTSKNTAYLQMNSLRAEDTAVYYCSRWGGDGFYAMDYWGQGTLVTVSS"
-)
+TRASTUZUMAB_VH = "EVQLVESGGGLVQPGGSLRLSCAASGFNIKDTYIHWVRQAPGKGLEWVARIYPTNGYTRYADSVKGRFTISADTSKNTAYLQMNSLRAEDTAVYYCSRWGGDGFYAMDYWGQGTLVTVSS"
 TRASTUZUMAB_VL = "DIQMTQSPSSLSASVGDRVTITCRASQDVNTAVAWYQQKPGKAPKLLIYSASFLYSGVPSRFSGSRSGTDFTLTISSLQPEDFATYYCQQHYTTPPTFGQGTKVEIK"
 
 
@@ -84,8 +82,13 @@ def test_mutation_notation():
     assert [str(m) for m in muts] == ["K2R", "A4V"]
     assert apply_mutations(wt, muts) == "MRTVYIAK"
     assert parse_mutations("WT", wt) == []
-    for bad, needle in [("A5V", "has Y at position 5"), ("A40V", "outside"), ("AV", "not a point mutation"),
-                        ("A4V:A4G", "twice"), ("A4B", "standard")]:
+    for bad, needle in [
+        ("A5V", "has Y at position 5"),
+        ("A40V", "outside"),
+        ("AV", "not a point mutation"),
+        ("A4V:A4G", "twice"),
+        ("A4B", "standard"),
+    ]:
         with pytest.raises(ToolError) as err:
             parse_mutations(bad, wt)
         assert err.value.code == "invalid_mutation" and needle in err.value.message
@@ -113,7 +116,9 @@ def test_antibody_numbering_trastuzumab(spu_env):
     reason = _anarci_works()
     if reason:
         pytest.skip(reason)
-    out = antibody_number(AntibodyNumberInput(sequences=[TRASTUZUMAB_VH, TRASTUZUMAB_VL, "MKT"]), _ctx(spu_env))
+    out = antibody_number(
+        AntibodyNumberInput(sequences=[TRASTUZUMAB_VH, TRASTUZUMAB_VL, "MKT"]), _ctx(spu_env)
+    )
     vh, vl, bad = out["items"]
     h = vh["domains"][0]
     assert h["chain_type"] == "H" and vl["domains"][0]["chain_type"] == "K"
@@ -123,12 +128,16 @@ def test_antibody_numbering_trastuzumab(spu_env):
     assert h["regions"]["CDR2"]["sequence"] == "IYPTNGYT"
     assert h["regions"]["CDR3"]["sequence"] == "SRWGGDGFYAMDY"
     light = vl["domains"][0]["regions"]
-    assert (light["CDR1"]["sequence"], light["CDR2"]["sequence"], light["CDR3"]["sequence"]) == ("QDVNTA", "SAS", "QQHYTTPPT")
+    assert (light["CDR1"]["sequence"], light["CDR2"]["sequence"], light["CDR3"]["sequence"]) == (
+        "QDVNTA",
+        "SAS",
+        "QQHYTTPPT",
+    )
     assert bad["ok"] is False
 
 
 def test_antibody_numbering_reports_engine_problems_clearly(spu_env, monkeypatch):
-    import tools_server.protein.numbering as numbering
+    from tools_server.protein import numbering
 
     class BrokenAnarci:
         @staticmethod

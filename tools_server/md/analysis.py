@@ -26,7 +26,7 @@ def select(traj: Any, selection: str) -> Any:
 
     try:
         idx = traj.topology.select(selection)
-    except Exception as exc:  # noqa: BLE001 - mdtraj raises ValueError/SyntaxError variants
+    except Exception as exc:
         raise ToolError("invalid_input", f"Bad atom selection {selection!r}: {exc}") from exc
     if len(idx) == 0:
         raise ToolError("invalid_input", f"The selection {selection!r} matches no atoms.")
@@ -39,7 +39,7 @@ def rmsd(traj: Any, atoms: Any) -> dict[str, Any]:
     values = mdtraj.rmsd(traj, traj, 0, atom_indices=atoms)
     return {
         "reference": "first frame, after superposition",
-        "n_atoms": int(len(atoms)),
+        "n_atoms": len(atoms),
         "rmsd_nm_mean": round(float(values.mean()), 4),
         "rmsd_nm_max": round(float(values.max()), 4),
         "rmsd_nm_final": round(float(values[-1]), 4),
@@ -58,7 +58,11 @@ def rmsf_per_residue(traj: Any, atoms: Any) -> dict[str, Any]:
     for value, index in zip(per_atom, atoms, strict=True):
         by_residue.setdefault(traj.topology.atom(int(index)).residue, []).append(float(value))
     rows = [
-        {"residue": f"{res.name}{res.resSeq}", "chain": res.chain.index, "rmsf_nm": round(float(np.mean(v)), 4)}
+        {
+            "residue": f"{res.name}{res.resSeq}",
+            "chain": res.chain.index,
+            "rmsf_nm": round(float(np.mean(v)), 4),
+        }
         for res, v in by_residue.items()
     ]
     top = sorted(rows, key=lambda r: -r["rmsf_nm"])[:10]
@@ -96,15 +100,13 @@ def hydrogen_bonds(traj: Any, atoms: Any, min_occupancy: float) -> dict[str, Any
 
     sub = traj.atom_slice(atoms)
     triplets = mdtraj.baker_hubbard(sub, freq=min_occupancy, periodic=False)
-    labels = [
-        f"{sub.topology.atom(int(d))} -- {sub.topology.atom(int(a))}" for d, _h, a in triplets[:20]
-    ]
+    labels = [f"{sub.topology.atom(int(d))} -- {sub.topology.atom(int(a))}" for d, _h, a in triplets[:20]]
     per_frame = mdtraj.baker_hubbard(sub, freq=0.0, periodic=False)
     return {
         "method": "Baker-Hubbard (D-H...A angle > 120 deg, H...A < 0.25 nm)",
         "min_occupancy": min_occupancy,
-        "n_persistent": int(len(triplets)),
-        "n_distinct_any_frame": int(len(per_frame)),
+        "n_persistent": len(triplets),
+        "n_distinct_any_frame": len(per_frame),
         "persistent_examples": labels,
     }
 
@@ -118,10 +120,15 @@ def density(traj: Any) -> dict[str, Any]:
         raise ToolError("invalid_input", "Density needs a periodic box; this trajectory has none.")
     mass_amu = sum(a.element.mass for a in traj.topology.atoms)
     rho = mass_amu * AMU_G / (np.asarray(traj.unitcell_volumes) * NM3_CM3)
-    return {"density_g_cm3_mean": round(float(rho.mean()), 4), "density_g_cm3_std": round(float(rho.std()), 4)}
+    return {
+        "density_g_cm3_mean": round(float(rho.mean()), 4),
+        "density_g_cm3_std": round(float(rho.std()), 4),
+    }
 
 
-def diffusion(traj: Any, atoms: Any, frame_interval_ps: float, fit_window: tuple[float, float]) -> dict[str, Any]:
+def diffusion(
+    traj: Any, atoms: Any, frame_interval_ps: float, fit_window: tuple[float, float]
+) -> dict[str, Any]:
     """Self-diffusion coefficient of the residues (molecules) in ``atoms`` from the centre-of-mass MSD.
 
     Einstein relation in 3D, MSD = 6 D t, fitted over the lag-time window given as fractions of the
@@ -147,7 +154,7 @@ def diffusion(traj: Any, atoms: Any, frame_interval_ps: float, fit_window: tuple
     lag_ps = lags * frame_interval_ps
     lo = max(0, int(fit_window[0] * len(lags)))
     hi = max(lo + 2, int(fit_window[1] * len(lags)))
-    slope, intercept = np.polyfit(lag_ps[lo:hi], msd[lo:hi], 1)
+    slope = np.polyfit(lag_ps[lo:hi], msd[lo:hi], 1)[0]
     d = slope / 6.0
     return {
         "n_molecules": len(residues),

@@ -224,8 +224,11 @@ def build_water_box(n_waters: int, smiles: str, cutoff_nm: float) -> BuiltSystem
     modeller = app.Modeller(app.Topology(), [])
     modeller.addSolvent(forcefield, model="tip3p", numAdded=n_waters, neutralize=False)
     system = forcefield.createSystem(
-        modeller.topology, nonbondedMethod=app.PME, nonbondedCutoff=cutoff_nm * unit.nanometer,
-        constraints=app.HBonds, rigidWater=True,
+        modeller.topology,
+        nonbondedMethod=app.PME,
+        nonbondedCutoff=cutoff_nm * unit.nanometer,
+        constraints=app.HBonds,
+        rigidWater=True,
     )
     box_nm = modeller.topology.getPeriodicBoxVectors()[0][0].value_in_unit(unit.nanometer)
     n_added = modeller.topology.getNumResidues()

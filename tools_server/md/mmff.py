@@ -67,9 +67,7 @@ def build_mmff_system(
         if box_nm is None:
             raise ValueError("periodic systems need box_nm")
         a, b, c = box_nm
-        system.setDefaultPeriodicBoxVectors(
-            openmm.Vec3(a, 0, 0), openmm.Vec3(0, b, 0), openmm.Vec3(0, 0, c)
-        )
+        system.setDefaultPeriodicBoxVectors(openmm.Vec3(a, 0, 0), openmm.Vec3(0, b, 0), openmm.Vec3(0, 0, c))
 
     bond_r0: dict[tuple[int, int], float] = {}
     _add_bonds(system, mol, props, bond_r0)

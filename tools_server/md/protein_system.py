@@ -19,14 +19,18 @@ def load_fixer(pdb_path: str | None, pdb_text: str | None) -> Any:
     try:
         if pdb_text is not None:
             is_cif = pdb_text.lstrip().startswith("data_")
-            return PDBFixer(pdbxfile=io.StringIO(pdb_text)) if is_cif else PDBFixer(pdbfile=io.StringIO(pdb_text))
+            return (
+                PDBFixer(pdbxfile=io.StringIO(pdb_text))
+                if is_cif
+                else PDBFixer(pdbfile=io.StringIO(pdb_text))
+            )
         path = Path(pdb_path or "")
         if not path.is_file():
             raise ToolError("invalid_input", f"No structure file at {pdb_path!r}.")
         return PDBFixer(filename=str(path))
     except ToolError:
         raise
-    except Exception as exc:  # noqa: BLE001 - PDBFixer raises many kinds on bad files
+    except Exception as exc:
         raise ToolError("invalid_input", f"Could not read the structure: {exc}") from exc
 
 
@@ -109,7 +113,9 @@ def build_protein(
                 constraints=app.HBonds,
             )
         else:
-            system = forcefield.createSystem(modeller.topology, nonbondedMethod=app.NoCutoff, constraints=app.HBonds)
+            system = forcefield.createSystem(
+                modeller.topology, nonbondedMethod=app.NoCutoff, constraints=app.HBonds
+            )
     except ValueError as exc:
         raise ToolError(
             "invalid_input",
@@ -124,7 +130,11 @@ def build_protein(
     n_water = sum(1 for r in residues if r.name == "HOH")
     n_ions = sum(1 for r in residues if r.name in ("NA", "CL"))
     ff_name = "amber14-all" + (
-        " + TIP3P" if solvent == "explicit" else f" + {solvent.upper()} implicit" if solvent in IMPLICIT_MODELS else ""
+        " + TIP3P"
+        if solvent == "explicit"
+        else f" + {solvent.upper()} implicit"
+        if solvent in IMPLICIT_MODELS
+        else ""
     )
     net_charge = _net_charge(system)
     description = {

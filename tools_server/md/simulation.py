@@ -37,11 +37,13 @@ class Protocol:
     seed: int
 
     def steps(self, ps: float) -> int:
-        return int(round(ps * 1000.0 / self.timestep_fs))
+        return round(ps * 1000.0 / self.timestep_fs)
 
     @property
     def total_steps(self) -> int:
-        return self.steps(self.equilibration_ps) + self.steps(self.production_ps) + self.steps(self.nve_check_ps)
+        return (
+            self.steps(self.equilibration_ps) + self.steps(self.production_ps) + self.steps(self.nve_check_ps)
+        )
 
 
 def estimate_seconds(n_atoms: int, total_steps: int, device: str, threads: int) -> float:
@@ -103,9 +105,13 @@ def run_protocol(built: BuiltSystem, protocol: Protocol, ctx: ToolContext) -> di
     barostat_index = None
     if protocol.pressure_bar is not None:
         if not built.periodic:
-            raise ToolError("invalid_input", "pressure_bar needs a periodic box (explicit solvent or a liquid).")
+            raise ToolError(
+                "invalid_input", "pressure_bar needs a periodic box (explicit solvent or a liquid)."
+            )
         barostat_index = system.addForce(
-            openmm.MonteCarloBarostat(protocol.pressure_bar * unit.bar, protocol.temperature_k * unit.kelvin, 25)
+            openmm.MonteCarloBarostat(
+                protocol.pressure_bar * unit.bar, protocol.temperature_k * unit.kelvin, 25
+            )
         )
     platform, properties, device = choose_platform(ctx)
     ctx.set_engine("openmm", openmm.__version__, device=device)
@@ -118,7 +124,10 @@ def run_protocol(built: BuiltSystem, protocol: Protocol, ctx: ToolContext) -> di
     simulation = app.Simulation(built.topology, system, integrator, platform, properties)
     simulation.context.setPositions(built.positions_nm * unit.nanometer)
     dof = degrees_of_freedom(system)
-    kt_kj = unit.MOLAR_GAS_CONSTANT_R.value_in_unit(unit.kilojoule_per_mole / unit.kelvin) * protocol.temperature_k
+    kt_kj = (
+        unit.MOLAR_GAS_CONSTANT_R.value_in_unit(unit.kilojoule_per_mole / unit.kelvin)
+        * protocol.temperature_k
+    )
 
     ctx.progress(0.01, "minimising")
     e0 = _potential(simulation)
@@ -194,7 +203,9 @@ def run_protocol(built: BuiltSystem, protocol: Protocol, ctx: ToolContext) -> di
             "temperature_k_std": round(float(temps.std()), 2),
             "potential_kj_mol_mean": round(float(np.mean([r["potential_kj_mol"] for r in rows])), 2),
         },
-        "ns_per_day": round(protocol.production_ps / 1000.0 / prod_wall * 86400.0, 2) if prod_wall > 0 else None,
+        "ns_per_day": round(protocol.production_ps / 1000.0 / prod_wall * 86400.0, 2)
+        if prod_wall > 0
+        else None,
         "wall_s": round(time.perf_counter() - t_start, 2),
     }
     if built.periodic:
@@ -236,7 +247,7 @@ def run_protocol(built: BuiltSystem, protocol: Protocol, ctx: ToolContext) -> di
 def _guard(fn, label: str) -> None:
     try:
         fn()
-    except Exception as exc:  # noqa: BLE001 - OpenMMException on NaN coordinates or energies
+    except Exception as exc:
         if "nan" in str(exc).lower() or "infinit" in str(exc).lower():
             raise ToolError(
                 "not_converged",
@@ -249,7 +260,11 @@ def _guard(fn, label: str) -> None:
 def _potential(simulation) -> float:
     from openmm import unit
 
-    return simulation.context.getState(getEnergy=True).getPotentialEnergy().value_in_unit(unit.kilojoule_per_mole)
+    return (
+        simulation.context.getState(getEnergy=True)
+        .getPotentialEnergy()
+        .value_in_unit(unit.kilojoule_per_mole)
+    )
 
 
 def _max_force(simulation) -> float:
@@ -284,7 +299,15 @@ def _sample(simulation, dof: int, total_mass_amu: float) -> dict[str, float]:
 
 
 def _write_thermo(path, equil_rows: list, prod_rows: list, protocol: Protocol) -> None:
-    fields = ["phase", "time_ps", "potential_kj_mol", "kinetic_kj_mol", "temperature_k", "volume_nm3", "density_g_cm3"]
+    fields = [
+        "phase",
+        "time_ps",
+        "potential_kj_mol",
+        "kinetic_kj_mol",
+        "temperature_k",
+        "volume_nm3",
+        "density_g_cm3",
+    ]
     with open(path, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(fields)
@@ -312,7 +335,9 @@ def _nve_drift(context, integrator, protocol: Protocol, interval: int, dof: int,
     e = np.asarray(energies)
     slope, intercept = np.polyfit(t, e, 1)
     resid = e - (slope * t + intercept)
-    stderr = float(np.sqrt(resid.var() * len(t) / max(1, len(t) - 2) / max(1e-30, ((t - t.mean()) ** 2).sum())))
+    stderr = float(
+        np.sqrt(resid.var() * len(t) / max(1, len(t) - 2) / max(1e-30, ((t - t.mean()) ** 2).sum()))
+    )
     return {
         "time_ps": round(protocol.nve_check_ps, 4),
         "drift_kj_mol_per_ns": round(float(slope), 3),

@@ -23,7 +23,9 @@ class MdRunInput(BaseModel):
     pdb_path: str | None = Field(
         None, max_length=4096, description="PDB or mmCIF file of a protein (e.g. a pdb_lookup artifact path)"
     )
-    pdb_text: str | None = Field(None, max_length=5_000_000, description="PDB or mmCIF text instead of a file")
+    pdb_text: str | None = Field(
+        None, max_length=5_000_000, description="PDB or mmCIF text instead of a file"
+    )
     components: list[LiquidComponent] | None = Field(
         None,
         max_length=10,
@@ -35,21 +37,35 @@ class MdRunInput(BaseModel):
     )
     ph: float = Field(7.0, ge=0, le=14, description="pH for protonation states (proteins)")
     padding_nm: float = Field(1.0, ge=0.5, le=3.0, description="water padding around the protein, nm")
-    ionic_strength_molar: float = Field(0.15, ge=0, le=2.0, description="NaCl added with neutralisation, mol/L")
-    ensemble: Literal["auto", "npt", "nvt"] = Field("auto", description="auto: NPT for periodic boxes, else NVT")
+    ionic_strength_molar: float = Field(
+        0.15, ge=0, le=2.0, description="NaCl added with neutralisation, mol/L"
+    )
+    ensemble: Literal["auto", "npt", "nvt"] = Field(
+        "auto", description="auto: NPT for periodic boxes, else NVT"
+    )
     temperature_k: float = Field(300.0, ge=50, le=1000)
     pressure_bar: float = Field(1.0, ge=0.001, le=10000, description="used in NPT")
-    timestep_fs: float = Field(2.0, ge=0.5, le=4.0, description="above 2.5 fs needs hydrogen_mass_repartitioning")
-    hydrogen_mass_repartitioning: bool = Field(False, description="hydrogens to 3.024 amu, allows a 4 fs step")
+    timestep_fs: float = Field(
+        2.0, ge=0.5, le=4.0, description="above 2.5 fs needs hydrogen_mass_repartitioning"
+    )
+    hydrogen_mass_repartitioning: bool = Field(
+        False, description="hydrogens to 3.024 amu, allows a 4 fs step"
+    )
     minimize_max_iterations: int = Field(2000, ge=0, le=100000)
     equilibration_ps: float = Field(20.0, ge=0, le=100000)
     production_ps: float = Field(100.0, gt=0, le=1_000_000)
-    report_interval_ps: float = Field(1.0, gt=0, le=10000, description="frame and thermodynamics interval, ps")
-    nve_check_ps: float = Field(2.0, ge=0, le=1000, description="NVE window after production for energy drift; 0 skips")
+    report_interval_ps: float = Field(
+        1.0, gt=0, le=10000, description="frame and thermodynamics interval, ps"
+    )
+    nve_check_ps: float = Field(
+        2.0, ge=0, le=1000, description="NVE window after production for energy drift; 0 skips"
+    )
     density_g_cm3: float | None = Field(None, gt=0.05, le=5.0, description="liquids: initial packing density")
     cutoff_nm: float = Field(1.0, ge=0.7, le=1.6)
     seed: int = Field(1, ge=0, le=2**31 - 1)
-    max_wall_s: float = Field(7200.0, gt=0, le=86400, description="refuse before starting if the estimate exceeds it")
+    max_wall_s: float = Field(
+        7200.0, gt=0, le=86400, description="refuse before starting if the estimate exceeds it"
+    )
 
     @model_validator(mode="after")
     def _one_source(self) -> MdRunInput:
@@ -61,6 +77,32 @@ class MdRunInput(BaseModel):
         return self
 
 
+def _file_fingerprint(path: str | None) -> str | None:
+    """Size, modification time and path: the cache must not serve results for a file that has changed."""
+    import os
+
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return f"missing:{path}"
+    return f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _md_run_cache_key(args: MdRunInput) -> dict[str, Any]:
+    data = args.model_dump()
+    data["pdb_path"] = _file_fingerprint(args.pdb_path)
+    return data
+
+
+def _md_analyze_cache_key(args: MdAnalyzeInput) -> dict[str, Any]:
+    data = args.model_dump()
+    data["trajectory_path"] = _file_fingerprint(args.trajectory_path)
+    data["topology_path"] = _file_fingerprint(args.topology_path)
+    return data
+
+
 @tool(
     name="md_run",
     resource="gpu",
@@ -69,6 +111,7 @@ class MdRunInput(BaseModel):
     version="1",
     time_limit_s=6 * 3600,
     engines=("openmm", "pdbfixer", "rdkit"),
+    canonicalize=lambda args: _md_run_cache_key(args),
 )
 def md_run(args: MdRunInput, ctx: ToolContext) -> dict:
     """Molecular dynamics with OpenMM: a protein (PDB/mmCIF file or text) or a liquid/solution from SMILES.
@@ -164,7 +207,9 @@ AnalysisName = Literal["rmsd", "rmsf", "rg", "sasa", "hbonds", "density", "diffu
 
 
 class MdAnalyzeInput(BaseModel):
-    trajectory_path: str = Field(..., max_length=4096, description="DCD/XTC/PDB trajectory (md_run's trajectory_xtc)")
+    trajectory_path: str = Field(
+        ..., max_length=4096, description="DCD/XTC/PDB trajectory (md_run's trajectory_xtc)"
+    )
     topology_path: str = Field(..., max_length=4096, description="PDB topology (md_run's topology_pdb)")
     analyses: list[AnalysisName] | None = Field(
         None, description="default: rmsd, rmsf, rg, sasa, hbonds for proteins; density, diffusion for liquids"
@@ -175,7 +220,9 @@ class MdAnalyzeInput(BaseModel):
     diffusion_selection: str | None = Field(
         None, max_length=500, description="molecules for diffusion, default: the most common residue name"
     )
-    frame_interval_ps: float | None = Field(None, gt=0, description="time between frames; default from the file")
+    frame_interval_ps: float | None = Field(
+        None, gt=0, description="time between frames; default from the file"
+    )
     stride: int = Field(1, ge=1, le=10000)
     sasa_max_frames: int = Field(50, ge=1, le=5000)
     hbond_min_occupancy: float = Field(0.1, ge=0, le=1)
@@ -192,6 +239,7 @@ class MdAnalyzeInput(BaseModel):
     version="1",
     time_limit_s=3600,
     engines=("mdtraj",),
+    canonicalize=lambda args: _md_analyze_cache_key(args),
 )
 def md_analyze(args: MdAnalyzeInput, ctx: ToolContext) -> dict:
     """Analyse an MD trajectory with mdtraj.
@@ -212,9 +260,15 @@ def md_analyze(args: MdAnalyzeInput, ctx: ToolContext) -> dict:
     has_protein = len(top.select("protein")) > 0
     selection = args.selection or ("protein" if has_protein else "all")
     atoms = analysis.select(traj, selection)
-    wanted = args.analyses or (["rmsd", "rmsf", "rg", "sasa", "hbonds"] if has_protein else ["density", "diffusion"])
-    dt_ps = args.frame_interval_ps or float(traj.timestep) if traj.n_frames > 1 else None
-    out: dict[str, Any] = {"n_frames": int(traj.n_frames), "n_atoms": int(traj.n_atoms), "selection": selection}
+    wanted = args.analyses or (
+        ["rmsd", "rmsf", "rg", "sasa", "hbonds"] if has_protein else ["density", "diffusion"]
+    )
+    dt_ps = args.frame_interval_ps or (float(traj.timestep) if traj.n_frames > 1 else None)
+    out: dict[str, Any] = {
+        "n_frames": int(traj.n_frames),
+        "n_atoms": int(traj.n_atoms),
+        "selection": selection,
+    }
     if dt_ps:
         out["frame_interval_ps"] = round(dt_ps, 6)
     series: dict[str, Any] = {}
@@ -249,13 +303,21 @@ def md_analyze(args: MdAnalyzeInput, ctx: ToolContext) -> dict:
             res = analysis.diffusion(traj, analysis.select(traj, sel), dt_ps, args.diffusion_fit_window)
             res["selection"] = sel
             path = ctx.artifact("msd.csv")
-            _write_rows(path, [{"lag_ps": a, "msd_nm2": b} for a, b in zip(res.pop("lag_ps"), res.pop("msd_nm2"), strict=True)])
+            _write_rows(
+                path,
+                [
+                    {"lag_ps": a, "msd_nm2": b}
+                    for a, b in zip(res.pop("lag_ps"), res.pop("msd_nm2"), strict=True)
+                ],
+            )
             res["csv"] = str(path)
         out[name] = res
     if series:
         path = ctx.artifact("series.csv")
         frames = np.arange(traj.n_frames)
-        rows = [{"frame": int(f), **{k: float(v[i]) for k, v in series.items()}} for i, f in enumerate(frames)]
+        rows = [
+            {"frame": int(f), **{k: float(v[i]) for k, v in series.items()}} for i, f in enumerate(frames)
+        ]
         _write_rows(path, rows)
         out["series_csv"] = str(path)
     ctx.set_engine("mdtraj", _version("mdtraj"), device="cpu")

@@ -68,7 +68,9 @@ def memory_budget_bytes(device: str, limit_gb: float | None) -> int:
     return budget
 
 
-def fold(model: Any, sequence: str, device: str, chunk: int | None, num_recycles: int | None) -> dict[str, Any]:
+def fold(
+    model: Any, sequence: str, device: str, chunk: int | None, num_recycles: int | None
+) -> dict[str, Any]:
     """Run ESMFold; returns PDB text, per-residue pLDDT (0-100), mean pLDDT and pTM."""
     import torch
 

@@ -54,7 +54,12 @@ def mean_embeddings(model: Any, alphabet: Any, sequences: list[str], device: str
 
 
 def _log_probs_at(
-    model: Any, alphabet: Any, sequence: str, mask_groups: list[tuple[int, ...]], device: str, mask: bool = True
+    model: Any,
+    alphabet: Any,
+    sequence: str,
+    mask_groups: list[tuple[int, ...]],
+    device: str,
+    mask: bool = True,
 ) -> list:
     """For each group of 0-based positions: log-probabilities (len(group), vocab) there, the group masked
     (or nothing masked when ``mask`` is False)."""
@@ -90,13 +95,31 @@ def variant_scores(
     """Log-likelihood ratio (natural log) of each variant against ``wild_type``; 0 for the wild type."""
     idx = alphabet.get_idx
     if method == "wildtype_marginal":
-        (logp,) = _log_probs_at(model, alphabet, wild_type, [tuple(range(len(wild_type)))], device, mask=False)
-        return [sum(float(logp[m.position - 1, idx(m.mutant)] - logp[m.position - 1, idx(m.wild_type)]) for m in v) for v in variants]
+        (logp,) = _log_probs_at(
+            model, alphabet, wild_type, [tuple(range(len(wild_type)))], device, mask=False
+        )
+        return [
+            sum(
+                float(logp[m.position - 1, idx(m.mutant)] - logp[m.position - 1, idx(m.wild_type)]) for m in v
+            )
+            for v in variants
+        ]
     if method == "masked_marginal":
         positions = sorted({m.position - 1 for v in variants for m in v})
-        per_pos = dict(zip(positions, _log_probs_at(model, alphabet, wild_type, [(p,) for p in positions], device), strict=True))
+        per_pos = dict(
+            zip(
+                positions,
+                _log_probs_at(model, alphabet, wild_type, [(p,) for p in positions], device),
+                strict=True,
+            )
+        )
         return [
-            sum(float(per_pos[m.position - 1][0, idx(m.mutant)] - per_pos[m.position - 1][0, idx(m.wild_type)]) for m in v)
+            sum(
+                float(
+                    per_pos[m.position - 1][0, idx(m.mutant)] - per_pos[m.position - 1][0, idx(m.wild_type)]
+                )
+                for m in v
+            )
             for v in variants
         ]
     groups = sorted({tuple(m.position - 1 for m in v) for v in variants if v})

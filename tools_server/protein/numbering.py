@@ -40,7 +40,7 @@ def number_sequences(anarci_module: Any, sequences: list[str], scheme: str) -> d
             numbered, details, _hits = anarci_module.anarci(
                 [(str(i), s) for i, s in batch], scheme=scheme, assign_germline=True, output=False
             )
-        except Exception as exc:  # noqa: BLE001 - HMMER missing, or ANARCI failing on its parser
+        except Exception as exc:
             raise ToolError(
                 "engine_unavailable",
                 f"ANARCI failed: {type(exc).__name__}: {exc}",
@@ -91,5 +91,7 @@ def _domain(domain: tuple, info: dict[str, Any], scheme: str) -> dict[str, Any]:
                 "to": f"{prefix}{part[-1][0]}{part[-1][1]}" if part else None,
             }
         out["regions"] = regions
-        out["cdr_definition"] = {"imgt": "IMGT", "kabat": "Kabat", "chothia": "Chothia", "martin": "Chothia"}[scheme]
+        out["cdr_definition"] = {"imgt": "IMGT", "kabat": "Kabat", "chothia": "Chothia", "martin": "Chothia"}[
+            scheme
+        ]
     return out

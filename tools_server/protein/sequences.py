@@ -40,8 +40,7 @@ def clean_sequence(
     ``too_large`` when longer than ``max_length``.
     """
     seq = re.sub(r"\s+", "", sequence).upper()
-    if seq.endswith("*"):
-        seq = seq[:-1]
+    seq = seq.removesuffix("*")
     if not seq:
         raise ToolError("invalid_sequence", f"The {name} is empty.")
     bad = [(i + 1, c) for i, c in enumerate(seq) if c not in alphabet]

@@ -8,7 +8,6 @@ from pydantic import BaseModel, Field
 
 from tools_server.context import ToolContext
 from tools_server.errors import ToolError
-from tools_server.registry import tool
 from tools_server.protein.sequences import (
     EXTENDED_AMINO_ACIDS,
     STANDARD_AMINO_ACIDS,
@@ -16,6 +15,7 @@ from tools_server.protein.sequences import (
     format_mutations,
     parse_mutations,
 )
+from tools_server.registry import tool
 
 MAX_PROTPARAM_LENGTH = 100_000
 MAX_ALIGN_LENGTH = 10_000
@@ -34,7 +34,9 @@ def _version(dist: str) -> str | None:
 
 
 class ProteinPropertiesInput(BaseModel):
-    sequences: list[str] = Field(..., min_length=1, max_length=1000, description="one-letter protein sequences")
+    sequences: list[str] = Field(
+        ..., min_length=1, max_length=1000, description="one-letter protein sequences"
+    )
     ph: float = Field(7.0, ge=0, le=14, description="pH for the net charge")
 
 
@@ -96,7 +98,9 @@ class SequenceAlignInput(BaseModel):
     reference: str = Field(..., description="reference sequence; mutations are numbered in it (1-based)")
     query: str = Field(..., description="the sequence to compare")
     mode: Literal["global", "local"] = Field("global")
-    matrix: str = Field("BLOSUM62", max_length=20, description="substitution matrix name from Bio.Align.substitution_matrices")
+    matrix: str = Field(
+        "BLOSUM62", max_length=20, description="substitution matrix name from Bio.Align.substitution_matrices"
+    )
     open_gap_score: float = Field(-10.0, le=0)
     extend_gap_score: float = Field(-0.5, le=0)
 
@@ -111,7 +115,9 @@ def sequence_align(args: SequenceAlignInput, ctx: ToolContext) -> dict:
     from Bio import Align
     from Bio.Align import substitution_matrices
 
-    ref = clean_sequence(args.reference, name="reference", max_length=MAX_ALIGN_LENGTH, alphabet=EXTENDED_AMINO_ACIDS)
+    ref = clean_sequence(
+        args.reference, name="reference", max_length=MAX_ALIGN_LENGTH, alphabet=EXTENDED_AMINO_ACIDS
+    )
     qry = clean_sequence(args.query, name="query", max_length=MAX_ALIGN_LENGTH, alphabet=EXTENDED_AMINO_ACIDS)
     aligner = Align.PairwiseAligner()
     aligner.mode = args.mode
@@ -163,7 +169,9 @@ def sequence_align(args: SequenceAlignInput, ctx: ToolContext) -> dict:
 
 
 class AntibodyNumberInput(BaseModel):
-    sequences: list[str] = Field(..., min_length=1, max_length=200, description="antibody variable domains (VH, VL, VHH, scFv)")
+    sequences: list[str] = Field(
+        ..., min_length=1, max_length=200, description="antibody variable domains (VH, VL, VHH, scFv)"
+    )
     scheme: Literal["imgt", "kabat", "chothia", "martin", "aho", "wolfguy"] = Field("imgt")
 
 
@@ -183,7 +191,9 @@ def antibody_number(args: AntibodyNumberInput, ctx: ToolContext) -> dict:
         import anarci
     except ImportError as exc:
         raise ToolError(
-            "engine_unavailable", "ANARCI is not installed.", hint="pip install anarci hmmer (see docs/proteins.md)"
+            "engine_unavailable",
+            "ANARCI is not installed.",
+            hint="pip install anarci hmmer (see docs/proteins.md)",
         ) from exc
     bindir = os.path.dirname(sys.executable)
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
@@ -199,11 +209,22 @@ def antibody_number(args: AntibodyNumberInput, ctx: ToolContext) -> dict:
 
 class ProteinEmbedInput(BaseModel):
     sequences: list[str] = Field(..., min_length=1, max_length=2000)
-    model: str = Field("esm2_t33_650M_UR50D", max_length=120, description="fair-esm model name (weights in SPU_WEIGHTS_DIR/esm)")
+    model: str = Field(
+        "esm2_t33_650M_UR50D",
+        max_length=120,
+        description="fair-esm model name (weights in SPU_WEIGHTS_DIR/esm)",
+    )
     names: list[str] | None = Field(None, description="labels for the sequences, same order")
 
 
-@tool(name="protein_embed", resource="gpu", read_only=True, idempotent=True, engines=("fair-esm", "torch"), version="1")
+@tool(
+    name="protein_embed",
+    resource="gpu",
+    read_only=True,
+    idempotent=True,
+    engines=("fair-esm", "torch"),
+    version="1",
+)
 def protein_embed(args: ProteinEmbedInput, ctx: ToolContext) -> dict:
     """ESM-2 mean embeddings of protein sequences (mean over residues of the last layer).
 
@@ -216,7 +237,9 @@ def protein_embed(args: ProteinEmbedInput, ctx: ToolContext) -> dict:
     from tools_server.protein import language_model, weights
 
     seqs = [
-        clean_sequence(s, name=f"sequence {i}", max_length=language_model.MAX_RESIDUES, alphabet=EXTENDED_AMINO_ACIDS)
+        clean_sequence(
+            s, name=f"sequence {i}", max_length=language_model.MAX_RESIDUES, alphabet=EXTENDED_AMINO_ACIDS
+        )
         for i, s in enumerate(args.sequences)
     ]
     if args.names is not None and len(args.names) != len(seqs):
@@ -248,7 +271,10 @@ def protein_embed(args: ProteinEmbedInput, ctx: ToolContext) -> dict:
 class VariantScoresInput(BaseModel):
     wild_type: str = Field(..., description="wild-type sequence; mutation positions are 1-based in it")
     variants: list[str] = Field(
-        ..., min_length=1, max_length=20000, description="mutants like 'A23V' or 'A23V:G45D'; 'WT' is the wild type"
+        ...,
+        min_length=1,
+        max_length=20000,
+        description="mutants like 'A23V' or 'A23V:G45D'; 'WT' is the wild type",
     )
     model: str = Field(
         "auto",
@@ -256,10 +282,18 @@ class VariantScoresInput(BaseModel):
         description="'auto' (ESM-1v ensemble if its weights are present, else esm2_t33_650M_UR50D), 'esm1v' "
         "(ensemble of the ESM-1v models present), or a fair-esm model name",
     )
-    method: Literal["masked_marginal", "masked_marginal_joint", "wildtype_marginal"] = Field("masked_marginal")
+    method: Literal["masked_marginal", "masked_marginal_joint", "wildtype_marginal"] = Field(
+        "masked_marginal"
+    )
 
 
-@tool(name="protein_variant_scores", resource="gpu", read_only=True, idempotent=True, engines=("fair-esm", "torch"))
+@tool(
+    name="protein_variant_scores",
+    resource="gpu",
+    read_only=True,
+    idempotent=True,
+    engines=("fair-esm", "torch"),
+)
 def protein_variant_scores(args: VariantScoresInput, ctx: ToolContext) -> dict:
     """Zero-shot variant effect scores from ESM language models (higher = more likely = more tolerated).
 
@@ -281,7 +315,9 @@ def protein_variant_scores(args: VariantScoresInput, ctx: ToolContext) -> dict:
         except ToolError as err:
             items.append({"index": index, "variant": text, "ok": False, "error": err.to_dict()})
             continue
-        items.append({"index": index, "variant": format_mutations(muts), "ok": True, "n_mutations": len(muts)})
+        items.append(
+            {"index": index, "variant": format_mutations(muts), "ok": True, "n_mutations": len(muts)}
+        )
         parsed.append((index, muts))
     models = _variant_models(args.model)
     device = language_model.pick_device(ctx.gpu_available)
@@ -319,7 +355,9 @@ def _variant_models(choice: str) -> list[str]:
         if present:
             return present
         if choice == "esm1v":
-            raise weights.weights_missing("the ESM-1v ensemble", weights.esm_dir() / f"{weights.ESM1V_MODELS[0]}.pt")
+            raise weights.weights_missing(
+                "the ESM-1v ensemble", weights.esm_dir() / f"{weights.ESM1V_MODELS[0]}.pt"
+            )
         return [weights.DEFAULT_ESM2]
     return [choice]
 
@@ -338,7 +376,9 @@ class ProteinFoldInput(BaseModel):
     model: str = Field("esmfold_v1", max_length=120, description="folder name under SPU_WEIGHTS_DIR/esmfold")
     max_residues: int = Field(1000, ge=1, le=4000, description="hard length limit")
     max_memory_gb: float | None = Field(None, gt=0, description="cap on memory the fold may use")
-    num_recycles: int | None = Field(None, ge=0, le=24, description="recycling passes after the first; default: the model's (3)")
+    num_recycles: int | None = Field(
+        None, ge=0, le=24, description="recycling passes after the first; default: the model's (3)"
+    )
 
 
 @tool(name="protein_fold", resource="gpu", read_only=True, idempotent=True, engines=("transformers", "torch"))

@@ -78,7 +78,9 @@ def _load_esm_cached(path: str, mtime: float, name: str) -> tuple[Any, Any]:
     # the operator placed in the weights directory are loaded.
     model_data = torch.load(path, map_location="cpu", weights_only=False)
     regression = Path(path).with_name(Path(path).stem + "-contact-regression.pt")
-    regression_data = torch.load(str(regression), map_location="cpu", weights_only=False) if regression.is_file() else None
+    regression_data = (
+        torch.load(str(regression), map_location="cpu", weights_only=False) if regression.is_file() else None
+    )
     if regression_data is None:
         import warnings
 
