@@ -99,7 +99,8 @@ class Dispatcher:
                 payload: dict[str, Any], job_id: str | None, device: str) -> dict[str, Any]:
         result = dict(payload["result"])
         if payload.get("warnings"):
-            result["warnings"] = list(result.get("warnings", [])) + payload["warnings"]
+            # a tool may both return warnings and report them through ctx.warn: list each once
+            result["warnings"] = list(dict.fromkeys([*result.get("warnings", []), *payload["warnings"]]))
         engine = payload.get("engine") or {}
         result["provenance"] = {
             "tool": spec.name,

@@ -39,6 +39,7 @@ def run_tool(
     progress_sink: ProgressSink | None = None,
     threads: int = 1,
     gpu: bool = False,
+    memory_limit_mb: int | None = None,
 ) -> dict[str, Any]:
     """Validate ``params``, call the tool and return ``{result, warnings, engine, wall_s}``.
 
@@ -48,7 +49,8 @@ def run_tool(
         args = spec.input_model.model_validate(params)
     except ValidationError as exc:
         raise validation_error(exc) from None
-    ctx = ToolContext(spec.name, job_id, progress_sink=progress_sink, threads=threads, gpu=gpu)
+    ctx = ToolContext(spec.name, job_id, progress_sink=progress_sink, threads=threads, gpu=gpu,
+                      memory_limit_mb=memory_limit_mb)
     start = time.perf_counter()
     result = spec.fn(args, ctx) if spec.wants_context else spec.fn(args)
     wall_s = time.perf_counter() - start

@@ -295,13 +295,13 @@ class LocalExecutor:
         job._notify()
         with self._lock:
             self._running[job.job_id] = worker
+        memory_limit = job.memory_limit_mb or self.memory_limit_mb
         try:
             worker.send({"job_id": job.job_id, "tool": job.tool, "module": job.module, "params": job.params,
-                         "threads": hardware.cpu_count(), "gpu": kind == "gpu"})
+                         "threads": hardware.cpu_count(), "gpu": kind == "gpu", "memory_limit_mb": memory_limit})
         except (BrokenPipeError, OSError):
             return self._crashed(worker)
         deadline = time.monotonic() + job.time_limit_s
-        memory_limit = job.memory_limit_mb or self.memory_limit_mb
         try:
             while True:
                 try:

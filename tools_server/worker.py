@@ -41,7 +41,7 @@ def main() -> None:
         try:
             spec = resolve(job["tool"], job["module"])
             out = run_tool(spec, job["params"], job_id, progress_sink=progress, threads=job["threads"],
-                           gpu=job["gpu"])
+                           gpu=job["gpu"], memory_limit_mb=job.get("memory_limit_mb"))
             send({"type": "result", "job_id": job_id, **out})
         except ToolError as exc:
             send({"type": "error", "job_id": job_id, "error": exc.to_dict()})
