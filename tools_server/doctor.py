@@ -436,7 +436,7 @@ def weights_check() -> CheckResult:
         return CheckResult("weights", "model weights (ESM-2, ESMFold)", "warn", False,
                            f"none in {root}; protein tools that need weights answer weights_missing",
                            "copy the checkpoints into SPU_WEIGHTS_DIR (docs/docker.md: build with "
-                           "--build-arg SPU_BAKE_WEIGHTS=1 to bake them into the image)")
+                           "--build-context weights=DIR to bake them into the image)")
     listed = [{"file": str(p.relative_to(root)), "mb": round(p.stat().st_size / 2**20, 1)} for p in files]
     shown = ", ".join(f"{w['file']} ({w['mb']} MB)" for w in listed[:6])
     more = f" and {len(listed) - 6} more" if len(listed) > 6 else ""
