@@ -134,3 +134,30 @@ def test_depict_writes_png(ctx):
         assert fh.read(8) == b"\x89PNG\r\n\x1a\n"
     assert out["n_drawn"] == 2 and out["errors"][0]["index"] == 2
     assert (out["width_px"], out["height_px"]) == (900, 300)
+
+
+CHEM_QC_TOOLS = (
+    "chem_parse",
+    "chem_descriptors",
+    "chem_similarity",
+    "chem_substructure",
+    "chem_conformers",
+    "chem_depict",
+    "xtb_run",
+    "xtb_conformers",
+    "dft_run",
+)
+
+
+def test_chemistry_tools_over_mcp(mcp_server):
+    tools = {t.name: t for t in mcp_server.list_tools()}
+    for name in CHEM_QC_TOOLS:
+        assert name in tools, name
+        ann = tools[name].annotations
+        assert ann.read_only_hint is True and ann.destructive_hint is False and ann.open_world_hint is False
+    out = mcp_server.call_ok("chem_parse", {"molecules": [ASPIRIN, "C1CC("]})
+    assert out["items"][0]["inchikey"] == "BSYNRYMUTXBXSQ-UHFFFAOYSA-N"
+    assert out["items"][1]["error"]["code"] == "invalid_smiles"
+    assert out["provenance"]["engine"] == "rdkit" and out["provenance"]["device"] == "cpu"
+    err = mcp_server.call_error("dft_run", {"molecule": "[Rf]"})
+    assert err["code"] == "unsupported_element"

@@ -214,7 +214,7 @@ def run_scf(mf: Any, warn: Any) -> dict[str, Any]:
 
 
 def _to_cpu(mf: Any) -> Any:
-    return mf.to_cpu() if hasattr(mf, "to_cpu") and "gpu4pyscf" in type(mf).__module__ else mf
+    return mf.to_cpu() if hasattr(mf, "to_cpu") else mf  # only gpu4pyscf objects have to_cpu
 
 
 def _frontier_ev(mf: Any) -> dict[str, float | None]:

@@ -156,10 +156,13 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> dict:
         parallel_processes=min(ctx.threads, n),
     )
     out_dir = str(ctx.artifact_dir)
-    jobs = [(i, text, settings, options, out_dir) for i, text in enumerate(args.molecules)]
-    items = map_items(
-        run_item, jobs, ctx.threads, lambda d, total: ctx.progress(d / total, f"{d}/{total} molecules")
-    )
+    if n == 1:  # one molecule: run here, with progress from the optimiser and the Hessian
+        items = [run_item(0, args.molecules[0], settings, options, out_dir, ctx.progress)]
+    else:
+        jobs = [(i, text, settings, options, out_dir) for i, text in enumerate(args.molecules)]
+        items = map_items(
+            run_item, jobs, ctx.threads, lambda d, total: ctx.progress(d / total, f"{d}/{total} molecules")
+        )
     for item in items:
         for w in item.get("warnings", []):
             if n == 1:

@@ -14,6 +14,7 @@ Hessian of analytic gradients (``tools_server.qc.thermo``).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -344,7 +345,12 @@ def prepare(text: str, charge: int | None, multiplicity: int | None) -> Molecule
 
 
 def run_item(
-    index: int, text: str, settings: XtbSettings, options: TaskOptions, out_dir: str
+    index: int,
+    text: str,
+    settings: XtbSettings,
+    options: TaskOptions,
+    out_dir: str,
+    progress: Callable[[float, str], None] | None = None,
 ) -> dict[str, Any]:
     """Everything for one molecule; returns a per-item result (ok or error) and never raises."""
     try:
@@ -352,7 +358,7 @@ def run_item(
         return {
             "index": index,
             "ok": True,
-            **compute_molecule(mol, settings, options, Path(out_dir), f"mol{index}"),
+            **compute_molecule(mol, settings, options, Path(out_dir), f"mol{index}", progress),
         }
     except (MoleculeError, XtbError) as exc:
         return {"index": index, "ok": False, "error": _error(exc.code, exc.message)}
@@ -371,8 +377,14 @@ def _error(code: str, message: str) -> dict[str, str]:
 
 
 def compute_molecule(
-    mol: Molecule, settings: XtbSettings, options: TaskOptions, out_dir: Path, stem: str
+    mol: Molecule,
+    settings: XtbSettings,
+    options: TaskOptions,
+    out_dir: Path,
+    stem: str,
+    progress: Callable[[float, str], None] | None = None,
 ) -> dict[str, Any]:
+    """One molecule, one task. ``progress(fraction, message)`` is called during long steps when given."""
     import numpy as np
 
     from tools_server.qc import thermo
@@ -404,6 +416,15 @@ def compute_molecule(
             energy_gradient,
             max_steps=options.max_steps,
             tight=options.task == "frequencies",
+            step_callback=(
+                (
+                    lambda k, e: progress(
+                        min(0.6, k / options.max_steps), f"optimisation step {k}, E = {e:.8f} Eh"
+                    )
+                )
+                if progress
+                else None
+            ),
         )
         coords = opt.coords_angstrom
         out["optimization"] = {
@@ -446,7 +467,11 @@ def compute_molecule(
                 f"frequencies at a non-stationary geometry (max gradient {gmax:.1e} Eh/Bohr): "
                 "thermochemistry is unreliable; optimise first"
             )
-        hess = thermo.finite_difference_hessian(lambda x: calc.compute(x).gradient, coords * b)
+        hess = thermo.finite_difference_hessian(
+            lambda x: calc.compute(x).gradient,
+            coords * b,
+            progress=(lambda f: progress(0.6 + 0.4 * f, "finite-difference Hessian")) if progress else None,
+        )
         vib = thermo.harmonic_analysis(hess, coords, mol.numbers)
         th = thermo.thermochemistry(
             sp.energy_hartree,
