@@ -3,7 +3,7 @@
 
     python npm_driver.py SCENARIO WORK_DIR      prints one JSON object
 
-Scenarios: ``mcp-list`` (claude mcp list), ``inspector`` (MCP Inspector CLI tools/list and tools/call),
+Scenarios: ``mcp-list`` (claude mcp list), ``codex-mcp-list`` (codex mcp list), ``inspector`` (MCP Inspector CLI tools/list and tools/call),
 ``claude-headless`` (claude -p against a scripted Anthropic Messages server that answers with a tool_use of
 mcp__spu__system_info, then with text once it has seen the tool_result).
 """
@@ -162,6 +162,14 @@ def scenario_mcp_list(work: Path) -> dict:
     return run([str(BIN / "claude"), "mcp", "list"], env, project)
 
 
+def scenario_codex_mcp_list(work: Path) -> dict:
+    """`codex mcp list` reads the block `spu config codex --write` appended to its config.toml."""
+    env = client_env(work, CODEX_HOME=str(work / "codex-home"))
+    subprocess.run([sys.executable, "-m", "scaffold.cli", "config", "codex", "--write"], cwd=work, env=env,
+                   check=True, capture_output=True, timeout=60)
+    return run([str(BIN / "codex"), "mcp", "list"], env, work, timeout=60)
+
+
 def scenario_inspector(work: Path) -> dict:
     env = client_env(work)
     server = [str(Path(sys.executable).parent / "spu"), "serve"]
@@ -199,5 +207,5 @@ def scenario_claude_headless(work: Path) -> dict:
 if __name__ == "__main__":
     name, work_dir = sys.argv[1], Path(sys.argv[2])
     scenarios = {"mcp-list": scenario_mcp_list, "inspector": scenario_inspector,
-                 "claude-headless": scenario_claude_headless}
+                 "claude-headless": scenario_claude_headless, "codex-mcp-list": scenario_codex_mcp_list}
     print(json.dumps(scenarios[name](work_dir)))

@@ -76,3 +76,11 @@ def test_headless_claude_code_calls_spu_tool(tmp_path, spu_env):
     assert block["tool_use_id"] == "toolu_spu_1" and "cpu_cores" in text and not block.get("is_error")
     final = json.loads(result["stdout"])
     assert final["result"] == "The spu server reports its hardware." and final["is_error"] is False
+
+
+@pytest.mark.skipif(not (BIN / "codex").exists(), reason="codex not installed: bash scripts/install-npm-clients.sh")
+def test_codex_reads_the_spu_config_block(tmp_path, spu_env):
+    result = _scenario("codex-mcp-list", tmp_path, spu_env)
+    assert result["returncode"] == 0, result["stderr"]
+    row = next(ln for ln in result["stdout"].splitlines() if ln.startswith("spu "))
+    assert "serve" in row and "enabled" in row, result["stdout"]
