@@ -181,3 +181,17 @@ def test_gpu4pyscf_matches_cpu(ctx):
     cpu = Q.dft_run(Q.DftInput(molecule="c1ccccc1", functional="B3LYP", basis="def2-svp", device="cpu"), ctx)
     assert gpu["device"].startswith("gpu")
     assert gpu["energy_hartree"] == pytest.approx(cpu["energy_hartree"], abs=1e-5)
+
+
+def test_smd_solvent_and_open_shell_reference(ctx):
+    gas = Q.dft_run(Q.DftInput(molecule="O", functional="PBE", basis="sto-3g", grid_level=1), ctx)
+    smd = Q.dft_run(
+        Q.DftInput(molecule="O", functional="PBE", basis="sto-3g", grid_level=1, solvent="water", solvent_model="smd"),
+        ctx,
+    )
+    assert smd["solvation"] == "SMD(water)" and smd["energy_hartree"] < gas["energy_hartree"]
+    methyl = Q.dft_run(Q.DftInput(molecule="[CH3]", functional="PBE", basis="sto-3g", grid_level=1), ctx)
+    assert methyl["reference"] == "UKS" and methyl["multiplicity"] == 2
+    with pytest.raises(ToolError) as err:
+        Q.dft_run(Q.DftInput(molecule="[CH3]", basis="sto-3g", task="tddft", triplets=True), ctx)
+    assert err.value.code == "invalid_input"

@@ -266,6 +266,12 @@ def tddft(mf: Any, args: Any) -> dict[str, Any]:
     td = mf.TDA() if args.tda else mf.TDDFT() if not _is_hf(args.functional) else mf.TDHF()
     td.nstates = args.n_states
     if args.triplets:
+        if mf.mol.spin != 0:
+            raise ToolError(
+                "invalid_input",
+                "triplets=true needs a closed-shell (singlet) reference; an open-shell molecule gives "
+                "spin-conserving excitations with triplets=false",
+            )
         td.singlet = False
     td.verbose = 0
     td.kernel()
@@ -288,9 +294,15 @@ def tddft(mf: Any, args: Any) -> dict[str, Any]:
         )
     return {
         "method": ("TDA" if args.tda else "TDDFT" if not _is_hf(args.functional) else "TDHF"),
-        "spin": "triplet" if args.triplets else "singlet",
+        "spin": _excitation_spin(mf, args.triplets),
         "states": states,
     }
+
+
+def _excitation_spin(mf: Any, triplets: bool) -> str:
+    if mf.mol.spin != 0:
+        return "spin-conserving (unrestricted reference)"
+    return "triplet" if triplets else "singlet"
 
 
 def _to_numpy(x: Any) -> Any:
