@@ -186,7 +186,9 @@ def test_gpu4pyscf_matches_cpu(ctx):
 def test_smd_solvent_and_open_shell_reference(ctx):
     gas = Q.dft_run(Q.DftInput(molecule="O", functional="PBE", basis="sto-3g", grid_level=1), ctx)
     smd = Q.dft_run(
-        Q.DftInput(molecule="O", functional="PBE", basis="sto-3g", grid_level=1, solvent="water", solvent_model="smd"),
+        Q.DftInput(
+            molecule="O", functional="PBE", basis="sto-3g", grid_level=1, solvent="water", solvent_model="smd"
+        ),
         ctx,
     )
     assert smd["solvation"] == "SMD(water)" and smd["energy_hartree"] < gas["energy_hartree"]
