@@ -18,6 +18,8 @@ if ! command -v npm >/dev/null 2>&1; then
   exit 2
 fi
 mkdir -p "$PREFIX"
+# the prefix ignores itself (as a Python venv does), whatever the root .gitignore says
+echo '*' > "$PREFIX/.gitignore"
 # --prefix keeps everything out of the global node_modules; no audit/fund calls, no update notifier.
 export NPM_CONFIG_UPDATE_NOTIFIER=false NPM_CONFIG_FUND=false NPM_CONFIG_AUDIT=false
 npm install --prefix "$PREFIX" --no-save --loglevel=error "${PACKAGES[@]}"
