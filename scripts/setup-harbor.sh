@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .harbor-venv: Harbor (needs Python >= 3.12) beside the project's own .venv, so the Harbor export
 # can be checked by Harbor's own models and `harbor` CLI, and `harbor run` can import scaffold.harbor_agent.
-# Idempotent. Measured here: about 1 minute on a fresh machine with the PyPI cache cold (docs/harbor.md).
+# Idempotent. Measured here: 3 min 21 s (2 cores, shared with other installs; docs/harbor.md).
 #   PYTHON=python3.13 bash scripts/setup-harbor.sh     choose the interpreter
 #   HARBOR_VERSION=0.25.0                              the Harbor release to install
 set -euo pipefail
@@ -47,4 +47,5 @@ fi
 "${PIP[@]}" "harbor==$HARBOR_VERSION"
 rm -f .harbor-venv/.spu-harbor-*
 touch "$STAMP"
-echo "setup-harbor: done; .harbor-venv/bin/harbor $(.harbor-venv/bin/harbor --version 2>/dev/null || true)"
+echo "setup-harbor: done; .harbor-venv/bin/harbor $(HARBOR_TELEMETRY=0 .harbor-venv/bin/harbor --version 2>/dev/null || true)"
+echo "setup-harbor: set HARBOR_TELEMETRY=0 to keep Harbor from sending usage events"
