@@ -203,6 +203,10 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     opts = parser.parse_args()
     os.environ.setdefault("SPU_WORKDIR", tempfile.mkdtemp(prefix="spu-bench-work-"))
+    # Same thread settings as the server's workers, so in-process and MCP timings compare fairly
+    # (engines raise their own thread counts from ctx.threads where they parallelise internally).
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ.setdefault(var, "1")
     repeats = 3 if opts.quick else 7
     report = {"overhead": bench_overhead(repeats), "batch": bench_batch(8 if opts.quick else 32)}
     if not opts.skip_mcp:
