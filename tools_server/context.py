@@ -20,8 +20,8 @@ class ToolContext:
     the work directory to write a file the result refers to; ``warn(text)`` adds a quality warning
     (SCF not converged, imaginary modes, energy drift); ``set_engine(name, version, device)`` fills the
     provenance. ``threads`` is how many threads a tool that parallelises internally may use;
-    ``memory_limit_mb`` is the memory the job may use before it is stopped (None when unknown), for cost
-    checks made before launching something big.
+    ``memory_limit_mb`` and ``time_limit_s`` are what the job may use before it is stopped (None when
+    unknown), for cost checks made before launching something big.
     """
 
     def __init__(
@@ -33,12 +33,14 @@ class ToolContext:
         threads: int = 1,
         gpu: bool = False,
         memory_limit_mb: int | None = None,
+        time_limit_s: float | None = None,
     ) -> None:
         self.tool = tool
         self.job_id = job_id
         self.threads = threads
         self.gpu_available = gpu
         self.memory_limit_mb = memory_limit_mb
+        self.time_limit_s = time_limit_s
         self.warnings: list[str] = []
         self.engine: dict[str, Any] = {}
         self._progress_sink = progress_sink

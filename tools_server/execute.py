@@ -50,7 +50,7 @@ def run_tool(
     except ValidationError as exc:
         raise validation_error(exc) from None
     ctx = ToolContext(spec.name, job_id, progress_sink=progress_sink, threads=threads, gpu=gpu,
-                      memory_limit_mb=memory_limit_mb)
+                      memory_limit_mb=memory_limit_mb, time_limit_s=spec.time_limit_s)
     start = time.perf_counter()
     result = spec.fn(args, ctx) if spec.wants_context else spec.fn(args)
     wall_s = time.perf_counter() - start

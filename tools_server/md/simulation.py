@@ -158,7 +158,16 @@ def run_protocol(built: BuiltSystem, protocol: Protocol, ctx: ToolContext) -> di
             ctx.progress(0.02 + 0.97 * done / total, f"{label}: {done}/{total} steps")
 
     equil_rows: list = []
-    advance(protocol.steps(protocol.equilibration_ps), "equilibration", equil_rows)
+    # Minimisation leaves the system far from equipartition; couple strongly to the bath for the first
+    # half of equilibration so short runs reach the target temperature, then use the production friction.
+    equil_steps = protocol.steps(protocol.equilibration_ps)
+    integrator = simulation.integrator
+    if hasattr(integrator, "setFriction") and equil_steps > 1:
+        integrator.setFriction(max(10.0, protocol.friction_per_ps) / unit.picosecond)
+        advance(equil_steps // 2, "equilibration", equil_rows)
+        integrator.setFriction(protocol.friction_per_ps / unit.picosecond)
+        equil_steps -= equil_steps // 2
+    advance(equil_steps, "equilibration", equil_rows)
     traj_path = ctx.artifact("trajectory.xtc")
     simulation.reporters.append(app.XTCReporter(str(traj_path), interval, enforcePeriodicBox=False))
     prod_rows: list = []

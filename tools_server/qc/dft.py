@@ -362,7 +362,7 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
     pmol = build_mole(mol, args.basis)
     n_basis = int(pmol.nao_nr())
     hf = _is_hf(args.functional)
-    choice = choose_device(args.device, n_basis, gpu_slot=bool(getattr(ctx, "gpu_available", False)))
+    choice = choose_device(args.device, n_basis, gpu_slot=ctx.gpu_available)
     estimate_s = estimate_cpu_seconds(
         n_basis,
         mol.n_atoms,
@@ -372,7 +372,7 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
         n_states=args.n_states,
         hf=hf,
     )
-    limit_s = float(getattr(ctx, "time_limit_s", None) or 7200.0)
+    limit_s = float(ctx.time_limit_s or 7200.0)
     if choice.device == "cpu" and (estimate_s > CPU_BUDGET_FRACTION * limit_s or n_basis > CPU_MAX_NBASIS):
         raise ToolError(
             "too_large_for_cpu",
