@@ -63,10 +63,10 @@ def agent_config(monkeypatch) -> Any:
 
 @pytest.fixture
 def harbor_python() -> Path:
-    """Python of a separate Python 3.12 venv with harbor installed, named by ``SPU_HARBOR_PYTHON``; the
-    ATIF tests skip without it. Make one with ``python3.12 -m venv VENV && VENV/bin/pip install
-    harbor==0.25.0`` and export ``SPU_HARBOR_PYTHON=VENV/bin/python``."""
-    value = os.environ.get("SPU_HARBOR_PYTHON")
-    if not value or not Path(value).exists():
-        pytest.skip("set SPU_HARBOR_PYTHON to the python of a venv with harbor installed")
-    return Path(value)
+    """Python of the Harbor venv (Python >= 3.12 with harbor installed): ``SPU_HARBOR_PYTHON`` or the
+    repository's ``.harbor-venv`` made by ``bash scripts/setup-harbor.sh``; the ATIF tests skip without it."""
+    repo_venv = Path(__file__).resolve().parents[2] / ".harbor-venv" / "bin" / "python"
+    value = Path(os.environ.get("SPU_HARBOR_PYTHON") or repo_venv)
+    if not value.exists():
+        pytest.skip("no Harbor venv: run `bash scripts/setup-harbor.sh` or set SPU_HARBOR_PYTHON")
+    return value
