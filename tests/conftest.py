@@ -23,6 +23,16 @@ sys.path.insert(0, str(NETGUARD))
 import sitecustomize  # noqa: E402,F401  (the guard, installed on import)
 
 
+@pytest.fixture(autouse=True)
+def _loopback_only():
+    """Keep the guard in place for every test, whatever another plugin did to socket.connect."""
+    import socket
+
+    socket.socket.connect = sitecustomize._guarded_connect
+    socket.socket.connect_ex = sitecustomize._guarded_connect_ex
+    yield
+
+
 def _has_cuda() -> bool:
     from tools_server import hardware
 
