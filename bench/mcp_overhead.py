@@ -47,14 +47,21 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200)
     opts = parser.parse_args()
     work = tempfile.mkdtemp(prefix="spu-bench-")
-    env = {**os.environ, "SPU_WORKDIR": work, "SPU_CACHE_DIR": work + "/cache", "SPU_TOOL_MODULES": "_bench_tools",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))}
+    env = {
+        **os.environ,
+        "SPU_WORKDIR": work,
+        "SPU_CACHE_DIR": work + "/cache",
+        "SPU_TOOL_MODULES": "_bench_tools",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
+    }
     bare = StdioServerParameters(command=sys.executable, args=[str(HERE / "_bare_echo_server.py")], env=env)
     spu = StdioServerParameters(command=sys.executable, args=["-m", "scaffold.cli", "serve"], env=env)
-    rows = [("bare MCPServer echo (baseline)", bare, "echo", {"text": "hi"}),
-            ("spu instant tool (bench_echo)", spu, "bench_echo", {"text": "hi"}),
-            ("spu system_info", spu, "system_info", {}),
-            ("spu cpu job in a worker (bench_noop_job)", spu, "bench_noop_job", {"text": "hi"})]
+    rows = [
+        ("bare MCPServer echo (baseline)", bare, "echo", {"text": "hi"}),
+        ("spu instant tool (bench_echo)", spu, "bench_echo", {"text": "hi"}),
+        ("spu system_info", spu, "system_info", {}),
+        ("spu cpu job in a worker (bench_noop_job)", spu, "bench_noop_job", {"text": "hi"}),
+    ]
     baseline = None
     print(f"{'case':44s} {'p50 ms':>8s} {'p95 ms':>8s} {'p50/base':>9s} {'p95/base':>9s}")
     for label, params, tool, args in rows:

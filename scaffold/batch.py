@@ -64,10 +64,15 @@ def find_task_dirs(paths: list[Path]) -> list[Path]:
         if (path / "contract.json").is_file():
             found.append(path)
         elif path.is_dir():
-            found += sorted(p.parent for p in path.rglob("contract.json")
-                            if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts))
+            found += sorted(
+                p.parent
+                for p in path.rglob("contract.json")
+                if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
+            )
         else:
-            raise FileNotFoundError(f"{path} is not a task directory (no contract.json) nor a folder of tasks")
+            raise FileNotFoundError(
+                f"{path} is not a task directory (no contract.json) nor a folder of tasks"
+            )
     unique = list(dict.fromkeys(p.resolve() for p in found))
     if not unique:
         raise FileNotFoundError("no task directories found (a task directory holds contract.json)")
@@ -91,9 +96,14 @@ def plan_jobs(task_dirs: list[Path], runs_dir: Path, configuration: str, runs: i
 class Batch:
     """Runs the jobs with ``parallel`` subprocesses; ``stop()`` (from a signal handler) ends it cleanly."""
 
-    def __init__(self, jobs: list[RunJob], agent_args: list[str], parallel: int,
-                 on_event: Callable[[str, RunJob, dict[str, Any]], None] | None = None,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        jobs: list[RunJob],
+        agent_args: list[str],
+        parallel: int,
+        on_event: Callable[[str, RunJob, dict[str, Any]], None] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.jobs = jobs
         self.agent_args = agent_args
         self.parallel = parallel
@@ -126,15 +136,31 @@ class Batch:
         if job.run_dir.exists():  # an unfinished earlier attempt: start over
             shutil.rmtree(job.run_dir)
         job.run_dir.mkdir(parents=True)
-        cmd = [sys.executable, "-m", "scaffold.cli", "agent", "run", "--task", str(job.task_dir),
-               "--out", str(job.run_dir), *self.agent_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "scaffold.cli",
+            "agent",
+            "run",
+            "--task",
+            str(job.task_dir),
+            "--out",
+            str(job.run_dir),
+            *self.agent_args,
+        ]
         started = time.monotonic()
         with open(job.run_dir.parent / f".{job.run_dir.name}.log", "wb") as log:
             with self._lock:
                 if self.stopping.is_set():
                     return None
-                proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                        env=self.env, start_new_session=True)
+                proc = subprocess.Popen(
+                    cmd,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    env=self.env,
+                    start_new_session=True,
+                )
                 self._running[job.run_dir] = proc
             self.on_event("start", job, {})
             try:
@@ -142,17 +168,26 @@ class Batch:
             finally:
                 with self._lock:
                     self._running.pop(job.run_dir, None)
-        result = {"task_id": job.task_id, "run_dir": str(job.run_dir), "exit_code": code,
-                  "wall_s": round(time.monotonic() - started, 2)}
+        result = {
+            "task_id": job.task_id,
+            "run_dir": str(job.run_dir),
+            "exit_code": code,
+            "wall_s": round(time.monotonic() - started, 2),
+        }
         run_json = job.run_dir / "run.json"
         if run_json.is_file():
             try:
                 record = json.loads(run_json.read_text(encoding="utf-8"))
-                result |= {k: record.get(k) for k in ("exit_status", "reason", "submission", "steps", "cost_usd")}
+                result |= {
+                    k: record.get(k) for k in ("exit_status", "reason", "submission", "steps", "cost_usd")
+                }
             except ValueError:
                 pass
-        interrupted = code < 0 or code in INTERRUPTED_CODES or (self.stopping.is_set() and code != 0
-                                                                 and result.get("exit_status") == "interrupted")
+        interrupted = (
+            code < 0
+            or code in INTERRUPTED_CODES
+            or (self.stopping.is_set() and code != 0 and result.get("exit_status") == "interrupted")
+        )
         if interrupted:
             self.on_event("interrupted", job, result)
             return None
@@ -224,22 +259,35 @@ def collect_answers(task_dirs: list[Path], answers: Path | None, into: Path) -> 
 
 def batch_command(
     tasks: Annotated[list[Path], typer.Argument(help="Task directories, or folders searched for them.")],
-    model: Annotated[str, typer.Option("--model", help="PROVIDER:MODEL (openai, openai-responses, anthropic, "
-                                                        "replay).")],
+    model: Annotated[
+        str, typer.Option("--model", help="PROVIDER:MODEL (openai, openai-responses, anthropic, replay).")
+    ],
     parallel: Annotated[int, typer.Option("-j", "--jobs", min=1, help="Runs at once.")] = 2,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Runs directory (spu report layout).")] = Path("spu-runs"),
-    name: Annotated[str | None, typer.Option(
-        "--name", help="Configuration name (default: from --model).")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Runs directory (spu report layout).")] = Path(
+        "spu-runs"
+    ),
+    name: Annotated[
+        str | None, typer.Option("--name", help="Configuration name (default: from --model).")
+    ] = None,
     runs: Annotated[int, typer.Option("--runs", min=1, help="Runs per task.")] = 1,
-    answers: Annotated[Path | None, typer.Option(
-        "--answers", help="answers.json or a folder of them, for the report (default: beside each task).")] = None,
+    answers: Annotated[
+        Path | None,
+        typer.Option(
+            "--answers", help="answers.json or a folder of them, for the report (default: beside each task)."
+        ),
+    ] = None,
     base_url: Annotated[str | None, typer.Option("--base-url", help="Model API base URL.")] = None,
     config_file: Annotated[Path | None, typer.Option("--config", help="Agent YAML config.")] = None,
-    overrides: Annotated[list[str] | None, typer.Option("-c", help="Agent key=value override; repeatable.")] = None,
+    overrides: Annotated[
+        list[str] | None, typer.Option("-c", help="Agent key=value override; repeatable.")
+    ] = None,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Run spu report at the end.")] = True,
-    bootstrap: Annotated[int, typer.Option("--bootstrap", min=100, help="Report bootstrap resamples.")] = 2000,
-    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary instead of a progress bar.")]
-    = False,
+    bootstrap: Annotated[
+        int, typer.Option("--bootstrap", min=100, help="Report bootstrap resamples.")
+    ] = 2000,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print a JSON summary instead of a progress bar.")
+    ] = False,
 ) -> None:
     """Run the reference agent over many tasks, N in parallel, with a progress bar; resumable (done runs are
     skipped); then `spu report` over the runs directory."""
@@ -267,17 +315,32 @@ def batch_command(
     out.mkdir(parents=True, exist_ok=True)
     snapshot_tasks(task_dirs, out)
     (out / "_batch").mkdir(exist_ok=True)
-    _write_json(out / "_batch" / f"{configuration}.json", {
-        "configuration": configuration, "model": model, "base_url": base_url, "runs": runs,
-        "config": str(config_file) if config_file else None, "overrides": list(overrides or []),
-        "tasks": [str(t) for t in task_dirs]})
+    _write_json(
+        out / "_batch" / f"{configuration}.json",
+        {
+            "configuration": configuration,
+            "model": model,
+            "base_url": base_url,
+            "runs": runs,
+            "config": str(config_file) if config_file else None,
+            "overrides": list(overrides or []),
+            "tasks": [str(t) for t in task_dirs],
+        },
+    )
     console = Console(stderr=True)
     already = sum(j.done for j in jobs)
-    progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("{task.fields[status]}"), TimeElapsedColumn(), console=console,
-                        disable=as_json)
-    bar = progress.add_task(configuration, total=len(jobs), completed=already,
-                            status=f"{already} already done" if already else "")
+    progress = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+        disable=as_json,
+    )
+    bar = progress.add_task(
+        configuration, total=len(jobs), completed=already, status=f"{already} already done" if already else ""
+    )
     counts = {"running": 0, "done": 0, "interrupted": 0}
 
     def on_event(kind: str, job: RunJob, result: dict[str, Any]) -> None:
@@ -286,8 +349,10 @@ def batch_command(
             counts["done"] += 1
             progress.advance(bar)
             if not as_json:
-                progress.console.print(f"{job.task_id}/{job.run_dir.name}: {result.get('exit_status')} "
-                                       f"({result['wall_s']:.0f} s)")
+                progress.console.print(
+                    f"{job.task_id}/{job.run_dir.name}: {result.get('exit_status')} "
+                    f"({result['wall_s']:.0f} s)"
+                )
         elif kind == "interrupted":
             counts["interrupted"] += 1
         progress.update(bar, status=f"{counts['running']} running")
@@ -307,20 +372,32 @@ def batch_command(
         for s, h in previous.items():
             signal.signal(s, h)
     remaining = sum(not j.done for j in jobs)
-    summary: dict[str, Any] = {"configuration": configuration, "runs_dir": str(out), "total": len(jobs),
-                               "skipped_done": already, "completed": counts["done"], "remaining": remaining,
-                               "results": batch.results}
+    summary: dict[str, Any] = {
+        "configuration": configuration,
+        "runs_dir": str(out),
+        "total": len(jobs),
+        "skipped_done": already,
+        "completed": counts["done"],
+        "remaining": remaining,
+        "results": batch.results,
+    }
     if received:
         summary["interrupted"] = True
-        _finish(summary, as_json, console,
-                f"interrupted: {counts['done']} runs finished, {remaining} left; run the same command to resume")
+        _finish(
+            summary,
+            as_json,
+            console,
+            f"interrupted: {counts['done']} runs finished, {remaining} left; run the same command to resume",
+        )
         raise typer.Exit(130 if received[0] == signal.SIGINT else 143)
     if report and remaining == 0:
         summary["report"] = _report(task_dirs, out, answers, bootstrap, console)
     _finish(summary, as_json, console, f"{len(jobs) - remaining}/{len(jobs)} runs done in {out}")
 
 
-def _report(task_dirs: list[Path], out: Path, answers: Path | None, bootstrap: int, console) -> dict[str, Any]:
+def _report(
+    task_dirs: list[Path], out: Path, answers: Path | None, bootstrap: int, console
+) -> dict[str, Any]:
     import tempfile
 
     from environment.report import build_report

@@ -29,13 +29,32 @@ from harbor.models.agent.context import AgentContext
 from pydantic import Field
 
 #: Harbor provider prefix -> the reference agent's provider (scaffold/agent/models)
-PROVIDER_MAP = {"anthropic": "anthropic", "openai": "openai", "openai-responses": "openai-responses",
-                "replay": "replay", "openrouter": "openai", "vllm": "openai", "deepseek": "openai"}
+PROVIDER_MAP = {
+    "anthropic": "anthropic",
+    "openai": "openai",
+    "openai-responses": "openai-responses",
+    "replay": "replay",
+    "openrouter": "openai",
+    "vllm": "openai",
+    "deepseek": "openai",
+}
 
 #: Variables passed from the host into the agent's command (model APIs and the web tools' providers).
-PASSTHROUGH_ENV = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY",
-                   "BRAVE_API_KEY", "TAVILY_API_KEY", "SERPER_API_KEY", "EXA_API_KEY", "SEARXNG_URL",
-                   "NCBI_API_KEY", "OPENALEX_API_KEY", "SPU_AUDIT_URL", "SPU_AUDIT_TOKEN")
+PASSTHROUGH_ENV = (
+    "ANTHROPIC_API_KEY",
+    "OPENAI_API_KEY",
+    "OPENROUTER_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "BRAVE_API_KEY",
+    "TAVILY_API_KEY",
+    "SERPER_API_KEY",
+    "EXA_API_KEY",
+    "SEARXNG_URL",
+    "NCBI_API_KEY",
+    "OPENALEX_API_KEY",
+    "SPU_AUDIT_URL",
+    "SPU_AUDIT_TOKEN",
+)
 
 
 class SpuAgentOptions(InstalledAgentOptions):
@@ -80,9 +99,11 @@ class SpuAgent(BaseInstalledAgent):
         # The task image (FROM the spu-scaffold image) already holds everything; only check it.
         await self.exec_as_agent(
             environment,
-            command=("command -v spu >/dev/null || { echo 'spu is not installed in this image: build the task "
-                     "environment on the spu-scaffold image (Dockerfile.gpu, docs/harbor.md)' >&2; exit 1; }; "
-                     f"mkdir -p {shlex.quote(self._options.output_dir)}"),
+            command=(
+                "command -v spu >/dev/null || { echo 'spu is not installed in this image: build the task "
+                "environment on the spu-scaffold image (Dockerfile.gpu, docs/harbor.md)' >&2; exit 1; }; "
+                f"mkdir -p {shlex.quote(self._options.output_dir)}"
+            ),
         )
 
     def build_command(self) -> str:
@@ -90,8 +111,17 @@ class SpuAgent(BaseInstalledAgent):
         opts = self._options
         logs = str(self.environment_logs_dir)
         out = opts.output_dir
-        args = ["spu", "agent", "run", "--task", opts.task_dir, "--out", out,
-                "--model", spu_model_spec(self.model_name)]
+        args = [
+            "spu",
+            "agent",
+            "run",
+            "--task",
+            opts.task_dir,
+            "--out",
+            out,
+            "--model",
+            spu_model_spec(self.model_name),
+        ]
         if opts.model_base_url:
             args += ["--base-url", opts.model_base_url]
         for server in self.mcp_servers:
@@ -106,9 +136,11 @@ class SpuAgent(BaseInstalledAgent):
                 args += ["-c", item.strip()]
         run = " ".join(shlex.quote(a) for a in args)
         q = shlex.quote
-        return (f"mkdir -p {q(logs)}; {run} 2>&1 | tee {q(logs + '/spu-agent.txt')}; status=$?; "
-                f"for f in trajectory.json trajectory.jsonl run.json rankings.json report.md sources.json; do "
-                f"[ -f {q(out)}/$f ] && cp {q(out)}/$f {q(logs)}/$f; done; exit $status")
+        return (
+            f"mkdir -p {q(logs)}; {run} 2>&1 | tee {q(logs + '/spu-agent.txt')}; status=$?; "
+            f"for f in trajectory.json trajectory.jsonl run.json rankings.json report.md sources.json; do "
+            f"[ -f {q(out)}/$f ] && cp {q(out)}/$f {q(logs)}/$f; done; exit $status"
+        )
 
     @with_prompt_template
     async def run(self, instruction: str, environment: BaseEnvironment, context: AgentContext) -> None:
@@ -134,5 +166,8 @@ class SpuAgent(BaseInstalledAgent):
                 record: dict[str, Any] = json.loads(record_path.read_text(encoding="utf-8"))
             except ValueError:
                 record = {}
-            context.metadata = {k: record.get(k) for k in ("exit_status", "reason", "submission", "steps",
-                                                           "elapsed_s", "drafts") if k in record}
+            context.metadata = {
+                k: record.get(k)
+                for k in ("exit_status", "reason", "submission", "steps", "elapsed_s", "drafts")
+                if k in record
+            }

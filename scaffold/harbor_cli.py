@@ -8,35 +8,59 @@ from typing import Annotated
 
 import typer
 
-harbor_app = typer.Typer(help="Harbor packaging: export tasks for `harbor run` (docs/harbor.md).",
-                         no_args_is_help=True)
+harbor_app = typer.Typer(
+    help="Harbor packaging: export tasks for `harbor run` (docs/harbor.md).", no_args_is_help=True
+)
 
 
 @harbor_app.command("export")
 def export_command(
-    task_dir: Annotated[Path, typer.Argument(help="Task directory (contract.json, instruction.md, targets.csv).")],
+    task_dir: Annotated[
+        Path, typer.Argument(help="Task directory (contract.json, instruction.md, targets.csv).")
+    ],
     out_dir: Annotated[Path, typer.Argument(help="The Harbor task directory to write.")],
-    answers: Annotated[Path | None, typer.Option(
-        "--answers", help="answers.json of the task (default: answers.json beside TASK_DIR).")] = None,
-    image: Annotated[str, typer.Option(
-        help="Base image built from Dockerfile.gpu; pin by digest for shared runs (name@sha256:...).")]
-    = "spu-scaffold:gpu",
-    org: Annotated[str, typer.Option(help="Organization part of the Harbor task name (org/task_id).")] = "spu",
-    network: Annotated[str, typer.Option(
-        help="Agent network: public, providers (allowlist of the search and database hosts), audited "
-             "(only the audit service of --audit-url), none.")] = "public",
-    audit_url: Annotated[str | None, typer.Option(help="`spu audit serve` URL for --network audited.")] = None,
-    allow_host: Annotated[list[str] | None, typer.Option(
-        "--allow-host", help="Extra allowed host for providers/audited; repeatable.")] = None,
-    gpu_type: Annotated[list[str] | None, typer.Option(
-        "--gpu-type", help="Acceptable GPU type, e.g. H20, H100; repeatable (default: any).")] = None,
+    answers: Annotated[
+        Path | None,
+        typer.Option("--answers", help="answers.json of the task (default: answers.json beside TASK_DIR)."),
+    ] = None,
+    image: Annotated[
+        str,
+        typer.Option(
+            help="Base image built from Dockerfile.gpu; pin by digest for shared runs (name@sha256:...)."
+        ),
+    ] = "spu-scaffold:gpu",
+    org: Annotated[
+        str, typer.Option(help="Organization part of the Harbor task name (org/task_id).")
+    ] = "spu",
+    network: Annotated[
+        str,
+        typer.Option(
+            help="Agent network: public, providers (allowlist of the search and database hosts), audited "
+            "(only the audit service of --audit-url), none."
+        ),
+    ] = "public",
+    audit_url: Annotated[
+        str | None, typer.Option(help="`spu audit serve` URL for --network audited.")
+    ] = None,
+    allow_host: Annotated[
+        list[str] | None,
+        typer.Option("--allow-host", help="Extra allowed host for providers/audited; repeatable."),
+    ] = None,
+    gpu_type: Annotated[
+        list[str] | None,
+        typer.Option("--gpu-type", help="Acceptable GPU type, e.g. H20, H100; repeatable (default: any)."),
+    ] = None,
     cpus: Annotated[int, typer.Option(min=1)] = 8,
     memory_mb: Annotated[int, typer.Option(min=512)] = 16384,
     gpus: Annotated[int, typer.Option(min=0)] = 1,
     agent_timeout_s: Annotated[int, typer.Option(min=60, help="Agent time limit (SPU: 8 h).")] = 8 * 3600,
-    oracle: Annotated[bool, typer.Option(
-        "--oracle", help="Also write solution/solve.sh with the measured order (for `harbor run -a oracle`).")]
-    = False,
+    oracle: Annotated[
+        bool,
+        typer.Option(
+            "--oracle",
+            help="Also write solution/solve.sh with the measured order (for `harbor run -a oracle`).",
+        ),
+    ] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a non-empty OUT_DIR.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
@@ -46,19 +70,36 @@ def export_command(
     from environment.task import TaskError
 
     try:
-        result = export_task(task_dir, out_dir, answers=answers, image=image, org=org, network=network,
-                             audit_url=audit_url, allow_hosts=allow_host, gpu_types=gpu_type, cpus=cpus,
-                             memory_mb=memory_mb, gpus=gpus, agent_timeout_s=agent_timeout_s, oracle=oracle,
-                             overwrite=overwrite)
+        result = export_task(
+            task_dir,
+            out_dir,
+            answers=answers,
+            image=image,
+            org=org,
+            network=network,
+            audit_url=audit_url,
+            allow_hosts=allow_host,
+            gpu_types=gpu_type,
+            cpus=cpus,
+            memory_mb=memory_mb,
+            gpus=gpus,
+            agent_timeout_s=agent_timeout_s,
+            oracle=oracle,
+            overwrite=overwrite,
+        )
     except (ExportError, TaskError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return
-    typer.echo(f"Harbor task {org}/{result['task_id']} written to {result['out']} "
-               f"({len(result['files'])} files, network {result['network_mode']}, image {image})")
-    typer.echo(f"run it: harbor run -p {result['out']} --agent scaffold.harbor_agent:SpuAgent -m PROVIDER/MODEL")
+    typer.echo(
+        f"Harbor task {org}/{result['task_id']} written to {result['out']} "
+        f"({len(result['files'])} files, network {result['network_mode']}, image {image})"
+    )
+    typer.echo(
+        f"run it: harbor run -p {result['out']} --agent scaffold.harbor_agent:SpuAgent -m PROVIDER/MODEL"
+    )
 
 
 def register(app: typer.Typer) -> None:

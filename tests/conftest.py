@@ -4,6 +4,7 @@ real `spu serve` process driven by the official MCP Python client over stdio."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import threading
@@ -18,9 +19,11 @@ REPO = Path(__file__).resolve().parent.parent
 NETGUARD = Path(__file__).resolve().parent / "_netguard"
 
 # Every Python process the tests start loads the guard through PYTHONPATH; this one loads it now.
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(NETGUARD), str(REPO), os.environ.get("PYTHONPATH")]))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    filter(None, [str(NETGUARD), str(REPO), os.environ.get("PYTHONPATH")])
+)
 sys.path.insert(0, str(NETGUARD))
-import sitecustomize  # noqa: E402,F401  (the guard, installed on import)
+import sitecustomize
 
 
 @pytest.fixture(autouse=True)
@@ -78,8 +81,12 @@ class McpServer:
         from mcp.client.session import ClientSession
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
-        params = StdioServerParameters(command=sys.executable, args=["-m", "scaffold.cli", "serve", *self.args],
-                                       env=self.env, cwd=str(REPO))
+        params = StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "scaffold.cli", "serve", *self.args],
+            env=self.env,
+            cwd=str(REPO),
+        )
         self._stop = asyncio.Event()
         try:
             async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
@@ -118,10 +125,8 @@ class McpServer:
     def close(self) -> None:
         if self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
-        try:
+        with contextlib.suppress(Exception):  # shutdown noise is not a test failure
             self._task.result(timeout=30)
-        except Exception:  # noqa: BLE001 - shutdown noise is not a test failure
-            pass
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
 

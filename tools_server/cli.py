@@ -15,15 +15,24 @@ cache_app = typer.Typer(help="The result cache shared by all servers of this mac
 config_app = typer.Typer(help="Register the tool server with an MCP client.", no_args_is_help=True)
 
 #: Tools Codex may call without asking in `codex exec` (read-only, no side effects outside the work dir).
-CODEX_APPROVED_TOOLS = ("system_info", "jobs", "job_wait", "chem_parse", "chem_descriptors",
-                        "ranking_check", "ranking_compare")
+CODEX_APPROVED_TOOLS = (
+    "system_info",
+    "jobs",
+    "job_wait",
+    "chem_parse",
+    "chem_descriptors",
+    "ranking_check",
+    "ranking_compare",
+)
 
 
 def serve(
     transport: str = typer.Option("stdio", help="stdio (for Claude Code, Codex) or http (streamable HTTP)."),
     host: str = typer.Option("127.0.0.1", help="HTTP bind address; anything but loopback needs --token."),
     port: int = typer.Option(8765, help="HTTP port."),
-    token: str = typer.Option(None, envvar="SPU_SERVER_TOKEN", help="Bearer token required on HTTP requests."),
+    token: str = typer.Option(
+        None, envvar="SPU_SERVER_TOKEN", help="Bearer token required on HTTP requests."
+    ),
 ) -> None:
     """Run the MCP tool server."""
     from tools_server.server import is_loopback, run
@@ -32,8 +41,9 @@ def serve(
         typer.echo(f"unknown transport {transport!r}: use stdio or http", err=True)
         raise typer.Exit(2)
     if transport == "http" and not is_loopback(host) and not token:
-        typer.echo(f"refusing to bind {host}: a non-loopback address needs --token (or SPU_SERVER_TOKEN)",
-                   err=True)
+        typer.echo(
+            f"refusing to bind {host}: a non-loopback address needs --token (or SPU_SERVER_TOKEN)", err=True
+        )
         raise typer.Exit(2)
     run(transport, host, port, token)
 
@@ -70,8 +80,11 @@ def server_command() -> list[str]:
 
 
 def _server_env() -> dict[str, str]:
-    return {k: os.environ[k] for k in ("SPU_WORKDIR", "SPU_CACHE_DIR", "SPU_WEIGHTS_DIR", "SPU_AUDIT_URL")
-            if os.environ.get(k)}
+    return {
+        k: os.environ[k]
+        for k in ("SPU_WORKDIR", "SPU_CACHE_DIR", "SPU_WEIGHTS_DIR", "SPU_AUDIT_URL")
+        if os.environ.get(k)
+    }
 
 
 def claude_config() -> dict:
@@ -112,8 +125,10 @@ def config_claude(
     if not write:
         command = server_command()
         typer.echo(json.dumps(config, indent=2))
-        typer.echo("\n# or, with the Claude Code CLI:\nclaude mcp add --scope project spu -- "
-                   + " ".join(shlex.quote(c) for c in command))
+        typer.echo(
+            "\n# or, with the Claude Code CLI:\nclaude mcp add --scope project spu -- "
+            + " ".join(shlex.quote(c) for c in command)
+        )
         return
     existing = json.loads(path.read_text()) if path.exists() else {}
     existing.setdefault("mcpServers", {}).update(config["mcpServers"])

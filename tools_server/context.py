@@ -53,7 +53,9 @@ class ToolContext:
     def warn(self, text: str) -> None:
         self.warnings.append(text)
 
-    def set_engine(self, name: str, version: str | None = None, device: str | None = None, **extra: Any) -> None:
+    def set_engine(
+        self, name: str, version: str | None = None, device: str | None = None, **extra: Any
+    ) -> None:
         self.engine.update({"engine": name, "engine_version": version, **extra})
         if device is not None:
             self.engine["device"] = device

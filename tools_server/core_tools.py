@@ -102,14 +102,19 @@ class JobIdInput(BaseModel):
     job_id: str = Field(description="The job to cancel.")
 
 
-@tool(name="job_cancel", resource="instant", read_only=False, destructive=True, idempotent=True,
-      cacheable=False)
+@tool(
+    name="job_cancel", resource="instant", read_only=False, destructive=True, idempotent=True, cacheable=False
+)
 async def job_cancel(args: JobIdInput, dispatcher: Dispatcher) -> dict:
     """Cancel a queued or running job; its worker process and everything it started are killed."""
     found = dispatcher.jobs.cancel(args.job_id)
     if isinstance(found, dict):
-        return {"job_id": args.job_id, "status": found["status"], "cancelled": False,
-                "note": "The job had already finished."}
+        return {
+            "job_id": args.job_id,
+            "status": found["status"],
+            "cancelled": False,
+            "note": "The job had already finished.",
+        }
     await dispatcher.jobs.wait(found, 10)
     return {"job_id": args.job_id, "status": found.status, "cancelled": found.status == "cancelled"}
 

@@ -31,8 +31,9 @@ class Dispatcher:
         self.jobs = jobs or JobManager()
         self.cache = cache or ResultCache()
 
-    async def call(self, name: str, arguments: dict[str, Any] | None,
-                   progress: ProgressCallback | None = None) -> dict[str, Any]:
+    async def call(
+        self, name: str, arguments: dict[str, Any] | None, progress: ProgressCallback | None = None
+    ) -> dict[str, Any]:
         """Run tool ``name``; returns the structured result or raises :class:`ToolError`."""
         spec = get_tool(name)
         arguments = dict(arguments or {})
@@ -41,7 +42,9 @@ class Dispatcher:
             try:
                 wait_s = min(600.0, max(0.0, float(arguments.pop("wait_s"))))
             except (TypeError, ValueError):
-                raise ToolError("invalid_input", "wait_s must be a number of seconds between 0 and 600.") from None
+                raise ToolError(
+                    "invalid_input", "wait_s must be a number of seconds between 0 and 600."
+                ) from None
         try:
             args = spec.input_model.model_validate(arguments)
         except ValidationError as exc:
@@ -67,7 +70,9 @@ class Dispatcher:
             payload = await self._run_here(spec, params)
             return finish(None, payload, "server")
 
-        job = self.jobs.submit(spec, params, lambda job, payload: finish(job.job_id, payload, job.device or "cpu"))
+        job = self.jobs.submit(
+            spec, params, lambda job, payload: finish(job.job_id, payload, job.device or "cpu")
+        )
         return await self.await_job(job, wait_s, progress)
 
     async def _run_here(self, spec: ToolSpec, params: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +81,9 @@ class Dispatcher:
             return await anyio.to_thread.run_sync(lambda: run_tool(spec, params, job_id))
         return run_tool(spec, params, job_id)
 
-    async def await_job(self, job: Job, wait_s: float, progress: ProgressCallback | None = None) -> dict[str, Any]:
+    async def await_job(
+        self, job: Job, wait_s: float, progress: ProgressCallback | None = None
+    ) -> dict[str, Any]:
         async def report(j: Job) -> None:
             if progress is not None:
                 await progress(j.progress, j.message)
@@ -93,10 +100,22 @@ class Dispatcher:
             err = dict(record["error"])
             err.setdefault("details", {})["job_id"] = record["job_id"]
             raise ToolError.from_dict(err)
-        return job.status_payload() if isinstance(job, Job) else {"status": record["status"], "job_id": record["job_id"]}
+        return (
+            job.status_payload()
+            if isinstance(job, Job)
+            else {"status": record["status"], "job_id": record["job_id"]}
+        )
 
-    def _finish(self, spec: ToolSpec, params: dict[str, Any], canonical: Any, engines: dict[str, str | None],
-                payload: dict[str, Any], job_id: str | None, device: str) -> dict[str, Any]:
+    def _finish(
+        self,
+        spec: ToolSpec,
+        params: dict[str, Any],
+        canonical: Any,
+        engines: dict[str, str | None],
+        payload: dict[str, Any],
+        job_id: str | None,
+        device: str,
+    ) -> dict[str, Any]:
         result = dict(payload["result"])
         if payload.get("warnings"):
             # a tool may both return warnings and report them through ctx.warn: list each once
@@ -138,6 +157,8 @@ def fit_budget(tool: str, result: dict[str, Any], stem: str) -> dict[str, Any]:
         else:
             moved.append(k)
     small["result_artifact"] = str(path)
-    small["note"] = (f"The full result ({len(text)} characters) is in result_artifact; fields moved there: "
-                     f"{', '.join(moved)}.")
+    small["note"] = (
+        f"The full result ({len(text)} characters) is in result_artifact; fields moved there: "
+        f"{', '.join(moved)}."
+    )
     return small

@@ -76,15 +76,18 @@ class CheckResult:
 
 ENGINE_CHECKS: tuple[EngineCheck, ...] = (
     EngineCheck(
-        "mcp", "MCP Python SDK",
+        "mcp",
+        "MCP Python SDK",
         """
         import mcp, importlib.metadata as md
         report(version=md.version("mcp"), detail="imports")
         """,
-        "pip install 'mcp>=2.3,<3' (a core dependency of spu-scaffold)", profile="core",
+        "pip install 'mcp>=2.3,<3' (a core dependency of spu-scaffold)",
+        profile="core",
     ),
     EngineCheck(
-        "rdkit", "RDKit (cheminformatics)",
+        "rdkit",
+        "RDKit (cheminformatics)",
         """
         from rdkit import Chem, rdBase
         mol = Chem.MolFromSmiles("OC(=O)c1ccccc1")
@@ -92,10 +95,12 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         assert n == 9, f"benzoic acid parsed with {n} heavy atoms, expected 9"
         report(version=rdBase.rdkitVersion, detail="benzoic acid: 9 heavy atoms")
         """,
-        "pip install 'rdkit>=2024.3'", profile="core",
+        "pip install 'rdkit>=2024.3'",
+        profile="core",
     ),
     EngineCheck(
-        "tblite", "tblite (GFN2-xTB)",
+        "tblite",
+        "tblite (GFN2-xTB)",
         """
         import numpy as np, importlib.metadata as md
         from tblite.interface import Calculator
@@ -110,7 +115,8 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         "pip install 'spu-scaffold[qc]' (tblite wheels exist for Python 3.11 to 3.13)",
     ),
     EngineCheck(
-        "xtb", "xtb-python (GFN2-xTB, optional beside tblite)",
+        "xtb",
+        "xtb-python (GFN2-xTB, optional beside tblite)",
         """
         import numpy as np, importlib.metadata as md
         from xtb.interface import Calculator
@@ -127,7 +133,8 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         profile="optional",
     ),
     EngineCheck(
-        "pyscf", "PySCF (DFT on CPU)",
+        "pyscf",
+        "PySCF (DFT on CPU)",
         """
         import pyscf
         from pyscf import gto, scf
@@ -139,7 +146,8 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         "pip install 'spu-scaffold[qc]'",
     ),
     EngineCheck(
-        "openmm", "OpenMM (molecular dynamics)",
+        "openmm",
+        "OpenMM (molecular dynamics)",
         """
         import openmm as mm, openmm.unit as u
         names = [mm.Platform.getPlatform(i).getName() for i in range(mm.Platform.getNumPlatforms())]
@@ -157,7 +165,8 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         "pip install 'spu-scaffold[md]'",
     ),
     EngineCheck(
-        "openmm-cuda", "OpenMM CUDA platform",
+        "openmm-cuda",
+        "OpenMM CUDA platform",
         """
         import openmm as mm, openmm.unit as u
         names = [mm.Platform.getPlatform(i).getName() for i in range(mm.Platform.getNumPlatforms())]
@@ -173,10 +182,12 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         report(version=mm.__version__, detail=f"CUDA platform: bond energy {e:.3f} kJ/mol")
         """,
         "pip install 'openmm[cuda12]' (the OpenMM-CUDA-12 plugin; the plain openmm wheel has no CUDA platform)",
-        gpu_only=True, timeout_s=300,
+        gpu_only=True,
+        timeout_s=300,
     ),
     EngineCheck(
-        "torch", "PyTorch",
+        "torch",
+        "PyTorch",
         """
         import torch
         a = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
@@ -188,7 +199,8 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         "pip install torch (CPU: torch==2.13.0; GPU: a CUDA 12 build, see docs/docker.md)",
     ),
     EngineCheck(
-        "torch-cuda", "PyTorch on the GPU",
+        "torch-cuda",
+        "PyTorch on the GPU",
         """
         import torch
         if not torch.cuda.is_available():
@@ -200,10 +212,12 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         """,
         "install a CUDA build of torch matching the driver (pip install torch --index-url "
         "https://download.pytorch.org/whl/cu128); check `nvidia-smi` works in this container",
-        gpu_only=True, timeout_s=300,
+        gpu_only=True,
+        timeout_s=300,
     ),
     EngineCheck(
-        "cupy", "CuPy (CUDA arrays for gpu4pyscf)",
+        "cupy",
+        "CuPy (CUDA arrays for gpu4pyscf)",
         """
         import cupy
         total = int(cupy.arange(10).sum())
@@ -212,10 +226,12 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         report(version=cupy.__version__, detail=f"CUDA runtime {rt // 1000}.{rt % 1000 // 10}; reduction ok")
         """,
         "pip install cupy-cuda12x (must match the CUDA major version of the driver)",
-        gpu_only=True, timeout_s=300,
+        gpu_only=True,
+        timeout_s=300,
     ),
     EngineCheck(
-        "gpu4pyscf", "gpu4pyscf (DFT on the GPU)",
+        "gpu4pyscf",
+        "gpu4pyscf (DFT on the GPU)",
         """
         import gpu4pyscf
         from pyscf import gto
@@ -226,10 +242,12 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         report(version=gpu4pyscf.__version__, detail=f"H2 RHF/STO-3G on the GPU {e:.6f} Eh")
         """,
         "pip install 'spu-scaffold[gpu]' (gpu4pyscf-cuda12x and cupy-cuda12x)",
-        gpu_only=True, timeout_s=600,
+        gpu_only=True,
+        timeout_s=600,
     ),
     EngineCheck(
-        "fair-esm", "fair-esm (ESM-2 protein language models)",
+        "fair-esm",
+        "fair-esm (ESM-2 protein language models)",
         """
         import torch, esm
         alphabet = esm.Alphabet.from_architecture("ESM-1b")
@@ -243,7 +261,8 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         "pip install 'spu-scaffold[protein]' (fair-esm)",
     ),
     EngineCheck(
-        "transformers", "transformers (ESMFold in PyTorch)",
+        "transformers",
+        "transformers (ESMFold in PyTorch)",
         """
         import transformers
         from transformers import EsmConfig, EsmForProteinFolding
@@ -252,7 +271,8 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         "pip install 'spu-scaffold[protein]' (transformers)",
     ),
     EngineCheck(
-        "biopython", "Biopython",
+        "biopython",
+        "Biopython",
         """
         import Bio
         from Bio.SeqUtils import molecular_weight
@@ -263,7 +283,8 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         "pip install 'spu-scaffold[protein]' (biopython)",
     ),
     EngineCheck(
-        "mdtraj", "mdtraj (trajectory analysis)",
+        "mdtraj",
+        "mdtraj (trajectory analysis)",
         """
         import numpy as np, mdtraj as md
         top = md.Topology()
@@ -277,7 +298,8 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         "pip install 'spu-scaffold[md]' (mdtraj)",
     ),
     EngineCheck(
-        "pdbfixer", "PDBFixer",
+        "pdbfixer",
+        "PDBFixer",
         """
         import importlib.metadata as md
         import pdbfixer
@@ -286,7 +308,8 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         "pip install 'spu-scaffold[md]' (pdbfixer)",
     ),
     EngineCheck(
-        "trafilatura", "trafilatura (page text for web_fetch)",
+        "trafilatura",
+        "trafilatura (page text for web_fetch)",
         """
         import trafilatura, importlib.metadata as md
         para = "The melting point of the compound was measured three times by differential scanning calorimetry."
@@ -298,7 +321,8 @@ ENGINE_CHECKS: tuple[EngineCheck, ...] = (
         "pip install 'spu-scaffold[web]' (trafilatura and lxml_html_clean)",
     ),
     EngineCheck(
-        "cuda-libs", "CUDA runtime and cuBLAS libraries",
+        "cuda-libs",
+        "CUDA runtime and cuBLAS libraries",
         """
         import ctypes, glob, site, sysconfig
         found = {}
@@ -360,8 +384,16 @@ def run_engine_check(check: EngineCheck, *, gpu: bool, timeout_s: float, require
     limit = check.timeout_s if check.timeout_s and check.timeout_s > timeout_s else timeout_s
     started = time.monotonic()
     try:
-        proc = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=limit,
-                              env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     except subprocess.TimeoutExpired:
         result.wall_s = round(time.monotonic() - started, 2)
         result.detail = f"timed out after {limit:g} s (import or computation hangs)"
@@ -370,7 +402,7 @@ def run_engine_check(check: EngineCheck, *, gpu: bool, timeout_s: float, require
     facts = None
     for line in proc.stdout.splitlines():
         if line.startswith(MARKER):
-            facts = json.loads(line[len(MARKER):])
+            facts = json.loads(line[len(MARKER) :])
     if proc.returncode < 0:
         result.detail = f"crashed with {_signal_name(proc.returncode)} ({_last_error_line(proc.stderr, '')})"
     elif proc.returncode != 0 or facts is None:
@@ -394,10 +426,20 @@ def gpu_check(gpus: list[dict[str, str]]) -> CheckResult:
     if gpus:
         names = "; ".join(f"{g['name']} ({g['memory']}, driver {g['driver']})" for g in gpus)
         return CheckResult("gpu", "NVIDIA GPU (nvidia-smi)", "ok", False, names, facts={"gpus": gpus})
-    why = "SPU_DISABLE_GPU=1 hides it" if os.environ.get("SPU_DISABLE_GPU") == "1" else "no GPU found by nvidia-smi"
-    return CheckResult("gpu", "NVIDIA GPU (nvidia-smi)", "skip", False, f"{why}; the GPU checks are skipped",
-                       "on a GPU host run the container with --gpus all (NVIDIA Container Toolkit); "
-                       "Harbor tasks request gpus = 1")
+    why = (
+        "SPU_DISABLE_GPU=1 hides it"
+        if os.environ.get("SPU_DISABLE_GPU") == "1"
+        else "no GPU found by nvidia-smi"
+    )
+    return CheckResult(
+        "gpu",
+        "NVIDIA GPU (nvidia-smi)",
+        "skip",
+        False,
+        f"{why}; the GPU checks are skipped",
+        "on a GPU host run the container with --gpus all (NVIDIA Container Toolkit); "
+        "Harbor tasks request gpus = 1",
+    )
 
 
 def _writable(path: Path) -> str | None:
@@ -419,10 +461,15 @@ def dirs_check() -> CheckResult:
     problems = [p for p in (_writable(work), _writable(cache)) if p]
     detail = f"work {work}; cache {cache}"
     if problems:
-        return CheckResult("dirs", "work and cache directories writable", "fail", True,
-                           "not writable: " + "; ".join(problems),
-                           "set SPU_WORKDIR and SPU_CACHE_DIR to writable directories (in Docker: a volume "
-                           "owned by the image's user, uid 1000)")
+        return CheckResult(
+            "dirs",
+            "work and cache directories writable",
+            "fail",
+            True,
+            "not writable: " + "; ".join(problems),
+            "set SPU_WORKDIR and SPU_CACHE_DIR to writable directories (in Docker: a volume "
+            "owned by the image's user, uid 1000)",
+        )
     return CheckResult("dirs", "work and cache directories writable", "ok", True, detail)
 
 
@@ -430,22 +477,42 @@ def weights_check() -> CheckResult:
     from tools_server import settings
 
     root = settings.weights_dir()
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES) \
-        if root.is_dir() else []
+    files = (
+        sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+        if root.is_dir()
+        else []
+    )
     if not files:
-        return CheckResult("weights", "model weights (ESM-2, ESMFold)", "warn", False,
-                           f"none in {root}; protein tools that need weights answer weights_missing",
-                           "copy the checkpoints into SPU_WEIGHTS_DIR (docs/docker.md: build with "
-                           "--build-context weights=DIR to bake them into the image)")
+        return CheckResult(
+            "weights",
+            "model weights (ESM-2, ESMFold)",
+            "warn",
+            False,
+            f"none in {root}; protein tools that need weights answer weights_missing",
+            "copy the checkpoints into SPU_WEIGHTS_DIR (docs/docker.md: build with "
+            "--build-context weights=DIR to bake them into the image)",
+        )
     listed = [{"file": str(p.relative_to(root)), "mb": round(p.stat().st_size / 2**20, 1)} for p in files]
     shown = ", ".join(f"{w['file']} ({w['mb']} MB)" for w in listed[:6])
     more = f" and {len(listed) - 6} more" if len(listed) > 6 else ""
-    return CheckResult("weights", "model weights (ESM-2, ESMFold)", "ok", False, f"{root}: {shown}{more}",
-                       facts={"files": listed})
+    return CheckResult(
+        "weights",
+        "model weights (ESM-2, ESMFold)",
+        "ok",
+        False,
+        f"{root}: {shown}{more}",
+        facts={"files": listed},
+    )
 
 
-def run_doctor(*, profile: str = "all", only: list[str] | None = None, timeout_s: float = 120.0,
-               jobs: int | None = None, gpus: list[dict[str, str]] | None = None) -> dict[str, Any]:
+def run_doctor(
+    *,
+    profile: str = "all",
+    only: list[str] | None = None,
+    timeout_s: float = 120.0,
+    jobs: int | None = None,
+    gpus: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
     """All checks; returns ``{"ok", "profile", "gpu", "checks": [...]}`` (``ok``: no required check failed)."""
     from tools_server import hardware
 
@@ -470,8 +537,10 @@ def run_doctor(*, profile: str = "all", only: list[str] | None = None, timeout_s
         runnable.append((check, required))
     workers = max(1, jobs or min(4, os.cpu_count() or 1))
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(run_engine_check, c, gpu=has_gpu, timeout_s=timeout_s, required=r)
-                   for c, r in runnable]
+        futures = [
+            pool.submit(run_engine_check, c, gpu=has_gpu, timeout_s=timeout_s, required=r)
+            for c, r in runnable
+        ]
         results += [f.result() for f in futures]
     if "dirs" in wanted:
         results.append(dirs_check())
@@ -480,5 +549,10 @@ def run_doctor(*, profile: str = "all", only: list[str] | None = None, timeout_s
     order = {name: i for i, name in enumerate(check_names())}
     results.sort(key=lambda r: order[r.name])
     ok = not any(r.status == "fail" and r.required for r in results)
-    return {"ok": ok, "profile": profile, "gpu": has_gpu, "python": sys.version.split()[0],
-            "checks": [asdict(r) for r in results]}
+    return {
+        "ok": ok,
+        "profile": profile,
+        "gpu": has_gpu,
+        "python": sys.version.split()[0],
+        "checks": [asdict(r) for r in results],
+    }

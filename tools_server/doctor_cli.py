@@ -12,13 +12,20 @@ _STYLE = {"ok": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
 
 def doctor(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    profile: Annotated[str, typer.Option(
-        help="Which engines are required: 'all' (every engine of spu-scaffold[all]) or 'core'.")] = "all",
-    only: Annotated[list[str] | None, typer.Option(
-        "--only", help="Run only these checks (repeatable), e.g. --only rdkit --only pyscf.")] = None,
-    timeout: Annotated[float, typer.Option(help="Seconds each engine check may take (GPU checks: at "
-                                                 "least 300).")] = 120.0,
-    jobs: Annotated[int | None, typer.Option("-j", "--jobs", help="Checks run at once (default: up to 4).")] = None,
+    profile: Annotated[
+        str,
+        typer.Option(help="Which engines are required: 'all' (every engine of spu-scaffold[all]) or 'core'."),
+    ] = "all",
+    only: Annotated[
+        list[str] | None,
+        typer.Option("--only", help="Run only these checks (repeatable), e.g. --only rdkit --only pyscf."),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds each engine check may take (GPU checks: at least 300).")
+    ] = 120.0,
+    jobs: Annotated[
+        int | None, typer.Option("-j", "--jobs", help="Checks run at once (default: up to 4).")
+    ] = None,
 ) -> None:
     """What works on this machine: every engine does a tiny real computation in its own process (a crash
     or hang cannot take doctor down), plus the GPU, CUDA libraries, work/cache/weights directories.
@@ -42,8 +49,10 @@ def _print_table(summary: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    table = Table(title=f"spu doctor (Python {summary['python']}, profile {summary['profile']}, "
-                        f"GPU {'yes' if summary['gpu'] else 'no'})")
+    table = Table(
+        title=f"spu doctor (Python {summary['python']}, profile {summary['profile']}, "
+        f"GPU {'yes' if summary['gpu'] else 'no'})"
+    )
     for column in ("check", "status", "version", "detail"):
         table.add_column(column, overflow="fold")
     for c in summary["checks"]:
@@ -57,8 +66,11 @@ def _print_table(summary: dict) -> None:
     for c in fixes:
         console.print(f"  [{_STYLE[c['status']]}]{c['name']}[/]: {c['fix']}")
     failed = [c["name"] for c in summary["checks"] if c["status"] == "fail" and c["required"]]
-    console.print("[green]all required checks pass[/]" if not failed
-                  else f"[bold red]required checks failing: {', '.join(failed)}[/]")
+    console.print(
+        "[green]all required checks pass[/]"
+        if not failed
+        else f"[bold red]required checks failing: {', '.join(failed)}[/]"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -49,8 +49,15 @@ def run_tool(
         args = spec.input_model.model_validate(params)
     except ValidationError as exc:
         raise validation_error(exc) from None
-    ctx = ToolContext(spec.name, job_id, progress_sink=progress_sink, threads=threads, gpu=gpu,
-                      memory_limit_mb=memory_limit_mb, time_limit_s=spec.time_limit_s)
+    ctx = ToolContext(
+        spec.name,
+        job_id,
+        progress_sink=progress_sink,
+        threads=threads,
+        gpu=gpu,
+        memory_limit_mb=memory_limit_mb,
+        time_limit_s=spec.time_limit_s,
+    )
     start = time.perf_counter()
     result = spec.fn(args, ctx) if spec.wants_context else spec.fn(args)
     wall_s = time.perf_counter() - start

@@ -6,6 +6,7 @@ import functools
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import psutil
 
@@ -19,7 +20,7 @@ def cpu_count() -> int:
     except AttributeError:
         cores = os.cpu_count() or 1
     try:
-        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()
+        quota, period = Path("/sys/fs/cgroup/cpu.max").read_text().split()
         if quota != "max":
             cores = min(cores, max(1, int(int(quota) / int(period))))
     except (OSError, ValueError):
@@ -30,7 +31,7 @@ def cpu_count() -> int:
 def memory_total_mb() -> int:
     total = psutil.virtual_memory().total
     try:
-        limit = open("/sys/fs/cgroup/memory.max").read().strip()
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
         if limit != "max":
             total = min(total, int(limit))
     except (OSError, ValueError):
@@ -49,7 +50,10 @@ def gpus() -> list[dict[str, str]]:
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
-            capture_output=True, text=True, timeout=10, check=True,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return []

@@ -78,10 +78,20 @@ class Job:
 
     def record(self) -> dict[str, Any]:
         return {
-            "job_id": self.job_id, "tool": self.tool, "module": self.module, "params": self.params,
-            "resource": self.resource, "status": self.status, "progress": round(self.progress, 4),
-            "message": self.message, "created": self.created, "started": self.started,
-            "finished": self.finished, "device": self.device, "result": self.result, "error": self.error,
+            "job_id": self.job_id,
+            "tool": self.tool,
+            "module": self.module,
+            "params": self.params,
+            "resource": self.resource,
+            "status": self.status,
+            "progress": round(self.progress, 4),
+            "message": self.message,
+            "created": self.created,
+            "started": self.started,
+            "finished": self.finished,
+            "device": self.device,
+            "result": self.result,
+            "error": self.error,
         }
 
     def status_payload(self) -> dict[str, Any]:
@@ -114,7 +124,7 @@ class Job:
         try:
             if not self.done:
                 await asyncio.wait_for(event.wait(), timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         finally:
             with self._lock:
@@ -167,11 +177,16 @@ class _Worker:
             env.setdefault(var, "1")
         if kind == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = env.get("SPU_CPU_WORKER_CUDA", "")
-        self._stderr = open(self.stderr_path, "ab")
+        self._stderr = open(self.stderr_path, "ab")  # noqa: SIM115 - the worker writes to it for its lifetime
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tools_server.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-            start_new_session=True, env=env, text=True, bufsize=1,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            start_new_session=True,
+            env=env,
+            text=True,
+            bufsize=1,
         )
         self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -229,14 +244,17 @@ def _exit_reason(returncode: int | None) -> str:
 class LocalExecutor:
     """Worker processes on this machine: ``cpu_slots`` for CPU jobs and one slot for the GPU, if any."""
 
-    def __init__(self, cpu_slots: int | None = None, gpu_slots: int | None = None,
-                 memory_limit_mb: int | None = None) -> None:
+    def __init__(
+        self, cpu_slots: int | None = None, gpu_slots: int | None = None, memory_limit_mb: int | None = None
+    ) -> None:
         self.cpu_slots = cpu_slots or hardware.cpu_count()
         self.gpu_slots = (1 if hardware.has_gpu() else 0) if gpu_slots is None else gpu_slots
-        default_mem = int(os.environ.get("SPU_JOB_MEMORY_MB", 0)) or int(hardware.memory_total_mb() * 0.8)
+        default_mem = int(os.environ.get("SPU_JOB_MEMORY_MB") or 0) or int(hardware.memory_total_mb() * 0.8)
         self.memory_limit_mb = memory_limit_mb or default_mem
         self.queues: dict[str, queue.Queue[tuple[Job, Finisher] | None]] = {
-            "cpu": queue.Queue(), "gpu": queue.Queue()}
+            "cpu": queue.Queue(),
+            "gpu": queue.Queue(),
+        }
         self._threads: list[threading.Thread] = []
         self._running: dict[str, _Worker] = {}
         self._lock = threading.Lock()
@@ -247,8 +265,9 @@ class LocalExecutor:
             self._start_slot("gpu", i)
 
     def _start_slot(self, kind: str, index: int) -> None:
-        thread = threading.Thread(target=self._slot, args=(kind, index), daemon=True,
-                                  name=f"spu-{kind}-slot-{index}")
+        thread = threading.Thread(
+            target=self._slot, args=(kind, index), daemon=True, name=f"spu-{kind}-slot-{index}"
+        )
         thread.start()
         self._threads.append(thread)
 
@@ -270,14 +289,25 @@ class LocalExecutor:
                 break
             job, finish = item
             if job.cancel_requested:
-                finish(job, {"error": ToolError("cancelled", "The job was cancelled before it started.").to_dict()})
+                finish(
+                    job,
+                    {"error": ToolError("cancelled", "The job was cancelled before it started.").to_dict()},
+                )
                 continue
             if worker is None or not worker.alive():
                 worker = _Worker(kind, index)
                 ready = worker.messages.get()
                 if ready is None:
-                    finish(job, {"error": ToolError("engine_crashed", "The worker process failed to start.",
-                                                    stderr_tail=worker.stderr_tail()).to_dict()})
+                    finish(
+                        job,
+                        {
+                            "error": ToolError(
+                                "engine_crashed",
+                                "The worker process failed to start.",
+                                stderr_tail=worker.stderr_tail(),
+                            ).to_dict()
+                        },
+                    )
                     worker.kill()
                     worker = None
                     continue
@@ -297,8 +327,17 @@ class LocalExecutor:
             self._running[job.job_id] = worker
         memory_limit = job.memory_limit_mb or self.memory_limit_mb
         try:
-            worker.send({"job_id": job.job_id, "tool": job.tool, "module": job.module, "params": job.params,
-                         "threads": hardware.cpu_count(), "gpu": kind == "gpu", "memory_limit_mb": memory_limit})
+            worker.send(
+                {
+                    "job_id": job.job_id,
+                    "tool": job.tool,
+                    "module": job.module,
+                    "params": job.params,
+                    "threads": hardware.cpu_count(),
+                    "gpu": kind == "gpu",
+                    "memory_limit_mb": memory_limit,
+                }
+            )
         except (BrokenPipeError, OSError):
             return self._crashed(worker)
         deadline = time.monotonic() + job.time_limit_s
@@ -320,17 +359,25 @@ class LocalExecutor:
                 if job.cancel_requested:
                     return {"kill": True, "error": ToolError("cancelled", "The job was cancelled.").to_dict()}
                 if time.monotonic() > deadline:
-                    return {"kill": True, "error": ToolError(
-                        "timeout", f"The job exceeded its time limit of {job.time_limit_s:g} s and was stopped.",
-                    ).to_dict()}
+                    return {
+                        "kill": True,
+                        "error": ToolError(
+                            "timeout",
+                            f"The job exceeded its time limit of {job.time_limit_s:g} s and was stopped.",
+                        ).to_dict(),
+                    }
                 rss = worker.rss_mb()
                 if rss > memory_limit:
-                    return {"kill": True, "error": ToolError(
-                        "engine_crashed",
-                        f"The job used {rss:.0f} MiB, over its memory limit of {memory_limit} MiB, and was stopped.",
-                        "Use a smaller input or a cheaper method, or raise SPU_JOB_MEMORY_MB.",
-                        memory_mb=round(rss), memory_limit_mb=memory_limit,
-                    ).to_dict()}
+                    return {
+                        "kill": True,
+                        "error": ToolError(
+                            "engine_crashed",
+                            f"The job used {rss:.0f} MiB, over its memory limit of {memory_limit} MiB, and was stopped.",
+                            "Use a smaller input or a cheaper method, or raise SPU_JOB_MEMORY_MB.",
+                            memory_mb=round(rss),
+                            memory_limit_mb=memory_limit,
+                        ).to_dict(),
+                    }
         finally:
             with self._lock:
                 self._running.pop(job.job_id, None)
@@ -338,11 +385,15 @@ class LocalExecutor:
     @staticmethod
     def _crashed(worker: _Worker) -> dict[str, Any]:
         returncode = worker.proc.wait(timeout=5)
-        return {"kill": True, "error": ToolError(
-            "engine_crashed",
-            f"The engine's worker process died ({_exit_reason(returncode)}). The server is still running.",
-            stderr_tail=worker.stderr_tail(), exit_code=returncode,
-        ).to_dict()}
+        return {
+            "kill": True,
+            "error": ToolError(
+                "engine_crashed",
+                f"The engine's worker process died ({_exit_reason(returncode)}). The server is still running.",
+                stderr_tail=worker.stderr_tail(),
+                exit_code=returncode,
+            ).to_dict(),
+        }
 
     def shutdown(self) -> None:
         for kind, q in self.queues.items():
@@ -373,8 +424,9 @@ class DaskExecutor:
 
     def submit(self, job: Job, finish: Finisher) -> None:
         job.device = "dask"
-        future = self.client.submit(_dask_task, job.tool, job.module, job.params, job.job_id, pure=False,
-                                    key=f"spu-{job.job_id}")
+        future = self.client.submit(
+            _dask_task, job.tool, job.module, job.params, job.job_id, pure=False, key=f"spu-{job.job_id}"
+        )
         job.status = "running"
         job.started = time.time()
         job._notify()
@@ -415,7 +467,9 @@ def executor_from_env() -> LocalExecutor | DaskExecutor:
 
 
 class JobManager:
-    def __init__(self, executor: LocalExecutor | DaskExecutor | None = None, store: JobStore | None = None) -> None:
+    def __init__(
+        self, executor: LocalExecutor | DaskExecutor | None = None, store: JobStore | None = None
+    ) -> None:
         self._executor = executor
         self.store = store or JobStore()
         self.jobs: dict[str, Job] = {}
@@ -428,9 +482,15 @@ class JobManager:
         return self._executor
 
     def submit(self, spec: ToolSpec, params: dict[str, Any], finish: Finisher) -> Job:
-        job = Job(job_id=f"{spec.name}-{uuid.uuid4().hex[:10]}", tool=spec.name, module=spec.module,
-                  params=params, resource=spec.resource, time_limit_s=spec.time_limit_s,
-                  memory_limit_mb=spec.memory_limit_mb)
+        job = Job(
+            job_id=f"{spec.name}-{uuid.uuid4().hex[:10]}",
+            tool=spec.name,
+            module=spec.module,
+            params=params,
+            resource=spec.resource,
+            time_limit_s=spec.time_limit_s,
+            memory_limit_mb=spec.memory_limit_mb,
+        )
         self.jobs[job.job_id] = job
         self._recent.append(job.job_id)
         self.store.save(job)
@@ -464,13 +524,20 @@ class JobManager:
         if record is None:
             raise ToolError("job_not_found", f"No job with id {job_id!r} is known to this server.")
         if record["status"] not in TERMINAL:
-            record = {**record, "status": "error", "error": ToolError(
-                "engine_crashed", "The server restarted while this job was running; its result was lost.",
-                "Submit the same call again (finished results are cached).").to_dict()}
+            record = {
+                **record,
+                "status": "error",
+                "error": ToolError(
+                    "engine_crashed",
+                    "The server restarted while this job was running; its result was lost.",
+                    "Submit the same call again (finished results are cached).",
+                ).to_dict(),
+            }
         return record
 
-    async def wait(self, job: Job, wait_s: float,
-                   on_progress: Callable[[Job], Awaitable[None]] | None = None) -> None:
+    async def wait(
+        self, job: Job, wait_s: float, on_progress: Callable[[Job], Awaitable[None]] | None = None
+    ) -> None:
         """Wait until the job finishes or ``wait_s`` passes, reporting progress about once a second."""
         deadline = time.monotonic() + wait_s
         while not job.done:
@@ -489,7 +556,9 @@ class JobManager:
 
     def listing(self) -> list[dict[str, Any]]:
         live = {jid: self.jobs[jid] for jid in self._recent if jid in self.jobs}
-        rows = [{k: v for k, v in job.record().items() if k not in ("result", "params")} for job in live.values()]
+        rows = [
+            {k: v for k, v in job.record().items() if k not in ("result", "params")} for job in live.values()
+        ]
         for record in self.store.recent():
             if record["job_id"] not in live:
                 rows.append({k: v for k, v in record.items() if k not in ("result", "params")})

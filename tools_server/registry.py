@@ -187,7 +187,7 @@ def load_tools(*, entry_points: bool = True) -> dict[str, ToolSpec]:
         for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
             try:
                 ep.load()
-            except Exception:  # noqa: BLE001 - a broken plugin must not stop the server
+            except Exception:
                 log.exception("could not load spu.tools entry point %s", ep.value)
     return REGISTRY
 

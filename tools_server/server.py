@@ -72,14 +72,14 @@ class SpuServer(MCPServer):
             if context is not None:
                 try:
                     await context.report_progress(fraction, 1.0, message)
-                except Exception:  # noqa: BLE001 - a progress notification must never fail the call
+                except Exception:
                     log.debug("progress notification failed", exc_info=True)
 
         try:
             result = await self.dispatcher.call(name, arguments, progress)
         except ToolError as exc:
             return error_result(exc)
-        except Exception as exc:  # noqa: BLE001 - the server must answer whatever a tool does
+        except Exception as exc:
             log.exception("tool %s failed", name)
             return error_result(ToolError("internal_error", f"{type(exc).__name__}: {exc}"))
         return CallToolResult(
@@ -97,7 +97,9 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def http_app(server: SpuServer, host: str, port: int, token: str | None, allowed_hosts: list[str] | None = None):
+def http_app(
+    server: SpuServer, host: str, port: int, token: str | None, allowed_hosts: list[str] | None = None
+):
     """The streamable-HTTP ASGI app with DNS-rebinding protection (Host and Origin checks) and, when a
     token is given, a bearer-token check on every request."""
     from mcp.server.transport_security import TransportSecuritySettings
@@ -108,8 +110,9 @@ def http_app(server: SpuServer, host: str, port: int, token: str | None, allowed
     else:
         hosts.append(f"{host}:{port}")
     origins = [f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts]
-    security = TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=hosts,
-                                         allowed_origins=origins)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
     app = server.streamable_http_app(transport_security=security, host=host)
     if not token:
         return app
@@ -119,18 +122,25 @@ def http_app(server: SpuServer, host: str, port: int, token: str | None, allowed
         if scope["type"] == "http":
             auth = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not hmac.compare_digest(auth, expected):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"application/json"),
-                                        (b"www-authenticate", b"Bearer")]})
-                await send({"type": "http.response.body",
-                            "body": b'{"error": "missing or wrong bearer token"}'})
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+                    }
+                )
+                await send(
+                    {"type": "http.response.body", "body": b'{"error": "missing or wrong bearer token"}'}
+                )
                 return
         await app(scope, receive, send)
 
     return guarded
 
 
-def run(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, token: str | None = None) -> None:
+def run(
+    transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, token: str | None = None
+) -> None:
     server = SpuServer()
     try:
         if transport == "stdio":

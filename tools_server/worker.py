@@ -40,19 +40,40 @@ def main() -> None:
 
         try:
             spec = resolve(job["tool"], job["module"])
-            out = run_tool(spec, job["params"], job_id, progress_sink=progress, threads=job["threads"],
-                           gpu=job["gpu"], memory_limit_mb=job.get("memory_limit_mb"))
+            out = run_tool(
+                spec,
+                job["params"],
+                job_id,
+                progress_sink=progress,
+                threads=job["threads"],
+                gpu=job["gpu"],
+                memory_limit_mb=job.get("memory_limit_mb"),
+            )
             send({"type": "result", "job_id": job_id, **out})
         except ToolError as exc:
             send({"type": "error", "job_id": job_id, "error": exc.to_dict()})
         except MemoryError:
-            send({"type": "error", "job_id": job_id, "error": ToolError(
-                "engine_crashed", "The job ran out of memory inside the worker.").to_dict()})
+            send(
+                {
+                    "type": "error",
+                    "job_id": job_id,
+                    "error": ToolError(
+                        "engine_crashed", "The job ran out of memory inside the worker."
+                    ).to_dict(),
+                }
+            )
         except Exception as exc:  # noqa: BLE001 - an unexpected exception is a tool bug, not a dead worker
             tb = traceback.format_exc()
             print(tb, file=sys.stderr, flush=True)
-            send({"type": "error", "job_id": job_id, "error": ToolError(
-                "internal_error", f"{type(exc).__name__}: {exc}", traceback_tail=tb[-2000:]).to_dict()})
+            send(
+                {
+                    "type": "error",
+                    "job_id": job_id,
+                    "error": ToolError(
+                        "internal_error", f"{type(exc).__name__}: {exc}", traceback_tail=tb[-2000:]
+                    ).to_dict(),
+                }
+            )
 
 
 if __name__ == "__main__":

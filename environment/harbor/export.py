@@ -41,10 +41,24 @@ BUILD_TIMEOUT_S = 3600
 
 #: Hosts the audited web tools reach (tools_server/web): search providers and scholarly databases.
 PROVIDER_HOSTS = (
-    "api.search.brave.com", "api.tavily.com", "google.serper.dev", "api.exa.ai", "html.duckduckgo.com",
-    "www.ebi.ac.uk", "europepmc.org", "eutils.ncbi.nlm.nih.gov", "pubmed.ncbi.nlm.nih.gov",
-    "api.crossref.org", "api.openalex.org", "export.arxiv.org", "pubchem.ncbi.nlm.nih.gov",
-    "rest.uniprot.org", "www.uniprot.org", "data.rcsb.org", "files.rcsb.org", "www.rcsb.org",
+    "api.search.brave.com",
+    "api.tavily.com",
+    "google.serper.dev",
+    "api.exa.ai",
+    "html.duckduckgo.com",
+    "www.ebi.ac.uk",
+    "europepmc.org",
+    "eutils.ncbi.nlm.nih.gov",
+    "pubmed.ncbi.nlm.nih.gov",
+    "api.crossref.org",
+    "api.openalex.org",
+    "export.arxiv.org",
+    "pubchem.ncbi.nlm.nih.gov",
+    "rest.uniprot.org",
+    "www.uniprot.org",
+    "data.rcsb.org",
+    "files.rcsb.org",
+    "www.rcsb.org",
 )
 
 #: --network choices: Harbor network_mode and allowed hosts for the agent's container.
@@ -92,9 +106,19 @@ def network_policy(network: str, audit_url: str | None, extra_hosts: list[str]) 
     return "allowlist", list(dict.fromkeys([host, *extra_hosts]))
 
 
-def render_task_toml(task: Task, *, org: str, network_mode: str, allowed_hosts: list[str],
-                     audit_url: str | None, gpu_types: list[str], cpus: int, memory_mb: int, gpus: int,
-                     agent_timeout_s: int) -> str:
+def render_task_toml(
+    task: Task,
+    *,
+    org: str,
+    network_mode: str,
+    allowed_hosts: list[str],
+    audit_url: str | None,
+    gpu_types: list[str],
+    cpus: int,
+    memory_mb: int,
+    gpus: int,
+    agent_timeout_s: int,
+) -> str:
     env = {"SPU_WORKDIR": f"{CONTAINER_OUTPUT_DIR}/spu-work"}
     if audit_url:
         # resolved from the host at run time: the token is never written into the task
@@ -226,8 +250,9 @@ def render_solution(task: Task, answers: Answers) -> str:
     orders = []
     for group in task.groups:
         values = answers.group(group.group_id).values
-        orders.append({"group_id": group.group_id,
-                       "order": sorted(group.experiment_ids, key=lambda e: (values[e], e))})
+        orders.append(
+            {"group_id": group.group_id, "order": sorted(group.experiment_ids, key=lambda e: (values[e], e))}
+        )
     submission = {"task_id": task.task_id, "task_version": task.task_version, "rankings": orders}
     return f"""#!/usr/bin/env bash
 # Oracle: the measured order, for checking the pipeline with `harbor run -a oracle`. Holds the answers'
@@ -240,12 +265,24 @@ JSON
 """
 
 
-def export_task(task_dir: str | Path, out_dir: str | Path, *, answers: str | Path | None = None,
-                image: str = DEFAULT_IMAGE, org: str = "spu", network: str = "public",
-                audit_url: str | None = None, allow_hosts: list[str] | None = None,
-                gpu_types: list[str] | None = None, cpus: int = 8, memory_mb: int = 16384, gpus: int = 1,
-                agent_timeout_s: int = AGENT_TIMEOUT_S, oracle: bool = False,
-                overwrite: bool = False) -> dict[str, Any]:
+def export_task(
+    task_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    answers: str | Path | None = None,
+    image: str = DEFAULT_IMAGE,
+    org: str = "spu",
+    network: str = "public",
+    audit_url: str | None = None,
+    allow_hosts: list[str] | None = None,
+    gpu_types: list[str] | None = None,
+    cpus: int = 8,
+    memory_mb: int = 16384,
+    gpus: int = 1,
+    agent_timeout_s: int = AGENT_TIMEOUT_S,
+    oracle: bool = False,
+    overwrite: bool = False,
+) -> dict[str, Any]:
     """Write the Harbor task for ``task_dir`` into ``out_dir``; returns a summary of what was written."""
     task = load_task(task_dir)
     answers_path = Path(answers) if answers else find_answers(task.root)
@@ -266,10 +303,21 @@ def export_task(task_dir: str | Path, out_dir: str | Path, *, answers: str | Pat
     shutil.copytree(task.root, out / "environment" / "task")
     shutil.copytree(task.root, out / "tests" / "task")
     shutil.copyfile(answers_path, out / "tests" / "answers.json")
-    (out / "task.toml").write_text(render_task_toml(
-        task, org=org, network_mode=network_mode, allowed_hosts=allowed_hosts,
-        audit_url=audit_url if network == "audited" else None, gpu_types=list(gpu_types or []), cpus=cpus,
-        memory_mb=memory_mb, gpus=gpus, agent_timeout_s=agent_timeout_s), encoding="utf-8")
+    (out / "task.toml").write_text(
+        render_task_toml(
+            task,
+            org=org,
+            network_mode=network_mode,
+            allowed_hosts=allowed_hosts,
+            audit_url=audit_url if network == "audited" else None,
+            gpu_types=list(gpu_types or []),
+            cpus=cpus,
+            memory_mb=memory_mb,
+            gpus=gpus,
+            agent_timeout_s=agent_timeout_s,
+        ),
+        encoding="utf-8",
+    )
     (out / "instruction.md").write_text(render_instruction(task), encoding="utf-8")
     (out / "environment" / "Dockerfile").write_text(render_dockerfile(image), encoding="utf-8")
     test_sh = out / "tests" / "test.sh"
@@ -283,9 +331,16 @@ def export_task(task_dir: str | Path, out_dir: str | Path, *, answers: str | Pat
     leaked = _answer_leaks(out, answers_path)
     if leaked:
         raise ExportError(f"answers found outside tests/: {', '.join(leaked)}")
-    return {"task_id": task.task_id, "task_version": task.task_version, "out": str(out), "image": image,
-            "network_mode": network_mode, "allowed_hosts": allowed_hosts, "oracle": oracle,
-            "files": sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file())}
+    return {
+        "task_id": task.task_id,
+        "task_version": task.task_version,
+        "out": str(out),
+        "image": image,
+        "network_mode": network_mode,
+        "allowed_hosts": allowed_hosts,
+        "oracle": oracle,
+        "files": sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()),
+    }
 
 
 def _answer_leaks(out: Path, answers_path: Path) -> list[str]:
@@ -301,8 +356,9 @@ def _answer_leaks(out: Path, answers_path: Path) -> list[str]:
     return leaks
 
 
-def export_many(task_dirs: list[Path], out_root: Path, *, answers_dir: Path | None = None,
-                **options: Any) -> list[dict[str, Any]]:
+def export_many(
+    task_dirs: list[Path], out_root: Path, *, answers_dir: Path | None = None, **options: Any
+) -> list[dict[str, Any]]:
     """Export several tasks into ``out_root/<task_id>/``; answers found beside each task or in ``answers_dir``."""
     results = []
     answers_by_id: dict[str, Path] = {}
@@ -314,4 +370,3 @@ def export_many(task_dirs: list[Path], out_root: Path, *, answers_dir: Path | No
         answers = answers_by_id.get(task.task_id) or find_answers(task.root)
         results.append(export_task(task_dir, out_root / task.task_id, answers=answers, **options))
     return results
-

@@ -9,8 +9,9 @@ import pytest
 import sitecustomize
 
 
-@pytest.mark.parametrize("host", ["10.0.0.1", "192.168.1.1", "169.254.169.254", "8.8.8.8", "::ffff:10.0.0.1",
-                                  "example.org"])
+@pytest.mark.parametrize(
+    "host", ["10.0.0.1", "192.168.1.1", "169.254.169.254", "8.8.8.8", "::ffff:10.0.0.1", "example.org"]
+)
 def test_guard_refuses_non_loopback(host):
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as sock, pytest.raises(OSError, match="spu test guard"):

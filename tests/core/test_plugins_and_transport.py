@@ -20,8 +20,21 @@ REPO = Path(__file__).resolve().parents[2]
 def plugin_dir(tmp_path_factory):
     """The example plugin installed (with its entry-point metadata) into a directory on PYTHONPATH."""
     target = tmp_path_factory.mktemp("plugin")
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-                    "--target", str(target), str(REPO / "examples" / "spu-example-plugin")], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(REPO / "examples" / "spu-example-plugin"),
+        ],
+        check=True,
+    )
     return target
 
 
@@ -32,12 +45,16 @@ def test_example_plugin_appears_and_runs(spu_env, plugin_dir, start_mcp_server):
     assert {"example_buffer_ph", "example_molar_volume"} <= set(tools)
     assert tools["example_buffer_ph"].annotations.read_only_hint is True
     assert "wait_s" in tools["example_molar_volume"].input_schema["properties"]
-    assert server.call_ok("example_buffer_ph", {"pka": 4.76, "acid_molar": 0.1, "base_molar": 0.1})["ph"] == 4.76
+    assert (
+        server.call_ok("example_buffer_ph", {"pka": 4.76, "acid_molar": 0.1, "base_molar": 0.1})["ph"] == 4.76
+    )
     # R T / p at 273.15 K and 101325 Pa: 22.414 L/mol (CODATA molar volume of an ideal gas)
     vol = server.call_ok("example_molar_volume", {"temperature_k": 273.15, "pressure_pa": 101325})
     assert vol["molar_volume_l_per_mol"] == pytest.approx(22.414, abs=1e-3)
-    assert server.call_error("example_buffer_ph", {"pka": 4.76, "acid_molar": 1, "base_molar": 1e-6})[
-        "code"] == "invalid_input"
+    assert (
+        server.call_error("example_buffer_ph", {"pka": 4.76, "acid_molar": 1, "base_molar": 1e-6})["code"]
+        == "invalid_input"
+    )
 
 
 def test_every_tool_is_annotated_and_named_by_the_rules(mcp_server):
@@ -46,7 +63,9 @@ def test_every_tool_is_annotated_and_named_by_the_rules(mcp_server):
     for t in tools:
         assert len(t.name) < 40 and t.name == t.name.lower()
         a = t.annotations
-        assert None not in (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint), t.name
+        assert None not in (a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint), (
+            t.name
+        )
         assert t.description and t.input_schema["type"] == "object"
 
 
@@ -56,9 +75,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _spu(*args: str, env=None, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "scaffold.cli", *args], capture_output=True, text=True,
-                          env=env, **kw)
+def _spu(*args: str, env=None, check: bool = False, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "scaffold.cli", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=check,
+        **kw,
+    )
 
 
 def test_http_refuses_public_bind_without_token(spu_env):
@@ -70,9 +95,23 @@ def test_http_refuses_public_bind_without_token(spu_env):
 @pytest.fixture
 def http_server(spu_env):
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "scaffold.cli", "serve", "--transport", "http",
-                             "--port", str(port), "--token", "s3cret"], env=spu_env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "scaffold.cli",
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--token",
+            "s3cret",
+        ],
+        env=spu_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     url = f"http://127.0.0.1:{port}/mcp"
     for _ in range(100):
         try:
@@ -85,14 +124,21 @@ def http_server(spu_env):
     proc.wait(timeout=10)
 
 
-INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "t", "version": "0"}}}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
 def test_http_token_and_rebinding_checks(http_server):
-    url, port = http_server
+    url, _ = http_server
     assert httpx.post(url, json=INIT, headers=HEADERS).status_code == 401
     auth = {**HEADERS, "authorization": "Bearer s3cret"}
     assert httpx.post(url, json=INIT, headers={**auth, "authorization": "Bearer wrong"}).status_code == 401
@@ -115,10 +161,12 @@ def test_http_client_calls_a_tool(http_server):
 
     async def main():
         client = httpx.AsyncClient(headers={"authorization": "Bearer s3cret"}, timeout=30)
-        async with streamable_http_client(url, http_client=client) as streams:
-            async with ClientSession(streams[0], streams[1]) as session:
-                await session.initialize()
-                return await session.call_tool("system_info", {})
+        async with (
+            streamable_http_client(url, http_client=client) as streams,
+            ClientSession(streams[0], streams[1]) as session,
+        ):
+            await session.initialize()
+            return await session.call_tool("system_info", {})
 
     result = asyncio.run(main())
     assert not result.is_error and result.structured_content["cpu_cores"] >= 1
@@ -126,11 +174,15 @@ def test_http_client_calls_a_tool(http_server):
 
 def test_server_starts_fast_without_engines(spu_env):
     """Heavy engines are imported only in workers: the server process must not import them."""
-    code = ("import sys, time; t=time.perf_counter(); from tools_server.server import SpuServer; SpuServer(); "
-            "print(time.perf_counter()-t); print(sorted(m for m in ('torch','pyscf','openmm','rdkit','tblite',"
-            "'xtb','esm','transformers','mdtraj') if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=spu_env, check=True)
-    seconds, heavy = out.stdout.strip().splitlines()
+    code = (
+        "import sys, time; t=time.perf_counter(); from tools_server.server import SpuServer; SpuServer(); "
+        "print(time.perf_counter()-t); print(sorted(m for m in ('torch','pyscf','openmm','rdkit','tblite',"
+        "'xtb','esm','transformers','mdtraj') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=spu_env, check=True
+    )
+    _, heavy = out.stdout.strip().splitlines()
     assert heavy == "[]", f"the server imported engines at start-up: {heavy}"
 
 
@@ -162,7 +214,11 @@ def test_cache_cli_stats_and_clear(job_server, job_env):
 def test_large_result_becomes_an_artifact(spu_env):
     from tools_server.dispatch import RESULT_BUDGET_CHARS, fit_budget
 
-    big = {"rows": [{"i": i, "value": i * 0.5} for i in range(5000)], "count": 5000, "provenance": {"tool": "t"}}
+    big = {
+        "rows": [{"i": i, "value": i * 0.5} for i in range(5000)],
+        "count": 5000,
+        "provenance": {"tool": "t"},
+    }
     small = fit_budget("t", big, "abc")
     assert len(json.dumps(small)) < RESULT_BUDGET_CHARS
     assert small["count"] == 5000 and "rows" not in small
@@ -182,8 +238,12 @@ def test_dask_backend_on_a_local_cluster(job_env, monkeypatch):
 
     sys.path.insert(0, str(Path(__file__).parent))
     load_tools()
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+    with (
+        LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
         dispatcher = Dispatcher(JobManager(DaskExecutor(client=client)))
         out = asyncio.run(dispatcher.call("test_square", {"x": 12}))
         assert out["square"] == 144 and out["provenance"]["device"] == "dask"

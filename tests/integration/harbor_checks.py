@@ -28,16 +28,24 @@ def check_config(task_dir: str) -> dict:
     definition = resolve_verifier_environment_definition(config, task.paths)
     env = config.environment
     return {
-        "name": config.task.name, "version": config.task.version,
-        "cpus": env.cpus, "memory_mb": env.memory_mb, "gpus": env.gpus, "gpu_types": env.gpu_types,
-        "network_mode": env.network_mode.value, "allowed_hosts": env.allowed_hosts,
-        "agent_timeout_sec": config.agent.timeout_sec, "agent_user": config.agent.user,
+        "name": config.task.name,
+        "version": config.task.version,
+        "cpus": env.cpus,
+        "memory_mb": env.memory_mb,
+        "gpus": env.gpus,
+        "gpu_types": env.gpu_types,
+        "network_mode": env.network_mode.value,
+        "allowed_hosts": env.allowed_hosts,
+        "agent_timeout_sec": config.agent.timeout_sec,
+        "agent_user": config.agent.user,
         "verifier_mode": config.verifier.environment_mode.value,
         "verifier_network_mode": config.verifier.environment.network_mode.value,
         "verifier_gpus": config.verifier.environment.gpus,
-        "verifier_dir": definition.directory.name, "verifier_bundled_tests": definition.bundled_tests,
+        "verifier_dir": definition.directory.name,
+        "verifier_bundled_tests": definition.bundled_tests,
         "mcp_servers": [s.model_dump(mode="json") for s in env.mcp_servers],
-        "env": env.env, "artifacts": [a if isinstance(a, str) else a.source for a in config.artifacts],
+        "env": env.env,
+        "artifacts": [a if isinstance(a, str) else a.source for a in config.artifacts],
         "instruction_head": task.instruction[:80],
     }
 
@@ -46,9 +54,12 @@ def check_atif(path: str) -> dict:
     from harbor.models.trajectories import Trajectory
 
     trajectory = Trajectory.model_validate_json(Path(path).read_text())
-    return {"schema_version": trajectory.schema_version, "steps": len(trajectory.steps),
-            "agent": trajectory.agent.name,
-            "tool_calls": sum(len(s.tool_calls or []) for s in trajectory.steps)}
+    return {
+        "schema_version": trajectory.schema_version,
+        "steps": len(trajectory.steps),
+        "agent": trajectory.agent.name,
+        "tool_calls": sum(len(s.tool_calls or []) for s in trajectory.steps),
+    }
 
 
 class LocalShell:
@@ -65,8 +76,14 @@ class LocalShell:
 
         self.commands.append(command)
         proc = await asyncio.create_subprocess_exec(
-            "bash", "-c", command, cwd=cwd, env={**self.env, **(env or {})},
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            "bash",
+            "-c",
+            command,
+            cwd=cwd,
+            env={**self.env, **(env or {})},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         stdout, stderr = await asyncio.wait_for(proc.communicate(), timeout=timeout_sec or 600)
         return ExecResult(stdout=stdout.decode(), stderr=stderr.decode(), return_code=proc.returncode)
 
@@ -78,9 +95,15 @@ def run_agent(logs_dir: str, task_dir: str, out_dir: str, model: str, *kwargs: s
     from scaffold.harbor_agent import SpuAgent
 
     options = dict(item.split("=", 1) for item in kwargs)
-    agent = SpuAgent(logs_dir=Path(logs_dir), model_name=model, environment_logs_dir=PurePosixPath(logs_dir),
-                     mcp_servers=[MCPServerConfig(name="spu", transport="stdio", command="spu", args=["serve"])],
-                     task_dir=task_dir, output_dir=out_dir, **options)
+    agent = SpuAgent(
+        logs_dir=Path(logs_dir),
+        model_name=model,
+        environment_logs_dir=PurePosixPath(logs_dir),
+        mcp_servers=[MCPServerConfig(name="spu", transport="stdio", command="spu", args=["serve"])],
+        task_dir=task_dir,
+        output_dir=out_dir,
+        **options,
+    )
     shell = LocalShell(dict(os.environ))
     context = AgentContext()
 
@@ -90,9 +113,13 @@ def run_agent(logs_dir: str, task_dir: str, out_dir: str, model: str, *kwargs: s
 
     asyncio.run(go())
     agent.populate_context_post_run(context)
-    return {"name": agent.name(), "command": shell.commands[-1], "context": context.model_dump(mode="json"),
-            "atif": check_atif(str(Path(logs_dir) / "trajectory.json")),
-            "logs": sorted(p.name for p in Path(logs_dir).iterdir())}
+    return {
+        "name": agent.name(),
+        "command": shell.commands[-1],
+        "context": context.model_dump(mode="json"),
+        "atif": check_atif(str(Path(logs_dir) / "trajectory.json")),
+        "logs": sorted(p.name for p in Path(logs_dir).iterdir()),
+    }
 
 
 if __name__ == "__main__":

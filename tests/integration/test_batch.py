@@ -19,16 +19,30 @@ REPO = Path(__file__).resolve().parents[2]
 
 def _slow_recording(path: Path, seconds: int) -> Path:
     """One model turn that runs `sleep` in bash (long enough to be interrupted), then the recording ends."""
-    call = {"id": "call_1", "name": "bash", "arguments": {"command": f"sleep {seconds}"},
-            "arguments_raw": json.dumps({"command": f"sleep {seconds}"}), "error": None}
-    turn = {"type": "model_turn", "message": {"role": "assistant", "content": "waiting", "tool_calls": [call]}}
+    call = {
+        "id": "call_1",
+        "name": "bash",
+        "arguments": {"command": f"sleep {seconds}"},
+        "arguments_raw": json.dumps({"command": f"sleep {seconds}"}),
+        "error": None,
+    }
+    turn = {
+        "type": "model_turn",
+        "message": {"role": "assistant", "content": "waiting", "tool_calls": [call]},
+    }
     path.write_text(json.dumps(turn) + "\n")
     return path
 
 
 def _batch(args: list[str], env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "scaffold.cli", "batch", *args], cwd=REPO, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "scaffold.cli", "batch", *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _done_markers(runs: Path) -> dict[str, float]:
@@ -41,15 +55,30 @@ def test_batch_interrupted_and_resumed(spu_env, tmp_path, sig):
     runs = tmp_path / "runs"
     recording = _slow_recording(tmp_path / "slow.jsonl", 4)
     tasks = [str(demo_task_dir(slug)) for slug in DEMO_TASKS]
-    args = [*tasks, "--model", f"replay:{recording}", "--name", "slow", "-j", "1", "--out", str(runs),
-            "--bootstrap", "200", "--json"]
+    args = [
+        *tasks,
+        "--model",
+        f"replay:{recording}",
+        "--name",
+        "slow",
+        "-j",
+        "1",
+        "--out",
+        str(runs),
+        "--bootstrap",
+        "200",
+        "--json",
+    ]
     proc = _batch(args, spu_env)
     deadline = time.monotonic() + 120
     while not _done_markers(runs) and time.monotonic() < deadline:  # the first run has finished
         time.sleep(0.2)
     while time.monotonic() < deadline:  # the second run is inside its `sleep` (its agent is handling signals)
-        trajectories = [p for p in runs.glob("slow/*/run-1/trajectory.jsonl")
-                        if not (p.parent / ".batch-done.json").exists()]
+        trajectories = [
+            p
+            for p in runs.glob("slow/*/run-1/trajectory.jsonl")
+            if not (p.parent / ".batch-done.json").exists()
+        ]
         if trajectories and '"model_turn"' in trajectories[0].read_text():
             break
         time.sleep(0.2)
@@ -84,8 +113,18 @@ def test_batch_interrupted_and_resumed(spu_env, tmp_path, sig):
 @pytest.mark.slow
 def test_batch_demo_replay_scores_and_rerun_is_a_no_op(spu_env, tmp_path):
     runs = tmp_path / "runs"
-    args = [str(REPO / "environment" / "demo_tasks"), "--model", "replay:demo-aromatic-acidity", "-j", "2",
-            "--out", str(runs), "--bootstrap", "200", "--json"]
+    args = [
+        str(REPO / "environment" / "demo_tasks"),
+        "--model",
+        "replay:demo-aromatic-acidity",
+        "-j",
+        "2",
+        "--out",
+        str(runs),
+        "--bootstrap",
+        "200",
+        "--json",
+    ]
     proc = _batch(args, spu_env)
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
@@ -106,10 +145,31 @@ def test_batch_demo_replay_scores_and_rerun_is_a_no_op(spu_env, tmp_path):
 
 
 def test_batch_usage_errors(spu_env, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "scaffold.cli", "batch", str(tmp_path), "--model", "replay:x"],
-                          cwd=REPO, env=spu_env, capture_output=True, text=True, timeout=60, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "scaffold.cli", "batch", str(tmp_path), "--model", "replay:x"],
+        cwd=REPO,
+        env=spu_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 2 and "no task directories" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "scaffold.cli", "batch", str(demo_task_dir(DEMO_TASKS[0])),
-                           "--model", "nonsense"], cwd=REPO, env=spu_env, capture_output=True, text=True,
-                          timeout=60, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scaffold.cli",
+            "batch",
+            str(demo_task_dir(DEMO_TASKS[0])),
+            "--model",
+            "nonsense",
+        ],
+        cwd=REPO,
+        env=spu_env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 2 and "PROVIDER:MODEL" in proc.stderr

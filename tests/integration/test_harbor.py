@@ -22,19 +22,32 @@ HARBOR_CLI = REPO / ".harbor-venv" / "bin" / "harbor"
 CHECKS = Path(__file__).resolve().parent / "harbor_checks.py"
 PINNED = "registry.example/spu-scaffold@sha256:" + "ab" * 32
 
-needs_harbor = pytest.mark.skipif(not HARBOR_PYTHON.exists(),
-                                  reason="no .harbor-venv: run `bash scripts/setup-harbor.sh` (needs Python >= 3.12)")
+needs_harbor = pytest.mark.skipif(
+    not HARBOR_PYTHON.exists(),
+    reason="no .harbor-venv: run `bash scripts/setup-harbor.sh` (needs Python >= 3.12)",
+)
 
 
 def _harbor_env(spu_env: dict[str, str]) -> dict[str, str]:
     # no telemetry (PostHog) and no remote LiteLLM price map; the loopback guard is on PYTHONPATH already
-    return {**spu_env, "HARBOR_TELEMETRY": "0", "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{spu_env.get('PATH', '')}"}
+    return {
+        **spu_env,
+        "HARBOR_TELEMETRY": "0",
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{spu_env.get('PATH', '')}",
+    }
 
 
 def _harbor_json(args: list[str], env: dict[str, str], timeout: float = 300) -> object:
-    proc = subprocess.run([str(HARBOR_PYTHON), str(CHECKS), *args], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=timeout, check=False)
+    proc = subprocess.run(
+        [str(HARBOR_PYTHON), str(CHECKS), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=timeout,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -93,9 +106,14 @@ def test_verifier_script_grades_with_spu_grade(tmp_path, spu_env):
         sub = tmp_path / f"{name}.json"
         if submission is not None:
             sub.write_text(json.dumps(submission))
-        proc = subprocess.run(["bash", str(out / "tests" / "test.sh")], capture_output=True, text=True,
-                              env={**env, "SPU_SUBMISSION": str(sub), "SPU_VERIFIER_LOGS": str(logs)},
-                              timeout=120, check=False)
+        proc = subprocess.run(
+            ["bash", str(out / "tests" / "test.sh")],
+            capture_output=True,
+            text=True,
+            env={**env, "SPU_SUBMISSION": str(sub), "SPU_VERIFIER_LOGS": str(logs)},
+            timeout=120,
+            check=False,
+        )
         assert proc.returncode == 0, proc.stderr
         rewards[name] = json.loads((logs / "reward.json").read_text())
     # the measured order scores the attainable maximum, 1.0 here (no ties in this task's answers)
@@ -115,17 +133,30 @@ def test_harbor_models_and_lint_accept_the_export(tmp_path, spu_env):
     assert config["agent_timeout_sec"] == 28800.0 and config["agent_user"] == "spu"
     assert config["verifier_mode"] == "separate" and config["verifier_network_mode"] == "no-network"
     assert config["verifier_dir"] == "environment" and config["verifier_bundled_tests"] is False
-    assert config["mcp_servers"] == [{"name": "spu", "transport": "stdio", "url": None, "command": "spu",
-                                      "args": ["serve"]}]
+    assert config["mcp_servers"] == [
+        {"name": "spu", "transport": "stdio", "url": None, "command": "spu", "args": ["serve"]}
+    ]
     assert config["artifacts"] == ["/app/output"] and config["network_mode"] == "public"
-    lint = subprocess.run([str(HARBOR_CLI), "lint", "--select", "ALL", "--json", str(out)], capture_output=True,
-                          text=True, env=env, timeout=120, check=False)
+    lint = subprocess.run(
+        [str(HARBOR_CLI), "lint", "--select", "ALL", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert lint.returncode == 0, lint.stdout + lint.stderr
     assert json.loads(lint.stdout) == []
     # an unpinned base image is the one thing harbor lint --select ALL reports on a default export
     export_task(demo_task_dir("electrolyte-solvents"), tmp_path / "tag")
-    lint = subprocess.run([str(HARBOR_CLI), "lint", "--select", "ALL", "--json", str(tmp_path / "tag")],
-                          capture_output=True, text=True, env=env, timeout=120, check=False)
+    lint = subprocess.run(
+        [str(HARBOR_CLI), "lint", "--select", "ALL", "--json", str(tmp_path / "tag")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
     assert [f["rule"] for f in json.loads(lint.stdout)] == ["unpinned-image"]
 
 
@@ -135,8 +166,18 @@ def test_installed_agent_runs_reference_agent_and_leaves_atif(tmp_path, spu_env)
     env = _harbor_env(spu_env)
     logs, out = tmp_path / "logs", tmp_path / "output"
     logs.mkdir()
-    result = _harbor_json(["agent", str(logs), str(demo_task_dir("aromatic-acidity")), str(out),
-                           "replay/demo-aromatic-acidity", "overrides=limits.step_limit=20"], env, timeout=600)
+    result = _harbor_json(
+        [
+            "agent",
+            str(logs),
+            str(demo_task_dir("aromatic-acidity")),
+            str(out),
+            "replay/demo-aromatic-acidity",
+            "overrides=limits.step_limit=20",
+        ],
+        env,
+        timeout=600,
+    )
     assert result["name"] == "spu-agent"
     assert "--model replay:demo-aromatic-acidity" in result["command"]
     assert "tools.mcp.command=" in result["command"] and "limits.step_limit=20" in result["command"]
@@ -144,19 +185,48 @@ def test_installed_agent_runs_reference_agent_and_leaves_atif(tmp_path, spu_env)
     # the shipped recording calls system_info, chem_parse, python and submit_rankings (scaffold/agent/recordings)
     assert result["atif"]["schema_version"] == "ATIF-v1.6" and result["atif"]["tool_calls"] >= 4
     assert {"trajectory.json", "spu-agent.txt", "run.json", "rankings.json"} <= set(result["logs"])
-    grade = subprocess.run([sys.executable, "-m", "scaffold.cli", "grade", str(out / "rankings.json"), "--task",
-                            str(demo_task_dir("aromatic-acidity")), "--answers",
-                            str(demo_answers_path("aromatic-acidity")), "--json"],
-                           capture_output=True, text=True, env=spu_env, cwd=REPO, timeout=120, check=False)
+    grade = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scaffold.cli",
+            "grade",
+            str(out / "rankings.json"),
+            "--task",
+            str(demo_task_dir("aromatic-acidity")),
+            "--answers",
+            str(demo_answers_path("aromatic-acidity")),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=spu_env,
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
     assert json.loads(grade.stdout)["score"] == pytest.approx(1.0)
 
 
 @needs_harbor
 def test_model_names_map_to_agent_specs(spu_env):
-    code = ("from scaffold.harbor_agent import spu_model_spec as f; import json; print(json.dumps("
-            "[f('anthropic/claude-sonnet-4-5'), f('openai/gpt-4.1'), f('replay:demo'), f('vllm/qwen/Qwen3-8B')]))")
-    proc = subprocess.run([str(HARBOR_PYTHON), "-c", code], capture_output=True, text=True,
-                          env=_harbor_env(spu_env), cwd=REPO, timeout=120, check=False)
+    code = (
+        "from scaffold.harbor_agent import spu_model_spec as f; import json; print(json.dumps("
+        "[f('anthropic/claude-sonnet-4-5'), f('openai/gpt-4.1'), f('replay:demo'), f('vllm/qwen/Qwen3-8B')]))"
+    )
+    proc = subprocess.run(
+        [str(HARBOR_PYTHON), "-c", code],
+        capture_output=True,
+        text=True,
+        env=_harbor_env(spu_env),
+        cwd=REPO,
+        timeout=120,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout) == ["anthropic:claude-sonnet-4-5", "openai:gpt-4.1", "replay:demo",
-                                       "openai:qwen/Qwen3-8B"]
+    assert json.loads(proc.stdout) == [
+        "anthropic:claude-sonnet-4-5",
+        "openai:gpt-4.1",
+        "replay:demo",
+        "openai:qwen/Qwen3-8B",
+    ]

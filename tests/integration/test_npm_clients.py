@@ -22,25 +22,37 @@ DRIVER = Path(__file__).resolve().parent / "npm_driver.py"
 def _isolated_loopback_available() -> bool:
     if shutil.which("unshare") is None or shutil.which("ip") is None:
         return False
-    probe = subprocess.run(["unshare", "-n", "ip", "link", "set", "lo", "up"], capture_output=True, timeout=30,
-                           check=False)
+    probe = subprocess.run(
+        ["unshare", "-n", "ip", "link", "set", "lo", "up"], capture_output=True, timeout=30, check=False
+    )
     return probe.returncode == 0
 
 
 pytestmark = [
     pytest.mark.npm,
-    pytest.mark.skipif(not (BIN / "claude").exists() or not (BIN / "mcp-inspector").exists(),
-                       reason="npm clients not installed: bash scripts/install-npm-clients.sh"),
-    pytest.mark.skipif(not _isolated_loopback_available(),
-                       reason="`unshare -n` is not permitted here: the clients cannot be cut off from the network"),
+    pytest.mark.skipif(
+        not (BIN / "claude").exists() or not (BIN / "mcp-inspector").exists(),
+        reason="npm clients not installed: bash scripts/install-npm-clients.sh",
+    ),
+    pytest.mark.skipif(
+        not _isolated_loopback_available(),
+        reason="`unshare -n` is not permitted here: the clients cannot be cut off from the network",
+    ),
 ]
 
 
 def _scenario(name: str, tmp_path: Path, env: dict[str, str]) -> dict:
     # inside the namespace: bring loopback up, then run the driver with this interpreter
     script = f"ip link set lo up && exec {sys.executable} {DRIVER} {name} {tmp_path}"
-    proc = subprocess.run(["unshare", "-n", "bash", "-c", script], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=400, check=False)
+    proc = subprocess.run(
+        ["unshare", "-n", "bash", "-c", script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=400,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -78,7 +90,9 @@ def test_headless_claude_code_calls_spu_tool(tmp_path, spu_env):
     assert final["result"] == "The spu server reports its hardware." and final["is_error"] is False
 
 
-@pytest.mark.skipif(not (BIN / "codex").exists(), reason="codex not installed: bash scripts/install-npm-clients.sh")
+@pytest.mark.skipif(
+    not (BIN / "codex").exists(), reason="codex not installed: bash scripts/install-npm-clients.sh"
+)
 def test_codex_reads_the_spu_config_block(tmp_path, spu_env):
     result = _scenario("codex-mcp-list", tmp_path, spu_env)
     assert result["returncode"] == 0, result["stderr"]

@@ -23,8 +23,11 @@ def example_buffer_ph(args: BufferInput) -> dict:
     Valid when both concentrations are much larger than [H+] and [OH-]."""
     ratio = args.base_molar / args.acid_molar
     if not 1e-3 <= ratio <= 1e3:
-        raise ToolError("invalid_input", f"base/acid ratio {ratio:.3g} is outside 1e-3..1e3, where the "
-                        "equation no longer holds.", "Solve the full equilibrium instead.")
+        raise ToolError(
+            "invalid_input",
+            f"base/acid ratio {ratio:.3g} is outside 1e-3..1e3, where the equation no longer holds.",
+            "Solve the full equilibrium instead.",
+        )
     return {"ph": round(args.pka + math.log10(ratio), 4), "base_to_acid_ratio": ratio}
 
 

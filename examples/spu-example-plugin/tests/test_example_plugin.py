@@ -1,6 +1,6 @@
 import pytest
-
 from spu_example_plugin.tools import BufferInput, example_buffer_ph
+
 from tools_server.errors import ToolError
 
 
