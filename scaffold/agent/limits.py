@@ -52,6 +52,12 @@ class Budget:
     def elapsed_s(self) -> float:
         return time.monotonic() - self.started
 
+    def wall_time_left_s(self) -> float | None:
+        """Seconds left of the wall-time budget, or None without one."""
+        if not self.wall_time_limit_s:
+            return None
+        return max(0.0, self.wall_time_limit_s - self.elapsed_s)
+
     @property
     def tokens(self) -> int:
         return self.usage.prompt_tokens + self.usage.output_tokens

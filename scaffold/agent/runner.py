@@ -64,6 +64,7 @@ def run_agent(
     _, model_name = split_model_spec(model_spec)
     budget = Budget(config["limits"], find_price(config.get("prices") or {}, model_name))
     builtin = BuiltinTools(rundir, config["tools"], list(config["tools"].get("builtin") or []))
+    builtin.time_left = budget.wall_time_left_s
     mcp = None
     if mcp_cfg.get("enabled", True):
         mcp = McpTools(

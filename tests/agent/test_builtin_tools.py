@@ -49,6 +49,14 @@ def test_bash_timeout_kills_the_whole_process_group(tools):
     assert not alive(child)
 
 
+def test_commands_never_outlive_the_runs_wall_time_budget(tools):
+    tools.time_left = lambda: 2.0  # two seconds of the run's budget remain
+    started = time.monotonic()
+    result = tools.call("bash", {"command": "sleep 20", "timeout_s": 25})
+    assert result.is_error and result.content.startswith("killed after 2 s (timeout)")
+    assert time.monotonic() - started < 10
+
+
 def test_a_background_process_does_not_outlive_its_command(tools):
     result = tools.call("bash", {"command": "(sleep 300 & echo $! > bg.pid); echo ok"})
     assert result.content == "exit code 0\nok\n"

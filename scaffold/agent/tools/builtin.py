@@ -125,6 +125,8 @@ class BuiltinTools:
     def __init__(self, rundir: RunDir, config: dict[str, Any], names: list[str] | None = None) -> None:
         self.rundir = rundir
         self.timeout_s = float(config.get("command_timeout_s") or 600)
+        #: returns the run's remaining wall time (None: unlimited); commands never outlive the run's budget
+        self.time_left: Callable[[], float | None] = lambda: None
         self.max_chars = int(config.get("max_output_chars") or 20000)
         wanted = names if names is not None else list(DEFINITIONS)
         unknown = sorted(set(wanted) - set(DEFINITIONS))
@@ -170,6 +172,8 @@ class BuiltinTools:
     def _run(self, argv: list[str], timeout_s: Any) -> ToolResult:
         try:
             limit = min(float(timeout_s), self.timeout_s) if timeout_s is not None else self.timeout_s
+            if (left := self.time_left()) is not None:
+                limit = max(1.0, min(limit, left))
         except (TypeError, ValueError):
             return ToolResult(f"timeout_s must be a number of seconds, not {timeout_s!r}", is_error=True)
         env = {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV}
