@@ -106,18 +106,20 @@ def _anarci_works() -> str | None:
     if shutil.which("hmmscan") is None and not (Path(sys.executable).parent / "hmmscan").exists():
         return "HMMER's hmmscan is not installed"
     try:
-        antibody_number(AntibodyNumberInput(sequences=[TRASTUZUMAB_VH]), ToolContext("t", "probe"))
+        antibody_number(
+            AntibodyNumberInput(sequences=[TRASTUZUMAB_VH], engine="anarci"), ToolContext("t", "probe")
+        )
     except ToolError as err:
         return f"ANARCI does not run here: {err.message[:200]}"
     return None
 
 
-def test_antibody_numbering_trastuzumab(spu_env):
-    reason = _anarci_works()
-    if reason:
+@pytest.mark.parametrize("engine", ["anarcii", "anarci"])
+def test_antibody_numbering_trastuzumab_imgt(spu_env, engine):
+    if engine == "anarci" and (reason := _anarci_works()):
         pytest.skip(reason)
     out = antibody_number(
-        AntibodyNumberInput(sequences=[TRASTUZUMAB_VH, TRASTUZUMAB_VL, "MKT"]), _ctx(spu_env)
+        AntibodyNumberInput(sequences=[TRASTUZUMAB_VH, TRASTUZUMAB_VL, "MKT"], engine=engine), _ctx(spu_env)
     )
     vh, vl, bad = out["items"]
     h = vh["domains"][0]
@@ -133,7 +135,25 @@ def test_antibody_numbering_trastuzumab(spu_env):
         "SAS",
         "QQHYTTPPT",
     )
-    assert bad["ok"] is False
+    assert bad["ok"] is False and bad["error"]["code"] in ("invalid_sequence", "too_large")
+
+
+def test_antibody_numbering_trastuzumab_kabat(spu_env):
+    out = antibody_number(
+        AntibodyNumberInput(sequences=[TRASTUZUMAB_VH, TRASTUZUMAB_VL], scheme="kabat", engine="anarcii"),
+        _ctx(spu_env),
+    )
+    heavy = out["items"][0]["domains"][0]["regions"]
+    light = out["items"][1]["domains"][0]["regions"]
+    # Kabat CDRs of trastuzumab (Carter et al., PNAS 1992, humanised 4D5; Kabat numbering):
+    # H1 DTYIH, H2 RIYPTNGYTRYADSVKG, H3 WGGDGFYAMDY; L1 RASQDVNTAVA, L2 SASFLYS, L3 QQHYTTPPT.
+    assert [heavy[c]["sequence"] for c in ("CDR1", "CDR2", "CDR3")] == [
+        "DTYIH",
+        "RIYPTNGYTRYADSVKG",
+        "WGGDGFYAMDY",
+    ]
+    assert [light[c]["sequence"] for c in ("CDR1", "CDR2", "CDR3")] == ["RASQDVNTAVA", "SASFLYS", "QQHYTTPPT"]
+    assert out["scheme"] == "kabat" and heavy["CDR1"]["from"] == "H31"
 
 
 def test_antibody_numbering_reports_engine_problems_clearly(spu_env, monkeypatch):

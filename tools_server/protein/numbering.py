@@ -1,4 +1,5 @@
-"""Antibody numbering with ANARCI, and framework/CDR regions per scheme."""
+"""Antibody numbering with ANARCII (a language model shipped with its weights) or ANARCI (HMMER), and
+framework/CDR regions per scheme."""
 
 from __future__ import annotations
 
@@ -27,14 +28,61 @@ REGIONS = {
 MAX_LENGTH = 2000
 
 
-def number_sequences(anarci_module: Any, sequences: list[str], scheme: str) -> dict[str, Any]:
-    items: list[dict[str, Any]] = []
+_NOT_A_DOMAIN = {
+    "code": "invalid_sequence",
+    "message": "No antibody or TCR variable domain was recognised in this sequence.",
+    "hint": "Give a variable domain (about 110-130 residues), not a constant region.",
+}
+
+
+def _clean_batch(sequences: list[str], items: list[dict[str, Any]]) -> list[tuple[int, str]]:
     batch = []
     for index, raw in enumerate(sequences):
         try:
             batch.append((index, clean_sequence(raw, max_length=MAX_LENGTH, alphabet=EXTENDED_AMINO_ACIDS)))
         except ToolError as err:
             items.append({"index": index, "ok": False, "error": err.to_dict()})
+    return batch
+
+
+def number_with_anarcii(sequences: list[str], scheme: str, threads: int, gpu: bool) -> dict[str, Any]:
+    """Number with ANARCII's antibody model (IMGT natively, renumbered to the other schemes)."""
+    from anarcii import Anarcii
+
+    items: list[dict[str, Any]] = []
+    batch = _clean_batch(sequences, items)
+    if batch:
+        model = Anarcii(seq_type="antibody", mode="accuracy", cpu=not gpu, ncpu=max(1, threads))
+        out = model.number({str(i): s for i, s in batch})
+        if scheme != "imgt":
+            try:
+                out = model.to_scheme(scheme)
+            except KeyError as exc:
+                raise ToolError(
+                    "invalid_input",
+                    f"ANARCII cannot renumber to the {scheme} scheme.",
+                    hint="Use imgt, kabat, chothia, martin or aho, or engine='anarci'.",
+                ) from exc
+        for index, seq in batch:
+            entry = out[str(index)]
+            if entry.get("error") or not entry.get("numbering"):
+                items.append(
+                    {"index": index, "ok": False, "error": {**_NOT_A_DOMAIN, "detail": entry.get("error")}}
+                )
+                continue
+            domain = (entry["numbering"], entry["query_start"], entry["query_end"])
+            info = {"chain_type": entry["chain_type"], "species": None, "score": entry.get("score")}
+            items.append(
+                {"index": index, "ok": True, "length": len(seq), "domains": [_domain(domain, info, scheme)]}
+            )
+    items.sort(key=lambda it: it["index"])
+    return {"scheme": scheme, "items": items}
+
+
+def number_sequences(anarci_module: Any, sequences: list[str], scheme: str) -> dict[str, Any]:
+    """Number with ANARCI (HMMER profiles; also assigns germlines)."""
+    items: list[dict[str, Any]] = []
+    batch = _clean_batch(sequences, items)
     if batch:
         try:
             numbered, details, _hits = anarci_module.anarci(
@@ -49,11 +97,7 @@ def number_sequences(anarci_module: Any, sequences: list[str], scheme: str) -> d
             ) from exc
         for (index, seq), domains, info in zip(batch, numbered, details, strict=True):
             if not domains:
-                items.append({"index": index, "ok": False, "error": {
-                    "code": "invalid_sequence",
-                    "message": "No antibody or TCR variable domain was recognised in this sequence.",
-                    "hint": "Give a variable domain (about 110-130 residues), not a constant region.",
-                }})  # fmt: skip
+                items.append({"index": index, "ok": False, "error": dict(_NOT_A_DOMAIN)})
                 continue
             items.append({"index": index, "ok": True, "length": len(seq),
                           "domains": [_domain(d, i, scheme) for d, i in zip(domains, info, strict=True)]})  # fmt: skip

@@ -173,20 +173,45 @@ class AntibodyNumberInput(BaseModel):
         ..., min_length=1, max_length=200, description="antibody variable domains (VH, VL, VHH, scFv)"
     )
     scheme: Literal["imgt", "kabat", "chothia", "martin", "aho", "wolfguy"] = Field("imgt")
+    engine: Literal["auto", "anarcii", "anarci"] = Field(
+        "auto",
+        description="anarcii (language model, weights ship with the package) or anarci (HMMER, also assigns "
+        "germlines); auto prefers anarcii.",
+    )
 
 
-@tool(name="antibody_number", resource="cpu", read_only=True, idempotent=True, engines=("anarci", "hmmer"))
+@tool(
+    name="antibody_number",
+    resource="cpu",
+    read_only=True,
+    idempotent=True,
+    version="2",
+    engines=("anarcii", "anarci", "hmmer"),
+)
 def antibody_number(args: AntibodyNumberInput, ctx: ToolContext) -> dict:
-    """Number antibody variable domains with ANARCI (HMMER) in a standard scheme.
+    """Number antibody variable domains in a standard scheme with ANARCII or ANARCI.
 
     Returns per sequence and domain: chain type (H, K, L), species and identity of the best germline hit,
     the numbered residues ('H1', 'H82A' style positions: the scheme's number plus insertion code) and the
     framework and CDR regions (IMGT CDR definitions for the imgt scheme; Kabat for kabat; Chothia for
     chothia and martin) as sequences with their number ranges. Per-item errors for unnumberable sequences.
+    Germline genes are assigned by the anarci engine only.
     """
+    import importlib.util
     import os
     import sys
 
+    from tools_server.protein.numbering import number_sequences, number_with_anarcii
+
+    if args.engine == "anarcii" or (args.engine == "auto" and importlib.util.find_spec("anarcii")):
+        try:
+            import anarcii  # noqa: F401
+        except ImportError as exc:
+            raise ToolError(
+                "engine_unavailable", "ANARCII is not installed.", hint="pip install anarcii"
+            ) from exc
+        ctx.set_engine("anarcii", _version("anarcii"), device="cuda" if ctx.gpu_available else "cpu")
+        return number_with_anarcii(args.sequences, args.scheme, ctx.threads, ctx.gpu_available)
     try:
         import anarci
     except ImportError as exc:
@@ -198,8 +223,6 @@ def antibody_number(args: AntibodyNumberInput, ctx: ToolContext) -> dict:
     bindir = os.path.dirname(sys.executable)
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
-    from tools_server.protein.numbering import number_sequences
-
     ctx.set_engine("anarci", _version("anarci"), device="cpu")
     return number_sequences(anarci, args.sequences, args.scheme)
 
