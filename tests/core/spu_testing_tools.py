@@ -23,7 +23,7 @@ class SleepInput(BaseModel):
 
 
 @tool(name="test_sleep", resource="cpu", time_limit_s=30)
-def test_sleep(args: SleepInput, ctx: ToolContext) -> dict:
+def sleep_job(args: SleepInput, ctx: ToolContext) -> dict:
     """Sleep, reporting progress in steps; returns the worker's pid and process group."""
     for i in range(args.steps):
         time.sleep(args.seconds / args.steps)
@@ -36,7 +36,7 @@ class CrashInput(BaseModel):
 
 
 @tool(name="test_crash", resource="cpu", cacheable=False)
-def test_crash(args: CrashInput) -> dict:
+def crash_job(args: CrashInput) -> dict:
     """Die the way native engines die."""
     print("about to crash: " + args.how, flush=True)
     if args.how == "segfault":
@@ -52,7 +52,7 @@ class AllocInput(BaseModel):
 
 
 @tool(name="test_allocate", resource="cpu", memory_limit_mb=300, cacheable=False)
-def test_allocate(args: AllocInput) -> dict:
+def allocate_job(args: AllocInput) -> dict:
     """Allocate and touch memory, then hold it."""
     block = bytearray(args.megabytes * 2**20)
     for i in range(0, len(block), 4096):
@@ -66,7 +66,7 @@ class SpawnInput(BaseModel):
 
 
 @tool(name="test_spawn_child", resource="cpu", time_limit_s=2, cacheable=False)
-def test_spawn_child(args: SpawnInput, ctx: ToolContext) -> dict:
+def spawn_child_job(args: SpawnInput, ctx: ToolContext) -> dict:
     """Start a grandchild process that would outlive a careless kill, then sleep past the time limit."""
     import subprocess
 
@@ -81,7 +81,7 @@ class SquareInput(BaseModel):
 
 
 @tool(name="test_square", resource="cpu", engines=("numpy",))
-def test_square(args: SquareInput, ctx: ToolContext) -> dict:
+def square_job(args: SquareInput, ctx: ToolContext) -> dict:
     """A trivial cacheable job."""
     ctx.set_engine("python", "3")
     return {"square": args.x * args.x, "pid": os.getpid()}
