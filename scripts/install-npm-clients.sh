@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the MCP clients the npm-marked tests drive, into a project-local prefix (.npm-clients/, git-ignored):
 #   @anthropic-ai/claude-code  (claude)     @openai/codex  (codex)     @modelcontextprotocol/inspector
-# Idempotent. Needs node >= 18 and npm. Versions can be pinned:
+# Idempotent. Needs node >= 18 and npm. Pinned to the versions the tests were run with; override:
 #   CLAUDE_CODE_VERSION=2.0.0 CODEX_VERSION=0.50.0 INSPECTOR_VERSION=0.17.0 bash scripts/install-npm-clients.sh
 # Then: .venv/bin/pytest -m npm tests/integration   (docs/claude-code.md, docs/codex.md)
 set -euo pipefail
@@ -9,9 +9,9 @@ cd "$(dirname "$0")/.."
 
 PREFIX=${SPU_NPM_PREFIX:-.npm-clients}
 PACKAGES=(
-  "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION:-latest}"
-  "@openai/codex@${CODEX_VERSION:-latest}"
-  "@modelcontextprotocol/inspector@${INSPECTOR_VERSION:-latest}"
+  "@anthropic-ai/claude-code@${CLAUDE_CODE_VERSION:-2.1.332}"
+  "@openai/codex@${CODEX_VERSION:-0.171.0}"
+  "@modelcontextprotocol/inspector@${INSPECTOR_VERSION:-2.12.0}"
 )
 if ! command -v npm >/dev/null 2>&1; then
   echo "install-npm-clients: npm not found; install Node.js 18 or newer first" >&2
