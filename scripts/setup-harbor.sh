@@ -39,12 +39,7 @@ if [ ! -x .harbor-venv/bin/python ]; then
   echo "setup-harbor: creating .harbor-venv with $("$PYTHON" --version)"
   "$PYTHON" -m venv .harbor-venv
 fi
-PIP=(.harbor-venv/bin/python -m pip install -q)
-# Several installs may share a machine (CI matrix, helpers): serialize them when flock exists.
-if command -v flock >/dev/null 2>&1; then
-  PIP=(flock /tmp/spu-pip.lock "${PIP[@]}")
-fi
-"${PIP[@]}" "harbor==$HARBOR_VERSION"
+.harbor-venv/bin/python -m pip install -q "harbor==$HARBOR_VERSION"
 rm -f .harbor-venv/.spu-harbor-*
 touch "$STAMP"
 echo "setup-harbor: done; .harbor-venv/bin/harbor $(HARBOR_TELEMETRY=0 .harbor-venv/bin/harbor --version 2>/dev/null || true)"

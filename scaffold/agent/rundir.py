@@ -7,7 +7,7 @@ Layout (INTERFACES.md)::
     <out>/sources.json         the source record from the tool server's audit log
     <out>/drafts/draft-NNN.json  every accepted draft
     <out>/scripts/             code the agent ran with the python tool
-    <out>/work/                the agent's working directory (bash, python, read_file, write_file)
+    <out>/work                 the agent's working directory (bash, python, read_file, write_file)
     <out>/spu-work/            the tool server's SPU_WORKDIR (artifacts, jobs, audit log)
     <out>/trajectory.jsonl     every step, appended as it happens
     <out>/trajectory.json      the same run in Harbor's ATIF

@@ -10,17 +10,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from scaffold.agent.models.base import HttpModel, ModelTurn, ToolDef, Usage, parse_arguments
+from scaffold.agent.models.base import ModelTurn, ToolDef, Usage, parse_arguments
+from scaffold.agent.models.openai_chat import OpenAIChatModel
 
 
-class OpenAIResponsesModel(HttpModel):
+class OpenAIResponsesModel(OpenAIChatModel):
+    """Same endpoint family and key as Chat Completions; its own request and response shapes."""
+
     provider = "openai-responses"
-    default_base_url = "https://api.openai.com/v1"
-    api_key_env = "OPENAI_API_KEY"
-
-    def headers(self) -> dict[str, str]:
-        key = self.api_key()
-        return {"authorization": f"Bearer {key}"} if key else {}
 
     def build_request(
         self, messages: list[dict[str, Any]], tools: list[ToolDef]
