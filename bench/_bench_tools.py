@@ -2,7 +2,7 @@
 
 from pydantic import BaseModel
 
-from tools_server.registry import tool
+from tools_server.core.registry import tool
 
 
 class EchoInput(BaseModel):

@@ -31,7 +31,7 @@ async def timed_calls(tool: str, args: dict, repeats: int, fresh_cache_each: boo
     for i in range(repeats if fresh_cache_each else 1):
         work = tempfile.mkdtemp(prefix="spu-bench-cache-")
         env = {**os.environ, "SPU_WORKDIR": work, "SPU_CACHE_DIR": os.path.join(work, "cache")}
-        params = StdioServerParameters(command=sys.executable, args=["-m", "scaffold.cli", "serve"], env=env)
+        params = StdioServerParameters(command=sys.executable, args=["-m", "spu", "serve"], env=env)
         async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
             await session.initialize()
             await session.call_tool("system_info", {})

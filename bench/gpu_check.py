@@ -61,7 +61,7 @@ CHECKS: list[Check] = []
 
 def cuda_summary() -> dict[str, Any]:
     """GPUs from nvidia-smi and whether CuPy can reach one."""
-    from tools_server import hardware
+    from tools_server.core import hardware
 
     info: dict[str, Any] = {"gpus": hardware.gpus()}
     try:
@@ -69,14 +69,14 @@ def cuda_summary() -> dict[str, Any]:
 
         info["cupy"] = cupy.__version__
         info["cuda_devices"] = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # noqa: BLE001 - any import or driver failure means no usable CuPy
+    except Exception as exc:
         info["cupy_error"] = f"{type(exc).__name__}: {exc}"[:300]
     return info
 
 
 def check_gpu4pyscf_dft(opts: argparse.Namespace) -> CheckResult:
     """The same B3LYP energy with gpu4pyscf and with PySCF on the CPU, through dft_run."""
-    from tools_server.context import ToolContext
+    from tools_server.core.context import ToolContext
     from tools_server.qc import tools as Q
     from tools_server.qc.device import choose_device, gpu4pyscf_available
 
@@ -85,7 +85,7 @@ def check_gpu4pyscf_dft(opts: argparse.Namespace) -> CheckResult:
         return CheckResult(
             name, "skipped", detail="gpu4pyscf or cupy not installed (pip install 'spu-scaffold[gpu]')"
         )
-    from tools_server import hardware
+    from tools_server.core import hardware
 
     results = {}
     for device in ("gpu", "cpu"):
@@ -134,7 +134,7 @@ def run_checks(opts: argparse.Namespace) -> list[CheckResult]:
             continue
         try:
             results.append(check(opts))
-        except Exception as exc:  # noqa: BLE001 - one failing engine must not hide the others
+        except Exception as exc:
             results.append(CheckResult(name, "failed", detail=f"{type(exc).__name__}: {exc}"[:500]))
     return results
 

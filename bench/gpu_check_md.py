@@ -84,7 +84,7 @@ def check_openmm_cuda(opts) -> CheckResult:
         return CheckResult("openmm-cuda", "skipped", detail=f"openmm not installed: {exc}")
     try:
         cuda = openmm.Platform.getPlatformByName("CUDA")
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         return CheckResult("openmm-cuda", "failed", detail=f"CUDA platform not available: {exc}")
     system, positions = _water_box(1500)
     cpu_rate, cpu_state = _ns_per_day(system, positions, openmm.Platform.getPlatformByName("CPU"), {}, 500)

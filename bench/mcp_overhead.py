@@ -55,7 +55,7 @@ def main() -> None:
         "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
     }
     bare = StdioServerParameters(command=sys.executable, args=[str(HERE / "_bare_echo_server.py")], env=env)
-    spu = StdioServerParameters(command=sys.executable, args=["-m", "scaffold.cli", "serve"], env=env)
+    spu = StdioServerParameters(command=sys.executable, args=["-m", "spu", "serve"], env=env)
     rows = [
         ("bare MCPServer echo (baseline)", bare, "echo", {"text": "hi"}),
         ("spu instant tool (bench_echo)", spu, "bench_echo", {"text": "hi"}),

@@ -31,7 +31,7 @@ def bench_openmm(n_waters: int, ps: float, threads: int) -> dict:
     import openmm
     from openmm import unit
 
-    from tools_server.context import ToolContext
+    from tools_server.core.context import ToolContext
     from tools_server.md.liquid import build_water_box
     from tools_server.md.tools import MdRunInput, md_run
 
@@ -72,7 +72,7 @@ def bench_esm(threads: int) -> dict:
     import esm
     import torch
 
-    from tools_server.context import ToolContext
+    from tools_server.core.context import ToolContext
     from tools_server.protein.tools import ProteinEmbedInput, protein_embed
 
     torch.set_num_threads(threads)

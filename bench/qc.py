@@ -63,7 +63,7 @@ BATCH_32 = [
 
 
 def _ctx(tool: str, threads: int):
-    from tools_server.context import ToolContext
+    from tools_server.core.context import ToolContext
 
     return ToolContext(tool, f"bench-{time.time_ns()}", threads=threads)
 
@@ -109,7 +109,7 @@ def _median(fn, repeats: int) -> float:
 
 
 def bench_batch(n: int) -> dict:
-    from tools_server import hardware
+    from tools_server.core import hardware
     from tools_server.qc import tools as Q
 
     molecules = BATCH_32[:n]
@@ -134,7 +134,7 @@ async def _mcp_calls(calls: list[tuple[str, dict]]) -> list[tuple[float, dict]]:
     env = {**os.environ, "SPU_WORKDIR": work, "SPU_CACHE_DIR": os.path.join(work, "cache")}
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "scaffold.cli", "serve"],
+        args=["-m", "spu", "serve"],
         env=env,
         cwd=str(Path(__file__).resolve().parent.parent),
     )
@@ -171,7 +171,7 @@ def bench_mcp(repeats: int) -> dict:
 
 
 def bench_dft() -> dict:
-    from tools_server import hardware
+    from tools_server.core import hardware
     from tools_server.qc import tools as Q
     from tools_server.qc.dft import estimate_cpu_seconds
 

@@ -89,7 +89,8 @@ def bench_conversion(repeats: int) -> dict:
 
 
 def bench_audit(appends: int) -> dict:
-    from tools_server.web.audit import AuditLog, verify
+    from environment.audit_log import verify
+    from tools_server.web.audit import AuditLog
 
     record = {
         "kind": "http",

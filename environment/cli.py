@@ -3,26 +3,15 @@
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-EXIT_INVALID = 1
-EXIT_USAGE = 2
+from environment.console import EXIT_INVALID, echo_json, fail
 
 task_app = typer.Typer(help="Inspect and prepare benchmark task directories.", no_args_is_help=True)
-
-
-def _echo_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
-
-
-def _usage_error(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(EXIT_USAGE)
 
 
 def _load_task(path: Path):
@@ -31,7 +20,7 @@ def _load_task(path: Path):
     try:
         return load_task(path)
     except TaskError as exc:
-        raise _usage_error(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 def _load_task_and_answers(task_dir: Path, answers_path: Path):
@@ -42,7 +31,7 @@ def _load_task_and_answers(task_dir: Path, answers_path: Path):
         answers = load_answers(answers_path)
         check_answers(task, answers)
     except TaskError as exc:
-        raise _usage_error(str(exc)) from None
+        raise fail(str(exc)) from None
     return task, answers
 
 
@@ -76,7 +65,7 @@ def task_show(
         "has_protocol_json": bool(task.protocol),
     }
     if as_json:
-        _echo_json(summary)
+        echo_json(summary)
         return
     typer.echo(f"{task.task_id} (version {task.task_version}): {task.title}")
     typer.echo(f"{task.n_experiments} experiments in {len(task.groups)} groups")
@@ -113,9 +102,9 @@ def task_anonymize(
             source, out, answers=answers, answers_out=answers_out, seed=seed, rewrite_text=not no_rewrite_text
         )
     except TaskError as exc:
-        raise _usage_error(str(exc)) from None
+        raise fail(str(exc)) from None
     if as_json:
-        _echo_json(result)
+        echo_json(result)
     else:
         typer.echo(f"anonymized task written to {result['task_dir']}; id mapping in {result['mapping_file']}")
 
@@ -134,7 +123,7 @@ def validate_cmd(
     loaded = _load_task(task)
     report = validate_submission(submission, loaded, recover=not strict)
     if as_json:
-        _echo_json(report.model_dump())
+        echo_json(report.model_dump())
     else:
         status = "valid" if report.valid else "INVALID"
         typer.echo(f"{submission}: {status}")
@@ -163,7 +152,7 @@ def grade_cmd(
     result = grade(submission, loaded, loaded_answers, recover=not strict)
     code = 0 if result.valid else EXIT_INVALID
     if as_json:
-        _echo_json(result.model_dump())
+        echo_json(result.model_dump())
         raise typer.Exit(code)
     typer.echo(
         f"{result.task_id}: score {result.score:.4f}" + ("" if result.valid else " (submission invalid)")
@@ -199,7 +188,7 @@ def chance_cmd(
     loaded, loaded_answers = _load_task_and_answers(task, answers)
     result = chance_threshold(loaded, loaded_answers, draws=draws, seed=seed)
     if as_json:
-        _echo_json(result)
+        echo_json(result)
         return
     typer.echo(
         f"{result['task_id']}: chance threshold {result['chance_threshold']:.4f} "
@@ -243,9 +232,9 @@ def report_cmd(
     try:
         summary = build_report(runs_dir, out, tasks_dir=tasks, answers=answers, n_boot=bootstrap, seed=seed)
     except TaskError as exc:
-        raise _usage_error(str(exc)) from None
+        raise fail(str(exc)) from None
     if as_json:
-        _echo_json(summary)
+        echo_json(summary)
         return
     for row in summary["configurations"]:
         typer.echo(
@@ -273,7 +262,7 @@ def consensus_cmd(
         raise typer.Exit(EXIT_INVALID) from None
     write_submission_atomic(out, result["submission"])
     if as_json:
-        _echo_json({"out": str(out), **result})
+        echo_json({"out": str(out), **result})
         return
     counts = ", ".join(f"{g['group_id']}: {g['n_submissions']}" for g in result["groups"])
     typer.echo(

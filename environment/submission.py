@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from environment.jsonfiles import DuplicateKeyError, atomic_write_json, loads_strict
 from environment.task import Task
 
 MAX_SUBMISSION_BYTES = 1024 * 1024
@@ -73,23 +73,6 @@ class ValidationReport(BaseModel):
         return out
 
 
-class _DuplicateKey(ValueError):
-    pass
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _DuplicateKey(f"the key {key!r} appears twice in one object")
-        out[key] = value
-    return out
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON value")
-
-
 def parse_submission_bytes(raw: bytes) -> tuple[Any, str | None]:
     """Parse raw bytes under the file rules; return ``(document, None)`` or ``(None, error)``."""
     if len(raw) > MAX_SUBMISSION_BYTES:
@@ -103,8 +86,8 @@ def parse_submission_bytes(raw: bytes) -> tuple[Any, str | None]:
     if not text.strip():
         return None, "the file is empty"
     try:
-        return json.loads(text, object_pairs_hook=_no_duplicate_keys, parse_constant=_reject_constant), None
-    except _DuplicateKey as exc:
+        return loads_strict(text), None
+    except DuplicateKeyError as exc:
         return None, f"keys must be unique: {exc}"
     except RecursionError:
         return None, "the JSON is nested too deeply"
@@ -377,30 +360,4 @@ def write_submission_atomic(path: str | Path, data: dict[str, Any]) -> Path:
     The JSON goes to a temporary file in the same directory, is flushed and fsynced, then renamed over
     ``path`` with ``os.replace``; the directory is fsynced too where the platform allows.
     """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, ensure_ascii=False, indent=2, allow_nan=False) + "\n"
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, target)
-    except BaseException:
-        try:
-            os.unlink(tmp_name)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dir_fd = os.open(target.parent, os.O_RDONLY)
-    except OSError:
-        return target
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
-    return target
+    return atomic_write_json(path, data)

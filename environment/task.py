@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from environment.jsonfiles import DuplicateKeyError, load_json_strict
 
 #: Files of a task directory that are not input files.
 TASK_FILES = ("contract.json", "instruction.md", "experiment.md", "protocol.json", "targets.csv")
@@ -107,27 +108,15 @@ class Answers(BaseModel):
 
 def _read_json(path: Path, what: str) -> Any:
     try:
-        text = path.read_text(encoding="utf-8")
+        return load_json_strict(path)
     except FileNotFoundError:
         raise TaskError(f"{what}: {path} does not exist") from None
     except (UnicodeDecodeError, OSError) as exc:
         raise TaskError(f"{what}: cannot read {path}: {exc}") from None
-    try:
-        return json.loads(text, object_pairs_hook=_unique_pairs(path.name))
-    except json.JSONDecodeError as exc:
+    except DuplicateKeyError as exc:
+        raise TaskError(f"{what}: {path.name}: {exc}") from None
+    except (ValueError, RecursionError) as exc:
         raise TaskError(f"{what}: {path.name} is not valid JSON: {exc}") from None
-
-
-def _unique_pairs(name: str):
-    def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in pairs:
-            if key in out:
-                raise TaskError(f"{name} has the key {key!r} twice in one object")
-            out[key] = value
-        return out
-
-    return hook
 
 
 def _as_id(value: Any, where: str) -> str:

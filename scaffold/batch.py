@@ -35,6 +35,8 @@ from typing import Annotated, Any
 
 import typer
 
+from environment.jsonfiles import atomic_write_json
+
 DONE_MARKER = ".batch-done.json"
 #: agent exit statuses that mean the run was cut short by a signal (scaffold/agent/runner.py)
 INTERRUPTED_CODES = (130, 143)
@@ -139,7 +141,7 @@ class Batch:
         cmd = [
             sys.executable,
             "-m",
-            "scaffold.cli",
+            "spu",
             "agent",
             "run",
             "--task",
@@ -191,7 +193,7 @@ class Batch:
         if interrupted:
             self.on_event("interrupted", job, result)
             return None
-        _write_json(job.run_dir / DONE_MARKER, result)
+        atomic_write_json(job.run_dir / DONE_MARKER, result)
         self.on_event("done", job, result)
         return result
 
@@ -215,12 +217,6 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         os.killpg(proc.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def snapshot_tasks(task_dirs: list[Path], runs_dir: Path) -> Path:
@@ -315,7 +311,7 @@ def batch_command(
     out.mkdir(parents=True, exist_ok=True)
     snapshot_tasks(task_dirs, out)
     (out / "_batch").mkdir(exist_ok=True)
-    _write_json(
+    atomic_write_json(
         out / "_batch" / f"{configuration}.json",
         {
             "configuration": configuration,

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
-# Set up .venv if needed, then run the test suite. Extra arguments go to pytest (e.g. -m "not slow").
+# The README's test command: set up everything the tests use, then run the whole suite.
+#   .venv (all engines and test tools), .harbor-venv (Harbor, Python >= 3.12), .npm-clients (Claude Code,
+#   Codex, MCP Inspector); each step is idempotent and fast once done.
+# Extra arguments go to pytest (e.g. -m "not slow", tests/core). SPU_TEST_SETUP=venv skips the clients and
+# Harbor (their tests then skip, saying why) for a quick local run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export HARBOR_TELEMETRY=0
 bash scripts/setup.sh
+if [ "${SPU_TEST_SETUP:-all}" != "venv" ]; then
+  bash scripts/setup-harbor.sh
+  bash scripts/install-npm-clients.sh
+fi
 set +e
 .venv/bin/python -m pytest "$@"
 status=$?

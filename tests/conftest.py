@@ -37,7 +37,7 @@ def _loopback_only():
 
 
 def _has_cuda() -> bool:
-    from tools_server import hardware
+    from tools_server.core import hardware
 
     return hardware.has_gpu()
 
@@ -83,7 +83,7 @@ class McpServer:
 
         params = StdioServerParameters(
             command=sys.executable,
-            args=["-m", "scaffold.cli", "serve", *self.args],
+            args=["-m", "spu", "serve", *self.args],
             env=self.env,
             cwd=str(REPO),
         )

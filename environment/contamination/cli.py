@@ -6,27 +6,19 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
+from environment.console import echo_json, fail
+
 EXIT_FLAGGED = 1
-EXIT_USAGE = 2
 
 contamination_app = typer.Typer(
     help="Contamination audits: digit-level retrieval test and blinding transforms.", no_args_is_help=True
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
-
-
-def _usage_error(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(EXIT_USAGE)
-
-
-def _echo_json(data: Any) -> None:
-    typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
 
 
 @contamination_app.command("audit")
@@ -58,9 +50,9 @@ def audit_command(
     from environment.contamination.report import markdown_table, write_csv, write_heatmap
 
     if not table.is_file():
-        raise _usage_error(f"{table}: no such file")
+        raise fail(f"{table}: no such file")
     if null_splits < 1:
-        raise _usage_error("--null-splits must be at least 1")
+        raise fail("--null-splits must be at least 1")
     try:
         result = run_audit(
             load_table(table),
@@ -70,7 +62,7 @@ def audit_command(
             null_splits=null_splits,
         )
     except (ValueError, UnicodeDecodeError, csv.Error) as exc:
-        raise _usage_error(str(exc)) from None
+        raise fail(str(exc)) from None
     out.mkdir(parents=True, exist_ok=True)
     summary = result.as_dict()
     summary["outputs"] = {
@@ -81,7 +73,7 @@ def audit_command(
     (out / "audit.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False), encoding="utf-8")
     write_heatmap(result, out / "heatmap.png")
     if as_json:
-        _echo_json(summary)
+        echo_json(summary)
     else:
         typer.echo(markdown_table(result))
         typer.echo(f"written: {', '.join(summary['outputs'].values())}")
@@ -152,17 +144,17 @@ def blind_command(
     from environment.contamination.blinding import DEFAULT_TEMPLATE, blind
 
     if not dataset.is_file():
-        raise _usage_error(f"{dataset}: no such file")
+        raise fail(f"{dataset}: no such file")
     if template is not None and not template.is_file():
-        raise _usage_error(f"{template}: no such file")
+        raise fail(f"{template}: no such file")
     if not 0 <= decimals <= 12:
-        raise _usage_error("--decimals must lie between 0 and 12")
+        raise fail("--decimals must lie between 0 and 12")
     try:
         items = _read_items(dataset, id_column, smiles_column, label_column, name_column)
         text = template.read_text(encoding="utf-8") if template else DEFAULT_TEMPLATE
         blinding = blind(items, property_name, hint, text, mask or [], seed=seed, decimals=decimals)
     except (ValueError, UnicodeDecodeError, csv.Error) as exc:
-        raise _usage_error(str(exc)) from None
+        raise fail(str(exc)) from None
     out.mkdir(parents=True, exist_ok=True)
     for level in blinding.levels:
         folder = out / level.level.slug
@@ -177,7 +169,7 @@ def blind_command(
     parameters = blinding.parameters()
     (out / "blinding.json").write_text(json.dumps(parameters, indent=2, ensure_ascii=False), encoding="utf-8")
     if as_json:
-        _echo_json({**parameters, "out": str(out)})
+        echo_json({**parameters, "out": str(out)})
     else:
         transform = parameters["label_transform"]
         typer.echo(
@@ -210,7 +202,7 @@ def unblind_command(
 
     for path in (parameters, predictions):
         if not path.is_file():
-            raise _usage_error(f"{path}: no such file")
+            raise fail(f"{path}: no such file")
     try:
         params = json.loads(parameters.read_text(encoding="utf-8"))
         transform = LabelTransform.from_dict(params["label_transform"])
@@ -233,7 +225,7 @@ def unblind_command(
             if structure_column:
                 row[f"{structure_column}_smiles"] = substitution.decode(row[structure_column])
     except (ValueError, KeyError, json.JSONDecodeError, UnicodeDecodeError, csv.Error) as exc:
-        raise _usage_error(f"{type(exc).__name__}: {exc}") from None
+        raise fail(f"{type(exc).__name__}: {exc}") from None
     fields = header + [f"{column}_original"] + ([f"{structure_column}_smiles"] if structure_column else [])
     with open(out, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
@@ -241,7 +233,7 @@ def unblind_command(
         writer.writerows(rows)
     summary = {"rows": len(rows), "converted": converted, "out": str(out)}
     if as_json:
-        _echo_json(summary)
+        echo_json(summary)
     else:
         typer.echo(f"{converted} of {len(rows)} values mapped back into {out}")
 

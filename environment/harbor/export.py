@@ -17,7 +17,7 @@ The verifier runs in Harbor's *separate* verifier mode: a fresh container from t
 network, into which Harbor restores the agent's ``/app/output``; ``tests/`` is uploaded there only. So the
 answers never enter the agent's sandbox.
 
-The environment part imports neither ``scaffold`` nor ``tools_server`` (CONVENTIONS.md).
+The environment part imports neither ``scaffold`` nor ``tools_server`` (``tests/core/test_layers.py``).
 """
 
 from __future__ import annotations

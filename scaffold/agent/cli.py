@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from environment.console import fail
+
 DEMO_SLUG = "aromatic-acidity"
 DEMO_RECORDING = "demo-aromatic-acidity"
 
@@ -21,18 +23,13 @@ def register(app: typer.Typer) -> None:
     app.add_typer(agent_app, name="agent")
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
-
-
 def _config(config_file: Path | None, overrides: list[str] | None) -> dict:
     from scaffold.agent.config import ConfigError, load_config
 
     try:
         return load_config(config_file, overrides or [])
     except ConfigError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 @agent_app.command("run")
@@ -75,7 +72,7 @@ def run_command(
         for spec in model:
             split_model_spec(spec)
     except (TaskError, ValueError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     size = max(ensemble, int(config.get("ensemble", {}).get("size") or 1))
     if size > 1 or len(model) > 1:
         _run_ensemble(task, out, model, size, config, base_url, as_json)
@@ -144,7 +141,7 @@ def demo_command(
     from scaffold.agent.runner import exit_code, run_agent
 
     if slug not in DEMO_TASKS:
-        raise _fail(f"no demo task {slug!r}; choose one of {DEMO_TASKS}")
+        raise fail(f"no demo task {slug!r}; choose one of {DEMO_TASKS}")
     config = _config(None, overrides)
     task_dir = demo_task_dir(slug)
     outcome = run_agent(task_dir, out, model, config, base_url=base_url)
@@ -183,7 +180,7 @@ def recording_command(
     from scaffold.agent.trajectory import read_records
 
     if not trajectory.is_file():
-        raise _fail(f"{trajectory} does not exist")
+        raise fail(f"{trajectory} does not exist")
     records = read_records(trajectory)
     start = next((r for r in records if r.get("type") == "run_start"), {})
     # this run's paths become placeholders, longest first (WORK_DIR lies inside OUT_DIR)
@@ -225,7 +222,7 @@ def atif_command(
     from scaffold.agent.trajectory import agent_version, write_atif
 
     if not trajectory.is_file():
-        raise _fail(f"{trajectory} does not exist")
+        raise fail(f"{trajectory} does not exist")
     target = output or trajectory.with_name("trajectory.json")
     data = write_atif(trajectory, target, agent_version=agent_version())
     typer.echo(f"{len(data['steps'])} ATIF steps -> {target}")

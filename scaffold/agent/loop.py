@@ -82,7 +82,7 @@ class Agent:
                 self.step()
         except RunEnded as end:
             return self.finish(end.exit_status, str(end) or end.exit_status)
-        except Exception as exc:  # noqa: BLE001 - a crash must still leave the run's files
+        except Exception as exc:
             detail = "".join(traceback.format_exception_only(type(exc), exc)).strip()
             self.event("crash", traceback=traceback.format_exc(limit=8))
             return self.finish("crashed", detail)
@@ -183,7 +183,7 @@ class Agent:
         else:
             try:
                 result = self.tools.call(name, call.get("arguments") or {})
-            except Exception as exc:  # noqa: BLE001 - a tool's crash is the model's information, not the run's end
+            except Exception as exc:
                 result = ToolResult(
                     f"{name} failed inside the agent: {type(exc).__name__}: {exc}", is_error=True
                 )
@@ -286,7 +286,7 @@ class Agent:
         submission = "fallback"
         try:
             submission = self.rundir.secure_submission()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             errors.append(f"rankings.json: {exc!r}")
         result = {
             "run_id": self.run_id,
@@ -334,7 +334,7 @@ class Agent:
         for name, action in steps:
             try:
                 action()
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 errors.append(f"{name}: {exc!r}")
         if errors:
             result["finish_errors"] = errors

@@ -1,6 +1,6 @@
 """The run's output directory, and the guarantee that it always holds a valid submission.
 
-Layout (INTERFACES.md)::
+Layout (docs/agent.md)::
 
     <out>/rankings.json        the latest valid ranking (a fallback in presented order until a draft lands)
     <out>/report.md            the model's report plus a run record
@@ -17,10 +17,11 @@ Layout (INTERFACES.md)::
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from environment.audit_log import SOURCES_SCHEMA, write_sources
+from environment.jsonfiles import atomic_write_text
 from environment.submission import (
     ValidationReport,
     fallback_submission,
@@ -29,8 +30,6 @@ from environment.submission import (
     write_submission_atomic,
 )
 from environment.task import Task
-
-SOURCES_SCHEMA = "spu.sources/1"
 
 
 class RunDir:
@@ -110,7 +109,7 @@ class RunDir:
         for key, value in run_record.items():
             lines.append(f"- {key}: {value}")
         parts.append("\n".join(lines))
-        _write_text_atomic(self.report, "\n\n".join(parts) + "\n")
+        atomic_write_text(self.report, "\n\n".join(parts) + "\n")
 
     def write_sources(self) -> dict[str, Any]:
         """``sources.json`` from the server's audit log; an empty record with a note when there is none."""
@@ -118,10 +117,8 @@ class RunDir:
         note = None
         if log_path.is_file():
             try:
-                from tools_server.web.audit import write_sources
-
                 return write_sources(log_path, self.sources)
-            except Exception as exc:  # noqa: BLE001 - the run's files must still be written
+            except Exception as exc:
                 note = f"the audit log {log_path.name} could not be read: {type(exc).__name__}: {exc}"
         data = {
             "schema": SOURCES_SCHEMA,
@@ -131,17 +128,8 @@ class RunDir:
             "flags": [],
             "note": note or "no audited web call was made in this run (no audit log)",
         }
-        _write_text_atomic(self.sources, json.dumps(data, indent=2) + "\n")
+        atomic_write_text(self.sources, json.dumps(data, indent=2) + "\n")
         return data
 
     def write_result(self, result: dict[str, Any]) -> None:
-        _write_text_atomic(self.result, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
-
-
-def _write_text_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+        atomic_write_text(self.result, json.dumps(result, indent=2, ensure_ascii=False) + "\n")

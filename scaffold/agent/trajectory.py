@@ -29,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from environment.jsonfiles import atomic_write_json
+
 ATIF_VERSION = "ATIF-v1.6"
 
 
@@ -207,8 +209,5 @@ def _step(
 
 def write_atif(jsonl_path: str | Path, out_path: str | Path, *, agent_version: str = "0") -> dict[str, Any]:
     data = to_atif(read_records(jsonl_path), agent_version=agent_version)
-    out = Path(out_path)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, out)
+    atomic_write_json(out_path, data, default=str)
     return data

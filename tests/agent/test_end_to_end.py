@@ -28,7 +28,7 @@ RANKINGS = [{"group_id": "g1", "order": G1}, {"group_id": "g2", "order": G2}]
 
 def spu(*args: str, env: dict, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "scaffold.cli", *args],
+        [sys.executable, "-m", "spu", *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -174,7 +174,7 @@ def agent_process(task: Path, out: Path, url: str, env: dict) -> subprocess.Pope
         [
             sys.executable,
             "-m",
-            "scaffold.cli",
+            "spu",
             "agent",
             "run",
             "--task",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools_server.context import ToolContext
+from tools_server.core.context import ToolContext
 
 
 @pytest.fixture

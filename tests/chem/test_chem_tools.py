@@ -108,7 +108,7 @@ def test_substructure_counts(ctx):
 
 
 def test_invalid_smarts_fails_the_call(ctx):
-    from tools_server.errors import ToolError
+    from tools_server.core.errors import ToolError
 
     with pytest.raises(ToolError) as err:
         T.chem_substructure(T.SubstructureInput(molecules=["CCO"], smarts=["[C"]), ctx)

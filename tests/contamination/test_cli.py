@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def app():
-    from scaffold.cli import app
+    from spu.cli import app
 
     return app
 
@@ -167,13 +167,13 @@ def test_blind_usage_errors(app, runner, dataset_csv, tmp_path):
 
 def test_subprocess_help_and_audit(audit_table, tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "scaffold.cli", "contamination", "audit", str(audit_table), "-o", str(tmp_path)],
+        [sys.executable, "-m", "spu", "contamination", "audit", str(audit_table), "-o", str(tmp_path)],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "1 cell(s) flagged" in done.stdout
     help_text = subprocess.run(
-        [sys.executable, "-m", "scaffold.cli", "contamination", "--help"],
+        [sys.executable, "-m", "spu", "contamination", "--help"],
         check=False, cwd=REPO, capture_output=True, text=True, timeout=120,
     ).stdout  # fmt: skip
     assert "audit" in help_text and "blind" in help_text and "unblind" in help_text

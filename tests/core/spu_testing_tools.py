@@ -12,8 +12,8 @@ import time
 
 from pydantic import BaseModel, Field
 
-from tools_server.context import ToolContext
-from tools_server.registry import tool
+from tools_server.core.context import ToolContext
+from tools_server.core.registry import tool
 
 
 class SleepInput(BaseModel):

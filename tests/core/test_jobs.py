@@ -105,3 +105,24 @@ def test_invalid_arguments_are_invalid_input(job_server):
     err = job_server.call_error("test_sleep", {"seconds": -1})
     assert err["code"] == "invalid_input" and "seconds" in err["message"]
     assert job_server.call_error("no_such_tool", {})["code"] == "unknown_tool"
+
+
+def test_wait_s_is_checked_not_clamped(job_server):
+    """Compute tools and job_wait refuse a wait_s outside [0, 600] the same way (it used to be clamped)."""
+    err = job_server.call_error("test_square", {"x": 2, "wait_s": 1000})
+    assert err["code"] == "invalid_input" and "between 0 and 600" in err["message"]
+    assert (
+        job_server.call_error("job_wait", {"job_id": "test_square-00", "wait_s": -1})["code"]
+        == "invalid_input"
+    )
+    tools = {t.name: t for t in job_server.list_tools()}
+    for name in ("test_square", "job_wait"):
+        schema = tools[name].input_schema["properties"]["wait_s"]
+        assert (schema["minimum"], schema["maximum"]) == (0, 600.0)
+
+
+def test_cache_hit_names_no_stale_job(job_server):
+    first = job_server.call_ok("test_square", {"x": 21})
+    hit = job_server.call_ok("test_square", {"x": 21})
+    assert hit["provenance"]["cache"] == "hit" and hit["provenance"]["job_id"] is None
+    assert hit["provenance"]["computed_at"] == first["provenance"]["finished_at"]

@@ -51,10 +51,21 @@ def test_example_plugin_appears_and_runs(spu_env, plugin_dir, start_mcp_server):
     # R T / p at 273.15 K and 101325 Pa: 22.414 L/mol (CODATA molar volume of an ideal gas)
     vol = server.call_ok("example_molar_volume", {"temperature_k": 273.15, "pressure_pa": 101325})
     assert vol["molar_volume_l_per_mol"] == pytest.approx(22.414, abs=1e-3)
-    assert (
-        server.call_error("example_buffer_ph", {"pka": 4.76, "acid_molar": 1, "base_molar": 1e-6})["code"]
-        == "invalid_input"
-    )
+    error = server.call_error("example_buffer_ph", {"pka": 4.76, "acid_molar": 1, "base_molar": 1e-6})
+    assert error["code"] == "buffer_out_of_range"
+    assert error["hint"].startswith("Use the full acid-base equilibrium")
+    info = server.call_ok("system_info")
+    assert "example" in info["domains"] and info["engines"]["scipy"]["importable"] is True
+    assert vol["provenance"]["engines"]["scipy"] == info["engines"]["scipy"]["version"]
+
+
+def test_example_plugin_check_runs_in_spu_doctor(spu_env, plugin_dir):
+    """The plugin's doctor check, found through its entry point with no core edit, runs for real."""
+    env = {**spu_env, "PYTHONPATH": os.pathsep.join([str(plugin_dir), spu_env["PYTHONPATH"]])}
+    out = _spu("doctor", "--json", "--only", "example-scipy", env=env)
+    checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
+    assert checks["example-scipy"]["status"] == "ok"
+    assert checks["example-scipy"]["detail"] == "R = 8.31446261815324 J/(mol K)"
 
 
 def test_every_tool_is_annotated_and_named_by_the_rules(mcp_server):
@@ -77,7 +88,7 @@ def _free_port() -> int:
 
 def _spu(*args: str, env=None, check: bool = False, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "scaffold.cli", *args],
+        [sys.executable, "-m", "spu", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -99,7 +110,7 @@ def http_server(spu_env):
         [
             sys.executable,
             "-m",
-            "scaffold.cli",
+            "spu",
             "serve",
             "--transport",
             "http",
@@ -175,7 +186,7 @@ def test_http_client_calls_a_tool(http_server):
 def test_server_starts_fast_without_engines(spu_env):
     """Heavy engines are imported only in workers: the server process must not import them."""
     code = (
-        "import sys, time; t=time.perf_counter(); from tools_server.server import SpuServer; SpuServer(); "
+        "import sys, time; t=time.perf_counter(); from tools_server.core.server import SpuServer; SpuServer(); "
         "print(time.perf_counter()-t); print(sorted(m for m in ('torch','pyscf','openmm','rdkit','tblite',"
         "'xtb','esm','transformers','mdtraj') if m in sys.modules))"
     )
@@ -188,14 +199,14 @@ def test_server_starts_fast_without_engines(spu_env):
 
 def test_cache_is_safe_under_two_writer_processes(tmp_path):
     script = (
-        "import sys; from pathlib import Path; from tools_server.cache import ResultCache\n"
+        "import sys; from pathlib import Path; from tools_server.core.cache import ResultCache\n"
         "c = ResultCache(Path(sys.argv[1]))\n"
         "for i in range(300):\n"
         "    c.put(f'{i % 20:064x}', {'writer': sys.argv[2], 'i': i, 'pad': 'x' * 5000})\n"
     )
     procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), w]) for w in ("a", "b")]
     assert [p.wait(timeout=60) for p in procs] == [0, 0]
-    from tools_server.cache import ResultCache
+    from tools_server.core.cache import ResultCache
 
     cache = ResultCache(tmp_path)
     entries = [cache.get(f"{i:064x}") for i in range(20)]
@@ -212,7 +223,7 @@ def test_cache_cli_stats_and_clear(job_server, job_env):
 
 
 def test_large_result_becomes_an_artifact(spu_env):
-    from tools_server.dispatch import RESULT_BUDGET_CHARS, fit_budget
+    from tools_server.core.dispatch import RESULT_BUDGET_CHARS, fit_budget
 
     big = {
         "rows": [{"i": i, "value": i * 0.5} for i in range(5000)],
@@ -232,19 +243,20 @@ def test_dask_backend_on_a_local_cluster(job_env, monkeypatch):
 
     from distributed import Client, LocalCluster
 
-    from tools_server.dispatch import Dispatcher
-    from tools_server.jobs import DaskExecutor, JobManager
-    from tools_server.registry import load_tools
+    from tools_server.core.dispatch import Dispatcher
+    from tools_server.core.jobs import JobManager
+    from tools_server.core.jobs.dask import DaskExecutor
+    from tools_server.core.registry import load_registry
 
     sys.path.insert(0, str(Path(__file__).parent))
-    load_tools()
+    monkeypatch.setenv("SPU_TOOL_MODULES", "spu_testing_tools")
     with (
         LocalCluster(
             n_workers=1, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
         ) as cluster,
         Client(cluster) as client,
     ):
-        dispatcher = Dispatcher(JobManager(DaskExecutor(client=client)))
+        dispatcher = Dispatcher(JobManager(DaskExecutor(client=client)), registry=load_registry())
         out = asyncio.run(dispatcher.call("test_square", {"x": 12}))
         assert out["square"] == 144 and out["provenance"]["device"] == "dask"
         assert out["pid"] != os.getpid()

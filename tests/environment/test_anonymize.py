@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from environment.anonymize import anonymize_task
 from environment.grading import grade
 from environment.task import TaskError, load_answers, load_task
-from scaffold.cli import app
+from spu.cli import app
 
 
 def test_anonymize_keeps_the_mapping_and_the_scores(tmp_path):

@@ -8,7 +8,7 @@ from env_task_factory import write_task
 from environment.demo_tasks import demo_task_dir
 from environment.submission import fallback_submission
 from environment.task import load_task
-from tools_server.errors import ToolError
+from tools_server.core.errors import ToolError
 from tools_server.ranking.tools import (
     AggregateInput,
     CheckInput,

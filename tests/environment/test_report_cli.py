@@ -11,7 +11,7 @@ from environment.demo_tasks import DEMO_TASKS, demo_answers_path, demo_task_dir
 from environment.report import build_report
 from environment.submission import fallback_submission, submission_from_orders, write_submission_atomic
 from environment.task import load_answers, load_task
-from scaffold.cli import app
+from spu.cli import app
 
 runner = CliRunner()
 

@@ -72,7 +72,7 @@ def setup_claude_project(work: Path, env: dict[str, str]) -> Path:
     project = work / "project"
     project.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "scaffold.cli", "config", "claude", "--write"],
+        [sys.executable, "-m", "spu", "config", "claude", "--write"],
         cwd=project,
         env=env,
         check=True,
@@ -244,7 +244,7 @@ def scenario_codex_mcp_list(work: Path) -> dict:
     """`codex mcp list` reads the block `spu config codex --write` appended to its config.toml."""
     env = client_env(work, CODEX_HOME=str(work / "codex-home"))
     subprocess.run(
-        [sys.executable, "-m", "scaffold.cli", "config", "codex", "--write"],
+        [sys.executable, "-m", "spu", "config", "codex", "--write"],
         cwd=work,
         env=env,
         check=True,
@@ -258,7 +258,7 @@ def scenario_inspector(work: Path) -> dict:
     env = client_env(work)
     server = [str(Path(sys.executable).parent / "spu"), "serve"]
     if not Path(server[0]).exists():
-        server = [sys.executable, "-m", "scaffold.cli", "serve"]
+        server = [sys.executable, "-m", "spu", "serve"]
     inspector = [str(BIN / "mcp-inspector"), "--cli", *server]
     listed = run([*inspector, "--method", "tools/list"], env, work)
     called = run(

@@ -36,7 +36,7 @@ def _slow_recording(path: Path, seconds: int) -> Path:
 
 def _batch(args: list[str], env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "scaffold.cli", "batch", *args],
+        [sys.executable, "-m", "spu", "batch", *args],
         cwd=REPO,
         env=env,
         stdout=subprocess.PIPE,
@@ -146,7 +146,7 @@ def test_batch_demo_replay_scores_and_rerun_is_a_no_op(spu_env, tmp_path):
 
 def test_batch_usage_errors(spu_env, tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "scaffold.cli", "batch", str(tmp_path), "--model", "replay:x"],
+        [sys.executable, "-m", "spu", "batch", str(tmp_path), "--model", "replay:x"],
         cwd=REPO,
         env=spu_env,
         capture_output=True,
@@ -159,7 +159,7 @@ def test_batch_usage_errors(spu_env, tmp_path):
         [
             sys.executable,
             "-m",
-            "scaffold.cli",
+            "spu",
             "batch",
             str(demo_task_dir(DEMO_TASKS[0])),
             "--model",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tools_server.doctor import run_doctor
+from tools_server.core.doctor import run_doctor
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -101,7 +101,7 @@ def test_weights_and_unwritable_workdir(spu_env, monkeypatch, tmp_path):
 
 
 def test_cli_json_and_exit_status(spu_env, monkeypatch, tmp_path):
-    cmd = [sys.executable, "-m", "scaffold.cli", "doctor", "--json", "--only", "rdkit", "--only", "gpu"]
+    cmd = [sys.executable, "-m", "spu", "doctor", "--json", "--only", "rdkit", "--only", "gpu"]
     proc = subprocess.run(
         cmd, check=False, capture_output=True, text=True, cwd=REPO, env=dict(os.environ), timeout=120
     )

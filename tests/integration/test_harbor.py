@@ -189,7 +189,7 @@ def test_installed_agent_runs_reference_agent_and_leaves_atif(tmp_path, spu_env)
         [
             sys.executable,
             "-m",
-            "scaffold.cli",
+            "spu",
             "grade",
             str(out / "rankings.json"),
             "--task",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tools_server.context import ToolContext
+from tools_server.core.context import ToolContext
 
 DATA = Path(__file__).resolve().parent / "data"
 

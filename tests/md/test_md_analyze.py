@@ -28,7 +28,7 @@ def _argon_like(n_frames: int, n_particles: int, box_nm: float, step_sigma_nm: f
 
 
 def test_diffusion_and_density_of_a_random_walk(tmp_path, spu_env):
-    from tools_server.context import ToolContext
+    from tools_server.core.context import ToolContext
 
     # Random walk with per-axis step variance s^2 per 2 ps frame: MSD = 3 s^2 per frame, so
     # D = 3 s^2 / (6 * 2 ps) = s^2 / 4 nm^2/ps.
@@ -50,8 +50,8 @@ def test_diffusion_and_density_of_a_random_walk(tmp_path, spu_env):
 
 
 def test_bad_selection_is_invalid_input(tmp_path, spu_env):
-    from tools_server.context import ToolContext
-    from tools_server.errors import ToolError
+    from tools_server.core.context import ToolContext
+    from tools_server.core.errors import ToolError
 
     traj = _argon_like(n_frames=6, n_particles=4, box_nm=2.0, step_sigma_nm=0.01)
     traj[0].save_pdb(str(tmp_path / "top.pdb"))

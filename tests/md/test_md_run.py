@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("openmm")
 pytest.importorskip("mdtraj")
 
-from tools_server.errors import ToolError
+from tools_server.core.errors import ToolError
 from tools_server.md.tools import MdAnalyzeInput, MdRunInput, md_analyze, md_run
 
 DATA = Path(__file__).resolve().parent / "data"

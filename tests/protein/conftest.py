@@ -7,7 +7,7 @@ from argparse import Namespace
 
 import pytest
 
-from tools_server.context import ToolContext
+from tools_server.core.context import ToolContext
 
 TINY_ESM2 = "esm2_t2_tiny_test"
 

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tools_server.errors import ToolError
+from tools_server.core.errors import ToolError
 from tools_server.protein.tools import ProteinFoldInput, protein_fold
 
 

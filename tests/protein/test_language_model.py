@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("esm")
 
-from tools_server.errors import ToolError
+from tools_server.core.errors import ToolError
 from tools_server.protein.tools import (
     ProteinEmbedInput,
     VariantScoresInput,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
 from tools_server.protein.sequences import apply_mutations, clean_sequence, parse_mutations
 from tools_server.protein.tools import (
     AntibodyNumberInput,

@@ -10,7 +10,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import reference_structures as ref
 
-from tools_server.errors import ToolError
+from tools_server.core.errors import ToolError
 from tools_server.qc import tools as Q
 
 

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tools_server.web.audit import GENESIS, AuditLog, canonical_json, seal_path, verify
+from environment.audit_log import GENESIS, seal_path, verify
+from environment.jsonfiles import canonical_json
+from tools_server.web.audit import AuditLog
 
 REPO = Path(__file__).resolve().parents[2]
 

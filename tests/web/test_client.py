@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tools_server.errors import ToolError
+from tools_server.core.errors import ToolError
 from tools_server.web.client import _parse_retry_after, redact_url
 
 

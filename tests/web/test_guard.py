@@ -10,7 +10,7 @@ import ipaddress
 import httpcore
 import pytest
 
-from tools_server.errors import ToolError
+from tools_server.core.errors import ToolError
 from tools_server.web.client import AuditedClient
 from tools_server.web.guard import AddressRefused, Guard, GuardedBackend, classify_address, parse_ip_literal
 

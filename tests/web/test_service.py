@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
-from tools_server.web.audit import read_records, verify
+from environment.audit_log import read_records, verify
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
 from tools_server.web.service import RemoteGateway
 
 REPO = Path(__file__).resolve().parents[2]
@@ -27,7 +27,7 @@ class Service:
         args = [
             sys.executable,
             "-m",
-            "scaffold.cli",
+            "spu",
             "audit",
             "serve",
             "--log",
@@ -93,7 +93,7 @@ def test_token_required(start_service):
 
 
 def test_forwarding_from_tools_never_reads_policy(start_service, farm, monkeypatch, tmp_path):
-    from tools_server import settings
+    from tools_server.core import settings
     from tools_server.web import tools
 
     svc = start_service(POLICY)

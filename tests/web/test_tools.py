@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
-from tools_server.web.audit import verify, write_sources
+from environment.audit_log import verify, write_sources
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
 from tools_server.web.policy import Policy
 
 POLICY = {
@@ -272,7 +272,7 @@ def test_pdb_lookup_saves_artifact(web_env, farm, monkeypatch):
 
 
 def test_embedded_log_location(web_env, farm):
-    from tools_server import settings
+    from tools_server.core import settings
     from tools_server.web import tools
 
     tools.web_fetch(tools.FetchInput(url=farm.url("/notes.txt")), ToolContext("web_fetch", "j2"))

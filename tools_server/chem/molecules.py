@@ -37,7 +37,7 @@ _XYZ_LINE = re.compile(r"^\s*([A-Z][a-z]?|\d{1,3})\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
 
 
 class MoleculeError(Exception):
-    """A molecule that cannot be used; ``code`` is a stable error code from ``tools_server.errors``."""
+    """A molecule that cannot be used; ``code`` is a stable error code from ``tools_server.core.errors``."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -45,7 +45,7 @@ class MoleculeError(Exception):
         self.message = message
 
     def to_dict(self) -> dict[str, str]:
-        from tools_server.errors import ERROR_CODES
+        from tools_server.core.errors import ERROR_CODES
 
         return {"code": self.code, "message": self.message, "hint": ERROR_CODES.get(self.code, "")}
 
@@ -255,7 +255,7 @@ def _rdkit_from_xyz(text: str) -> Any:
         raise MoleculeError("invalid_input", "Could not read the XYZ block")
     try:
         rdDetermineBonds.DetermineBonds(mol, charge=0)
-    except Exception as exc:  # noqa: BLE001 - RDKit raises plain ValueError/RuntimeError here
+    except Exception as exc:
         raise MoleculeError(
             "invalid_input", f"Could not perceive bonds from the XYZ coordinates: {exc}"
         ) from None

@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
-from tools_server.registry import tool
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
+from tools_server.core.registry import tool
 
 MoleculeList = list[str]
 _MOL_DESC = (
@@ -52,7 +52,7 @@ def _parse_all(
         try:
             mol, warnings = parse_rdkit(text)
             out.append((mol, warnings, None))
-        except Exception as exc:  # noqa: BLE001 - per-item errors never fail the batch
+        except Exception as exc:
             out.append((None, [], _error_item(i, exc)))
         if ctx is not None and n > 200 and i % 200 == 0:
             ctx.progress(0.5 * i / n, f"parsed {i}/{n}")
@@ -235,7 +235,7 @@ def chem_descriptors(args: DescriptorInput, ctx: ToolContext) -> dict:
             if warnings:
                 item["warnings"] = warnings
             items.append(item)
-        except Exception as exc:  # noqa: BLE001 - a descriptor failing on one molecule is a per-item error
+        except Exception as exc:
             items.append(_error_item(i, exc))
         if n > 200 and i % 200 == 0:
             ctx.progress(0.5 + 0.5 * i / n, f"descriptors {i}/{n}")
@@ -546,7 +546,7 @@ def chem_conformers(args: ConformerInput, ctx: ToolContext) -> dict:
             )
         except ToolError as exc:
             items.append({"index": i, "ok": False, "error": {"code": exc.code, "message": exc.message}})
-        except Exception as exc:  # noqa: BLE001 - per-item errors never fail the batch
+        except Exception as exc:
             items.append(_error_item(i, exc))
     from tools_server.chem.tables import table_result
 

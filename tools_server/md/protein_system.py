@@ -6,7 +6,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from tools_server.errors import ToolError
+from tools_server.core.errors import ToolError
 from tools_server.md.liquid import BuiltSystem
 
 #: solvent name -> extra force-field file (None: vacuum).

@@ -8,12 +8,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
 from tools_server.md.liquid import AMU_G, NM3_CM3, BuiltSystem
 
 #: Atom-steps per second per CPU thread, measured here: ~29 ns/day for 4,000 atoms in water on 2 cores
-#: at 2 fs (ARCHITECTURE.md, "Engine notes"). A GPU does roughly 100x more.
+#: at 2 fs (measured on a 2-core development machine). A GPU does roughly 100x more.
 CPU_ATOM_STEPS_PER_S_PER_THREAD = 3.4e5
 GPU_ATOM_STEPS_PER_S = 4.0e7
 #: Hydrogen mass after repartitioning, for a 4 fs step (3x the hydrogen mass, heavy atoms pay the difference).
@@ -58,7 +58,7 @@ def choose_platform(ctx: ToolContext) -> tuple[Any, dict[str, str], str]:
     if ctx.gpu_available:
         try:
             return openmm.Platform.getPlatformByName("CUDA"), {"Precision": "mixed"}, "cuda"
-        except Exception:  # noqa: BLE001 - platform missing or no driver
+        except Exception:
             ctx.warn("A GPU is present but OpenMM's CUDA platform did not load; ran on the CPU.")
     return openmm.Platform.getPlatformByName("CPU"), {"Threads": str(max(1, ctx.threads))}, "cpu"
 

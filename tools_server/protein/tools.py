@@ -6,8 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
+from tools_server.core.registry import tool
 from tools_server.protein.sequences import (
     EXTENDED_AMINO_ACIDS,
     STANDARD_AMINO_ACIDS,
@@ -15,7 +16,6 @@ from tools_server.protein.sequences import (
     format_mutations,
     parse_mutations,
 )
-from tools_server.registry import tool
 
 MAX_PROTPARAM_LENGTH = 100_000
 MAX_ALIGN_LENGTH = 10_000

@@ -19,8 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tools_server import settings
-from tools_server.errors import ToolError
+from tools_server.core import settings
+from tools_server.core.errors import ToolError
 
 DEFAULT_ESM2 = "esm2_t33_650M_UR50D"
 ESM1V_MODELS = tuple(f"esm1v_t33_650M_UR90S_{i}" for i in range(1, 6))

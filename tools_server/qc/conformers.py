@@ -28,7 +28,7 @@ def optimise_conformer(
         return {"ok": True, **res}
     except (MoleculeError, XtbError) as exc:
         return {"ok": False, "error": _error(exc.code, exc.message)}
-    except Exception as exc:  # noqa: BLE001 - a failing conformer is dropped, not fatal
+    except Exception as exc:
         return {"ok": False, "error": _error("engine_crashed", f"{type(exc).__name__}: {exc}")}
 
 

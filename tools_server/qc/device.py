@@ -93,7 +93,7 @@ def gpu4pyscf_available() -> bool:
 
 def choose_device(requested: str, n_basis: int, *, gpu_slot: bool) -> DeviceChoice:
     """Pick cpu or gpu for a DFT job of ``n_basis`` functions; ``gpu_slot`` says the job holds the GPU."""
-    from tools_server import hardware
+    from tools_server.core import hardware
 
     if requested == "cpu":
         return DeviceChoice("cpu", "device=cpu requested")
@@ -107,7 +107,7 @@ def choose_device(requested: str, n_basis: int, *, gpu_slot: bool) -> DeviceChoi
         missing = "this job ran on a CPU slot (the GPU slot was not assigned)"
     if missing:
         if requested == "gpu":
-            from tools_server.errors import ToolError
+            from tools_server.core.errors import ToolError
 
             raise ToolError(
                 "engine_unavailable",

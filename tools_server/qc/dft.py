@@ -12,11 +12,11 @@ coordinates in Å, wavenumbers in cm⁻¹.
 from __future__ import annotations
 
 import math
-from importlib import metadata
 from typing import Any
 
 from tools_server.chem.molecules import Molecule, load_molecule
-from tools_server.errors import ToolError
+from tools_server.core.domain import Engine
+from tools_server.core.errors import ToolError
 
 #: Measured here: B3LYP/def2-SVP with density fitting on 2 cores, benzene (114 basis functions) 5 s, caffeine
 #: (246) 34 s: time ~ N^2.5. Without density fitting caffeine took 94 s (x2.8).
@@ -207,7 +207,7 @@ def run_scf(mf: Any, warn: Any) -> dict[str, Any]:
             report.update(
                 strategy=report["strategy"] + ", then Newton (second order)", converged=bool(newton.converged)
             )
-        except Exception as exc:  # noqa: BLE001 - Newton is unavailable for some objects (GPU, solvent)
+        except Exception as exc:
             report["strategy"] += f"; Newton not available ({type(exc).__name__})"
     if not report["converged"]:
         warn(
@@ -246,13 +246,13 @@ def properties(mf: Any) -> dict[str, Any]:
         dip = np.asarray(cpu.dip_moment(unit="Debye", verbose=0), dtype=float)
         out["dipole_debye"] = round(float(np.linalg.norm(dip)), 4)
         out["dipole_vector_debye"] = [round(float(v), 4) for v in dip]
-    except Exception as exc:  # noqa: BLE001 - some solvent/DF wrappers lack dip_moment; leave it out
+    except Exception as exc:
         out["dipole_note"] = f"dipole not available ({type(exc).__name__})"
     try:
         charges = cpu.mulliken_pop(verbose=0)[1]
         if cpu.mol.natm <= 200:
             out["mulliken_charges_e"] = [round(float(q), 4) for q in charges]
-    except Exception as exc:  # noqa: BLE001 - population analysis is optional output
+    except Exception as exc:
         out["charges_note"] = f"Mulliken charges not available ({type(exc).__name__})"
     summary = getattr(mf, "scf_summary", {}) or {}
     if "dispersion" in summary:
@@ -281,7 +281,7 @@ def tddft(mf: Any, args: Any) -> dict[str, Any]:
     energies = np.asarray(_to_numpy(td.e), dtype=float)
     try:
         strengths = np.asarray(_to_numpy(td.oscillator_strength(gauge="length")), dtype=float)
-    except Exception:  # noqa: BLE001 - triplets have zero strength; some objects cannot compute it
+    except Exception:
         strengths = np.zeros_like(energies)
     converged = np.asarray(_to_numpy(getattr(td, "converged", [True] * len(energies)))).reshape(-1)
     states = []
@@ -339,12 +339,9 @@ def hessian_matrix(mf: Any, warn: Any) -> tuple[Any, str]:
 
 
 def _engine_version(device: str) -> str | None:
-    for dist in ("gpu4pyscf-cuda12x", "gpu4pyscf-cuda11x", "gpu4pyscf") if device == "gpu" else ("pyscf",):
-        try:
-            return metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            continue
-    return None
+    from tools_server.qc import GPU4PYSCF
+
+    return GPU4PYSCF.version() if device == "gpu" else Engine("pyscf", "pyscf").version()
 
 
 def run(args: Any, ctx: Any) -> dict[str, Any]:
@@ -477,24 +474,22 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
 
         ctx.progress(0.85, "Hessian")
         hess, how = hessian_matrix(mf, ctx.warn)
-        vib = thermo.harmonic_analysis(hess, coords, mol.numbers)
-        th = thermo.thermochemistry(
+        vib, freqs, th = thermo.frequencies_and_thermo(
+            hess,
             float(mf.e_tot),
-            vib,
             coords,
             mol.numbers,
             mol.multiplicity,
             temperature_k=args.temperature_k,
             pressure_pa=args.pressure_pa,
         )
-        freqs = [round(w, 2) for w in vib.wavenumbers_cm1]
         result["frequencies"] = {
             "n_imaginary": vib.n_imaginary,
             "wavenumbers_cm1": freqs,
             "method": how,
             "scaling": "unscaled harmonic",
         }
-        result["thermo"] = {k: (round(v, 8) if isinstance(v, float) else v) for k, v in th.items()}
+        result["thermo"] = th
         if vib.n_imaginary:
             ctx.warn(f"{vib.n_imaginary} imaginary mode(s) (lowest {freqs[0]} cm-1): not a minimum")
     return result

@@ -249,3 +249,29 @@ def thermochemistry(
         "gibbs_free_energy_hartree": energy_hartree + g_corr * j_to_eh,
         "n_low_modes_below_50_cm1": len(low),
     }
+
+
+def frequencies_and_thermo(
+    hessian_hartree_bohr2: Any,
+    energy_hartree: float,
+    coords_angstrom: Any,
+    numbers: list[int],
+    multiplicity: int,
+    *,
+    temperature_k: float = 298.15,
+    pressure_pa: float = 101325.0,
+) -> tuple[Vibrations, list[float], dict[str, Any]]:
+    """What xTB and DFT frequency jobs both report: the harmonic analysis, the wavenumbers (cm-1, imaginary
+    as negative, rounded to 0.01) and the thermochemistry (floats rounded to 1e-8 Eh)."""
+    vib = harmonic_analysis(hessian_hartree_bohr2, coords_angstrom, numbers)
+    th = thermochemistry(
+        energy_hartree,
+        vib,
+        coords_angstrom,
+        numbers,
+        multiplicity,
+        temperature_k=temperature_k,
+        pressure_pa=pressure_pa,
+    )
+    freqs = [round(w, 2) for w in vib.wavenumbers_cm1]
+    return vib, freqs, {k: (round(v, 8) if isinstance(v, float) else v) for k, v in th.items()}

@@ -11,9 +11,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
-from tools_server.registry import tool
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
+from tools_server.core.registry import tool
 
 _MOL_DESC = (
     "SMILES (3D built with ETKDG + MMFF), XYZ text (Å), molblock with 3D coordinates and explicit H, or a path "
@@ -356,7 +356,7 @@ def _dft_key(args: DftInput) -> dict[str, Any]:
     resource="gpu",
     read_only=True,
     idempotent=True,
-    engines=("pyscf", "gpu4pyscf-cuda12x", "geometric", "pyscf-dispersion"),
+    engines=("pyscf", "gpu4pyscf", "geometric", "pyscf-dispersion"),
     time_limit_s=7200,
     canonicalize=_dft_key,
     title="DFT with PySCF / gpu4pyscf",

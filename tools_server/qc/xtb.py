@@ -244,7 +244,7 @@ class XtbCalculator:
                 else:
                     self._calc.update(coords_bohr)
                 return self._run()
-            except Exception as exc:  # noqa: BLE001 - engines raise their own types; retried once, safer
+            except Exception as exc:
                 last_error = exc
                 self._calc = None
         raise XtbError(
@@ -364,7 +364,7 @@ def run_item(
         }
     except (MoleculeError, XtbError) as exc:
         return {"index": index, "ok": False, "error": _error(exc.code, exc.message)}
-    except Exception as exc:  # noqa: BLE001 - one bad molecule never fails the batch
+    except Exception as exc:
         return {
             "index": index,
             "ok": False,
@@ -373,7 +373,7 @@ def run_item(
 
 
 def _error(code: str, message: str) -> dict[str, str]:
-    from tools_server.errors import ERROR_CODES
+    from tools_server.core.errors import ERROR_CODES
 
     return {"code": code, "message": message, "hint": ERROR_CODES.get(code, "")}
 
@@ -480,17 +480,15 @@ def compute_molecule(
             coords * b,
             progress=(lambda f: progress(0.6 + 0.4 * f, "finite-difference Hessian")) if progress else None,
         )
-        vib = thermo.harmonic_analysis(hess, coords, mol.numbers)
-        th = thermo.thermochemistry(
+        vib, freqs, th = thermo.frequencies_and_thermo(
+            hess,
             sp.energy_hartree,
-            vib,
             coords,
             mol.numbers,
             mol.multiplicity,
             temperature_k=options.temperature_k,
             pressure_pa=options.pressure_pa,
         )
-        freqs = [round(w, 2) for w in vib.wavenumbers_cm1]
         freq_path = out_dir / f"{stem}_frequencies.txt"
         freq_path.write_text(
             "# harmonic wavenumbers (cm-1); imaginary as negative\n" + "\n".join(map(str, freqs)) + "\n"
@@ -503,7 +501,7 @@ def compute_molecule(
         }
         if len(freqs) > 60:
             out["frequencies"]["note"] = f"lowest 10 of {len(freqs)} modes inline; all in wavenumbers_file"
-        out["thermo"] = {k: (round(v, 8) if isinstance(v, float) else v) for k, v in th.items()}
+        out["thermo"] = th
         if vib.n_imaginary:
             warnings.append(f"{vib.n_imaginary} imaginary mode(s) (lowest {freqs[0]} cm-1): not a minimum")
         if th["n_low_modes_below_50_cm1"]:

@@ -12,8 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from tools_server.errors import ToolError
-from tools_server.registry import tool
+from tools_server.core.errors import ToolError
+from tools_server.core.registry import tool
 
 #: |rho| at or above which a group "follows" the presented order or a numeric condition (paper §4.2).
 MONOTONE_RHO = 0.95

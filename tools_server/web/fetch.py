@@ -27,7 +27,8 @@ from urllib.robotparser import RobotFileParser
 
 from pydantic import BaseModel, Field
 
-from tools_server.errors import ToolError
+from environment.jsonfiles import atomic_write_json
+from tools_server.core.errors import ToolError
 from tools_server.web.net import CallNet
 
 ROBOTS_AGENT = "spu-scaffold"
@@ -64,10 +65,7 @@ def _load_cache(path: Path) -> dict[str, Any] | None:
 
 
 def _save_cache(path: Path, doc: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_text(json.dumps(doc, ensure_ascii=False), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_json(path, doc, indent=None, fsync=False)
 
 
 def robots_allowed(net: CallNet, url: str) -> bool:
@@ -136,9 +134,9 @@ def html_to_markdown(page: str, url: str | None = None) -> tuple[str, str]:
             include_formatting=True,
             favor_recall=True,
         )
-    except Exception:  # noqa: BLE001 - a converter crash falls back to the simpler converter
+    except Exception:
         text = None
-    if text and len(text.strip()) >= 200 or (text and len(page) < 2000):
+    if (text and len(text.strip()) >= 200) or (text and len(page) < 2000):
         return text.strip(), "trafilatura"
     return markdownify_page(page), "markdownify"
 
@@ -170,13 +168,13 @@ def pdf_to_text(body: bytes) -> tuple[str, str, int]:
         finally:
             pdf.close()
         converter = "pypdfium2"
-    except Exception:  # noqa: BLE001 - fall back to the pure-Python reader
+    except Exception:
         try:
             from pypdf import PdfReader
 
             reader = PdfReader(io.BytesIO(body))
             pages = [p.extract_text() or "" for p in reader.pages]
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             raise ToolError("http_error", f"the PDF could not be read: {exc}") from None
         converter = "pypdf"
     text = "".join(f"\n\n--- page {i} ---\n\n{t.strip()}" for i, t in enumerate(pages, start=1)).strip()

@@ -24,9 +24,10 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from tools_server.errors import ToolError
+from environment.audit_log import read_records
+from tools_server.core.errors import ToolError
 from tools_server.web import fetch, scholarly, search
-from tools_server.web.audit import AuditLog, read_records
+from tools_server.web.audit import AuditLog
 from tools_server.web.client import AuditedClient
 from tools_server.web.detector import FLAG_MESSAGE, Detector
 from tools_server.web.net import CallNet

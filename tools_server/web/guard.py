@@ -213,7 +213,7 @@ class Guard:
 
         try:
             parsed = httpx.URL(url)
-        except Exception as exc:  # noqa: BLE001 - any parse failure is a refusal
+        except Exception as exc:
             raise AddressRefused(f"not a valid URL: {exc}", "invalid_url", url) from None
         if parsed.scheme not in ("http", "https"):
             raise AddressRefused(f"scheme {parsed.scheme!r} is not allowed; use http or https", "scheme", url)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools_server.errors import ToolError
+from tools_server.core.errors import ToolError
 from tools_server.web.client import AuditedClient, Fetched, redact_url
 
 

@@ -97,7 +97,7 @@ class Policy:
         else:
             data = json.loads(text)
         if not isinstance(data, dict):
-            raise ValueError("the policy file must hold an object")  # noqa: TRY004 - a file content error
+            raise ValueError("the policy file must hold an object")
         return cls.from_dict(data)
 
     @classmethod

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tools_server.errors import ToolError
+from tools_server.core.errors import ToolError
 
 AUDIT_URL_ENV = "SPU_AUDIT_URL"
 AUDIT_TOKEN_ENV = "SPU_AUDIT_TOKEN"
@@ -183,6 +183,6 @@ class RemoteGateway:
 
 
 def _codes() -> dict[str, str]:
-    from tools_server.errors import ERROR_CODES
+    from tools_server.core.errors import ERROR_CODES
 
     return ERROR_CODES

@@ -12,10 +12,10 @@ import os
 import threading
 from typing import Any
 
-from tools_server import settings
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
-from tools_server.registry import tool
+from tools_server.core import settings
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
+from tools_server.core.registry import tool
 from tools_server.web.fetch import FetchInput
 from tools_server.web.scholarly import LiteratureInput, PDBInput, PubChemInput, UniProtInput
 from tools_server.web.search import SearchInput

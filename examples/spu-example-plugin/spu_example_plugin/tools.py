@@ -6,9 +6,9 @@ import math
 
 from pydantic import BaseModel, Field
 
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
-from tools_server.registry import tool
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
+from tools_server.core.registry import tool
 
 
 class BufferInput(BaseModel):
@@ -24,9 +24,8 @@ def example_buffer_ph(args: BufferInput) -> dict:
     ratio = args.base_molar / args.acid_molar
     if not 1e-3 <= ratio <= 1e3:
         raise ToolError(
-            "invalid_input",
+            "buffer_out_of_range",
             f"base/acid ratio {ratio:.3g} is outside 1e-3..1e3, where the equation no longer holds.",
-            "Solve the full equilibrium instead.",
         )
     return {"ph": round(args.pka + math.log10(ratio), 4), "base_to_acid_ratio": ratio}
 

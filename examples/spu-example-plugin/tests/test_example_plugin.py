@@ -1,7 +1,7 @@
 import pytest
 from spu_example_plugin.tools import BufferInput, example_buffer_ph
 
-from tools_server.errors import ToolError
+from tools_server.core.errors import ToolError
 
 
 def test_equimolar_buffer_has_ph_equal_to_pka():
@@ -12,4 +12,4 @@ def test_equimolar_buffer_has_ph_equal_to_pka():
 def test_extreme_ratio_is_refused():
     with pytest.raises(ToolError) as err:
         example_buffer_ph(BufferInput(pka=4.76, acid_molar=1.0, base_molar=1e-5))
-    assert err.value.code == "invalid_input"
+    assert err.value.code == "buffer_out_of_range"

@@ -1,6 +1,6 @@
 """The spu MCP tools, reached with the official MCP Python client.
 
-By default the agent starts ``spu serve`` over stdio (``[python, -m, scaffold.cli, serve]``) with
+By default the agent starts ``spu serve`` over stdio (``[python, -m, spu, serve]``) with
 ``SPU_WORKDIR`` pointing into the run's output directory; ``tools.mcp.url`` connects to a running server
 over streamable HTTP instead. The client lives on a private event loop in a background thread so the loop
 of the agent stays plain synchronous code.
@@ -39,7 +39,7 @@ class McpError(RuntimeError):
 def server_command(config: dict[str, Any]) -> list[str]:
     command = config.get("command")
     if not command:
-        return [sys.executable, "-m", "scaffold.cli", "serve"]
+        return [sys.executable, "-m", "spu", "serve"]
     return [str(c) for c in command] if isinstance(command, list) else str(command).split()
 
 
@@ -128,7 +128,7 @@ class McpTools:
             if self._main is not None:
                 try:
                     self._main.result(timeout=15)
-                except Exception as exc:  # noqa: BLE001 - shutdown noise must not hide the run's outcome
+                except Exception as exc:
                     log.debug("MCP client shutdown: %s", _describe(exc))
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=10)
@@ -154,7 +154,7 @@ class McpTools:
             return ToolResult(
                 f"{name}: no answer from the tool server within {self.call_timeout_s:.0f} s", is_error=True
             )
-        except Exception as exc:  # noqa: BLE001 - a protocol error becomes an error the model can see
+        except Exception as exc:
             return ToolResult(f"{name}: the tool server call failed: {_describe(exc)}", is_error=True)
         return to_tool_result(result, self.max_chars)
 

@@ -9,23 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from tools_server import settings
+from environment.jsonfiles import atomic_write_json, canonical_json
+from tools_server.core import settings
 
 _LAYOUT = "v1"
 
 
-def canonical_json(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-
-
 def input_hash(value: Any) -> str:
-    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+    return hashlib.sha256(canonical_json(value, default=str).encode()).hexdigest()
 
 
 def cache_key(tool: str, tool_version: str, canonical_input: Any, engines: dict[str, str | None]) -> str:
@@ -47,16 +42,7 @@ class ResultCache:
             return None
 
     def put(self, key: str, result: dict[str, Any]) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump(result, fh, separators=(",", ":"))
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_json(self._path(key), result, indent=None, fsync=False, default=str)
 
     def stats(self) -> dict[str, Any]:
         entries = 0

@@ -8,9 +8,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from tools_server.context import ProgressSink, ToolContext
-from tools_server.errors import ToolError
-from tools_server.registry import REGISTRY, ToolSpec
+from tools_server.core.context import ProgressSink, ToolContext
+from tools_server.core.errors import ToolError
+from tools_server.core.registry import ToolSpec, tools_in_module
 
 
 def validation_error(exc: ValidationError) -> ToolError:
@@ -23,12 +23,11 @@ def validation_error(exc: ValidationError) -> ToolError:
 
 
 def resolve(tool: str, module: str) -> ToolSpec:
-    """Find a tool by name, importing the module that defines it (workers start with an empty registry)."""
-    if tool not in REGISTRY:
-        importlib.import_module(module)
-    if tool not in REGISTRY:
-        raise ToolError("unknown_tool", f"Module {module} does not define tool {tool!r}.")
-    return REGISTRY[tool]
+    """Find a tool by name in the module that defines it (workers import only what their jobs need)."""
+    for spec in tools_in_module(importlib.import_module(module)):
+        if spec.name == tool:
+            return spec
+    raise ToolError("unknown_tool", f"Module {module} does not define tool {tool!r}.")
 
 
 def run_tool(
@@ -59,7 +58,7 @@ def run_tool(
         time_limit_s=spec.time_limit_s,
     )
     start = time.perf_counter()
-    result = spec.fn(args, ctx) if spec.wants_context else spec.fn(args)
+    result = spec.call(args, ctx)
     wall_s = time.perf_counter() - start
     if not isinstance(result, dict):
         raise ToolError("internal_error", f"tool {spec.name} returned {type(result).__name__}, not a dict")

@@ -1,7 +1,7 @@
 """The MCP server: the registry's tools over stdio or streamable HTTP.
 
 ``SpuServer`` is the official SDK's ``MCPServer`` with tool listing and calling routed to our registry and
-:class:`~tools_server.dispatch.Dispatcher`; this is the one place where a :class:`ToolError` becomes an MCP
+:class:`~tools_server.core.dispatch.Dispatcher`; this is the one place where a :class:`ToolError` becomes an MCP
 error result (``isError``).
 """
 
@@ -17,9 +17,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 
 from tools_server import __version__
-from tools_server.dispatch import Dispatcher
-from tools_server.errors import ToolError
-from tools_server.registry import REGISTRY, ToolSpec, load_tools
+from tools_server.core.dispatch import Dispatcher
+from tools_server.core.errors import ToolError
+from tools_server.core.registry import ToolSpec
+from tools_server.core.server_tools import SERVER_TOOLS
 
 log = logging.getLogger(__name__)
 
@@ -57,14 +58,16 @@ def error_result(exc: ToolError) -> CallToolResult:
 class SpuServer(MCPServer):
     def __init__(self, dispatcher: Dispatcher | None = None) -> None:
         super().__init__(name="spu", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
-        load_tools()
         self.dispatcher = dispatcher or Dispatcher()
+        for spec in SERVER_TOOLS:  # the server's own tools, registered explicitly beside the domains'
+            self.dispatcher.registry.add(spec, "core")
 
     async def list_tools(self) -> list[Tool]:
-        return [mcp_tool(spec) for spec in sorted(REGISTRY.values(), key=lambda s: s.name)]
+        tools = self.dispatcher.registry.tools
+        return [mcp_tool(spec) for spec in sorted(tools.values(), key=lambda s: s.name)]
 
     def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
-        spec = REGISTRY.get(name)
+        spec = self.dispatcher.registry.tools.get(name)
         return None if spec is None else spec.input_schema()
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> CallToolResult:

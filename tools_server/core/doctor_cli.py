@@ -30,7 +30,7 @@ def doctor(
     """What works on this machine: every engine does a tiny real computation in its own process (a crash
     or hang cannot take doctor down), plus the GPU, CUDA libraries, work/cache/weights directories.
     Exit 1 when a required check fails."""
-    from tools_server.doctor import run_doctor
+    from tools_server.core.doctor import run_doctor
 
     try:
         summary = run_doctor(profile=profile, only=only, timeout_s=timeout, jobs=jobs)

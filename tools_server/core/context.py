@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tools_server import settings
+from tools_server.core import settings
 
 ProgressSink = Callable[[float, str | None], None]
 

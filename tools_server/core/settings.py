@@ -1,4 +1,4 @@
-"""Where the server keeps its files, from the environment (see INTERFACES.md)."""
+"""Where the server keeps its files, from the environment (the variables are listed in docs/server.md)."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ def serve(
     ),
 ) -> None:
     """Run the MCP tool server."""
-    from tools_server.server import is_loopback, run
+    from tools_server.core.server import is_loopback, run
 
     if transport not in ("stdio", "http"):
         typer.echo(f"unknown transport {transport!r}: use stdio or http", err=True)
@@ -51,7 +51,7 @@ def serve(
 @cache_app.command("stats")
 def cache_stats(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Entries and size of the result cache, per tool."""
-    from tools_server.cache import ResultCache
+    from tools_server.core.cache import ResultCache
 
     stats = ResultCache().stats()
     if as_json:
@@ -65,7 +65,7 @@ def cache_stats(as_json: bool = typer.Option(False, "--json", help="Machine-read
 @cache_app.command("clear")
 def cache_clear(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
     """Delete every cached result."""
-    from tools_server.cache import ResultCache
+    from tools_server.core.cache import ResultCache
 
     removed = ResultCache().clear()
     typer.echo(json.dumps({"removed": removed}) if as_json else f"removed {removed} cached results")
@@ -76,7 +76,7 @@ def server_command() -> list[str]:
     spu = shutil.which("spu")
     if spu:
         return [spu, "serve"]
-    return [sys.executable, "-m", "scaffold.cli", "serve"]
+    return [sys.executable, "-m", "spu", "serve"]
 
 
 def _server_env() -> dict[str, str]:

@@ -1,9 +1,8 @@
 """The call pipeline shared by every tool: validate, look up the cache, run (in the server or as a job),
-add provenance, fit the size budget, store in the cache. ``tools_server.server`` wraps it in MCP."""
+add provenance, fit the size budget, store in the cache. ``tools_server.core.server`` wraps it in MCP."""
 
 from __future__ import annotations
 
-import inspect
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -12,22 +11,31 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
-from tools_server import __version__, settings
-from tools_server.cache import ResultCache, cache_key, canonical_json, input_hash
-from tools_server.errors import ToolError
-from tools_server.execute import run_tool, validation_error
-from tools_server.jobs import Job, JobManager
-from tools_server.registry import ToolSpec, engine_versions, get_tool
+from tools_server import __version__
+from tools_server.core import settings
+from tools_server.core.cache import ResultCache, cache_key, input_hash
+from tools_server.core.errors import ToolError
+from tools_server.core.execute import run_tool, validation_error
+from tools_server.core.jobs import Job, JobManager
+from tools_server.core.registry import Registry, ToolSpec, load_registry
+from tools_server.core.waits import parse_wait_s
 
 #: Largest structured result returned inline, in characters of JSON; bigger ones become artifacts.
 RESULT_BUDGET_CHARS = 20_000
-DEFAULT_WAIT_S = 40.0
 
 ProgressCallback = Callable[[float, str | None], Awaitable[None]]
 
 
 class Dispatcher:
-    def __init__(self, jobs: JobManager | None = None, cache: ResultCache | None = None) -> None:
+    """Runs the tools of one registry (the server adds its own tools to it: system_info, the job tools)."""
+
+    def __init__(
+        self,
+        jobs: JobManager | None = None,
+        cache: ResultCache | None = None,
+        registry: Registry | None = None,
+    ) -> None:
+        self.registry = registry or load_registry()
         self.jobs = jobs or JobManager()
         self.cache = cache or ResultCache()
 
@@ -35,29 +43,30 @@ class Dispatcher:
         self, name: str, arguments: dict[str, Any] | None, progress: ProgressCallback | None = None
     ) -> dict[str, Any]:
         """Run tool ``name``; returns the structured result or raises :class:`ToolError`."""
-        spec = get_tool(name)
+        spec = self.registry.get(name)
         arguments = dict(arguments or {})
-        wait_s = DEFAULT_WAIT_S
-        if spec.is_job and "wait_s" in arguments:
-            try:
-                wait_s = min(600.0, max(0.0, float(arguments.pop("wait_s"))))
-            except (TypeError, ValueError):
-                raise ToolError(
-                    "invalid_input", "wait_s must be a number of seconds between 0 and 600."
-                ) from None
+        wait_s = parse_wait_s(arguments.pop("wait_s", None)) if spec.is_job else 0.0
         try:
             args = spec.input_model.model_validate(arguments)
         except ValidationError as exc:
             raise validation_error(exc) from None
-        if inspect.iscoroutinefunction(spec.fn):
-            # The server's own job tools: they see the dispatcher and pass results through unchanged.
-            return await spec.fn(args, self)
         params = args.model_dump(mode="json")
+        if spec.server_tool:
+            started = time.perf_counter()
+            result = await spec.fn(args, self)
+            if spec.extra.get("passthrough"):
+                return result
+            payload = {"result": result, "wall_s": time.perf_counter() - started}
+            return self._finish(spec, params, params, {}, payload, None, "server")
         canonical = spec.canonicalize(args) if spec.canonicalize else params
-        engines = engine_versions(spec.engines)
+        engines = self.registry.engine_versions(spec.engines)
         key = cache_key(spec.name, spec.version, canonical, engines) if spec.cacheable else None
         if key is not None and (hit := self.cache.get(key)) is not None:
-            hit.setdefault("provenance", {})["cache"] = "hit"
+            provenance = hit.setdefault("provenance", {})
+            provenance["cache"] = "hit"
+            # the job that computed it may be long gone: say when it was computed instead of naming it
+            provenance["computed_at"] = provenance.pop("finished_at", None)
+            provenance["job_id"] = None
             return hit
 
         def finish(job_id: str | None, payload: dict[str, Any], device: str) -> dict[str, Any]:
@@ -92,19 +101,14 @@ class Dispatcher:
         return self.job_outcome(job)
 
     @staticmethod
-    def job_outcome(job: Job | dict[str, Any]) -> dict[str, Any]:
-        record = job.record() if isinstance(job, Job) else job
-        if record["status"] == "done":
-            return record["result"]
-        if record["status"] in ("error", "cancelled"):
-            err = dict(record["error"])
-            err.setdefault("details", {})["job_id"] = record["job_id"]
+    def job_outcome(job: Job) -> dict[str, Any]:
+        if job.status == "done" and job.result is not None:
+            return job.result
+        if job.status in ("error", "cancelled") and job.error is not None:
+            err = dict(job.error)
+            err["details"] = {**(err.get("details") or {}), "job_id": job.job_id}
             raise ToolError.from_dict(err)
-        return (
-            job.status_payload()
-            if isinstance(job, Job)
-            else {"status": record["status"], "job_id": record["job_id"]}
-        )
+        return job.status_payload()
 
     def _finish(
         self,
@@ -143,7 +147,7 @@ class Dispatcher:
 def fit_budget(tool: str, result: dict[str, Any], stem: str) -> dict[str, Any]:
     """Keep the structured result under the size budget: write the whole result as a JSON artifact and
     return its small fields, the artifact's path and a note saying what was moved."""
-    text = canonical_json(result)
+    text = _json_text(result)
     if len(text) <= RESULT_BUDGET_CHARS:
         return result
     path = settings.artifacts_dir() / tool / f"{stem}-result.json"
@@ -152,7 +156,7 @@ def fit_budget(tool: str, result: dict[str, Any], stem: str) -> dict[str, Any]:
     small: dict[str, Any] = {}
     moved = []
     for k, v in result.items():
-        if k == "provenance" or len(canonical_json(v)) <= 2000:
+        if k == "provenance" or len(_json_text(v)) <= 2000:
             small[k] = v
         else:
             moved.append(k)
@@ -162,3 +166,7 @@ def fit_budget(tool: str, result: dict[str, Any], stem: str) -> dict[str, Any]:
         f"{', '.join(moved)}."
     )
     return small
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)

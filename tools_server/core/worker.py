@@ -1,6 +1,6 @@
 """A long-lived worker process: reads jobs as JSON lines on stdin, answers on a private pipe.
 
-Started by the local executor as ``python -m tools_server.worker`` in its own session (process group), so
+Started by the local executor as ``python -m tools_server.core.worker`` in its own session (process group), so
 a timeout or cancellation kills the worker and everything it started. Engines print to stdout freely:
 the protocol stream is a duplicate of the original stdout, and fd 1 is pointed at stderr, which the
 executor keeps in a log file whose tail explains a crash.
@@ -15,7 +15,7 @@ import sys
 import traceback
 from typing import Any
 
-from tools_server.errors import ToolError
+from tools_server.core.errors import ToolError
 
 
 def main() -> None:
@@ -23,7 +23,7 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     faulthandler.enable(file=sys.stderr)
-    from tools_server.execute import resolve, run_tool
+    from tools_server.core.execute import resolve, run_tool
 
     def send(message: dict[str, Any]) -> None:
         proto.write(json.dumps(message, default=str) + "\n")
@@ -62,7 +62,7 @@ def main() -> None:
                     ).to_dict(),
                 }
             )
-        except Exception as exc:  # noqa: BLE001 - an unexpected exception is a tool bug, not a dead worker
+        except Exception as exc:
             tb = traceback.format_exc()
             print(tb, file=sys.stderr, flush=True)
             send(

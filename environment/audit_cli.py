@@ -1,0 +1,91 @@
+"""``spu audit verify|summary|sources``: read the audit log of web access (``spu audit serve`` is the
+server's, in ``tools_server.web.cli``)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import typer
+
+audit_app = typer.Typer(help="The audit log of web access, and the audit service.", no_args_is_help=True)
+
+LogArg = typer.Argument(None, help="Audit log (default: $SPU_WORKDIR/audit/audit.jsonl).")
+
+
+def _log_path(log: Path | None) -> Path:
+    if log is not None:
+        return log
+    return Path(os.environ.get("SPU_WORKDIR") or "spu-work").absolute() / "audit" / "audit.jsonl"
+
+
+@audit_app.command("verify")
+def verify_cmd(log: Path | None = LogArg, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Check the hash chain and the seal; exit 1 if the log was modified, cut or truncated."""
+    from environment.audit_log import verify
+
+    path = _log_path(log)
+    result = verify(path)
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+    else:
+        typer.echo(
+            f"{path}: {result.count} records, head {result.head[:16]}… {'OK' if result.ok else 'FAILED'}"
+        )
+        for error in result.errors:
+            typer.echo(f"  error: {error}")
+        for warning in result.warnings:
+            typer.echo(f"  warning: {warning}")
+    raise typer.Exit(0 if result.ok else 1)
+
+
+@audit_app.command("summary")
+def summary_cmd(log: Path | None = LogArg, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Calls per tool, HTTP attempts by status, bytes, flagged calls and policy refusals."""
+    from environment.audit_log import summary
+
+    path = _log_path(log)
+    if not path.exists():
+        typer.echo(f"no audit log at {path}", err=True)
+        raise typer.Exit(2)
+    data = summary(path)
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+        return
+    typer.echo(
+        f"{data['calls']} calls, {data['http_attempts']} HTTP attempts, {data['bytes']} bytes, "
+        f"{data['flagged_calls']} flagged, {data['policy_refusals']} refused by policy"
+    )
+    for name, n in sorted(data["calls_by_tool"].items()):
+        typer.echo(f"  {name}: {n}")
+    typer.echo(f"  outcomes: {data['outcomes']}")
+    typer.echo(f"  HTTP status: {data['http_status']}")
+
+
+@audit_app.command("sources")
+def sources_cmd(
+    log: Path | None = LogArg,
+    out: Path = typer.Option(Path("sources.json"), "--out", "-o", help="Where to write sources.json."),
+    as_json: bool = typer.Option(False, "--json", help="Also print it."),
+) -> None:
+    """Write the run's sources.json (searches, fetched sources, flags) from the audit log."""
+    from environment.audit_log import write_sources
+
+    path = _log_path(log)
+    if not path.exists():
+        typer.echo(f"no audit log at {path}", err=True)
+        raise typer.Exit(2)
+    data = write_sources(path, out)
+    if as_json:
+        typer.echo(json.dumps(data, indent=2))
+    else:
+        typer.echo(
+            f"wrote {out}: {len(data['searches'])} searches, {len(data['sources'])} sources, "
+            f"{len(data['flags'])} flags"
+        )
+    raise typer.Exit(0 if data["audit_log"]["verified"] else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(audit_app, name="audit")

@@ -1,0 +1,123 @@
+"""The layers, read from the code's imports (every ``import`` statement, at module level or inside a function):
+
+* the benchmark side (``environment``) imports neither the server nor the agent;
+* the server (``tools_server``) never imports the agent;
+* the agent (``scaffold``) reaches the server only over MCP: it imports no ``tools_server`` module;
+* only the root command (``spu``) mounts all parts, and ``spu serve`` loads neither agent nor statistics;
+* no domain is named in the core, and nothing points at files outside the repository.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PARTS = ("spu", "tools_server", "scaffold", "environment", "prompts")
+FORBIDDEN = {
+    "environment": ("tools_server", "scaffold", "spu"),
+    "tools_server": ("scaffold", "spu"),
+    "scaffold": ("tools_server", "spu"),
+    "prompts": ("tools_server", "scaffold", "environment", "spu"),
+}
+
+
+def imports_of(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def layer_violations() -> list[str]:
+    out = []
+    for part, forbidden in FORBIDDEN.items():
+        for path in sorted((ROOT / part).rglob("*.py")):
+            for lineno, module in imports_of(path):
+                top = module.split(".")[0]
+                if top in forbidden:
+                    out.append(f"{path.relative_to(ROOT)}:{lineno} imports {module}")
+    return out
+
+
+def test_layers_hold():
+    assert layer_violations() == []
+
+
+def test_the_layer_check_sees_a_violation(tmp_path):
+    """The checker itself: an import inside a function is found."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from tools_server.core import settings\n")
+    assert imports_of(bad) == [(2, "tools_server.core")]
+
+
+def test_core_names_no_domain():
+    domains = sorted(
+        p.name for p in (ROOT / "tools_server").iterdir() if p.is_dir() and (p / "__init__.py").exists()
+    )
+    domains.remove("core")
+    assert {"chem", "qc", "web", "md", "protein", "ranking"} <= set(domains)
+    named = []
+    for path in sorted((ROOT / "tools_server" / "core").rglob("*.py")):
+        for lineno, module in imports_of(path):
+            parts = module.split(".")
+            if parts[0] == "tools_server" and len(parts) > 1 and parts[1] in domains:
+                named.append(f"{path.relative_to(ROOT)}:{lineno} imports {module}")
+    assert named == []
+
+
+def test_every_domain_registers_through_an_entry_point():
+    import tomllib
+
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    declared = pyproject["project"]["entry-points"]["spu.tools"]
+    domains = {
+        p.name
+        for p in (ROOT / "tools_server").iterdir()
+        if p.is_dir() and (p / "__init__.py").exists() and p.name != "core"
+    }
+    assert {name: f"tools_server.{name}:DOMAIN" for name in domains}.items() <= declared.items()
+
+
+def test_spu_serve_imports_neither_agent_nor_benchmark_statistics():
+    code = (
+        "import sys\n"
+        "from spu.cli import PARTS, make_app\n"
+        "make_app([PARTS['serve']])\n"
+        "import tools_server.core.server\n"
+        "print(sorted({m.split('.')[0] + '.' + m.split('.')[1] if '.' in m else m for m in sys.modules\n"
+        "       if m.startswith(('scaffold', 'environment.report', 'environment.statistics'))}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", ["ARCHITECTURE.md", "INTERFACES.md", "CONVENTIONS.md", "../shared"])
+def test_nothing_points_outside_the_repository(name):
+    tracked = subprocess.run(
+        ["git", "ls-files"], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.split()
+    hits = []
+    for rel in tracked:
+        path = ROOT / rel
+        if (
+            path.suffix not in (".py", ".md", ".toml", ".sh", ".yaml", ".jinja", ".txt", "")
+            or not path.is_file()
+        ):
+            continue
+        if rel == "tests/core/test_layers.py":
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        hits += [f"{rel}:{i}" for i, line in enumerate(text.splitlines(), 1) if name in line]
+    assert hits == []

@@ -1,0 +1,124 @@
+"""The registry's rules, the domain declarations, wait_s, job lookup and pruning, without a server."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from pydantic import BaseModel
+
+from tools_server.core.context import ToolContext
+from tools_server.core.domain import Domain, Engine
+from tools_server.core.errors import ERROR_CODES, ToolError
+from tools_server.core.jobs import Job, JobManager, JobStore
+from tools_server.core.registry import Registry, load_registry, tool
+from tools_server.core.waits import WAIT_S_DEFAULT, parse_wait_s
+
+
+class Number(BaseModel):
+    x: float
+
+
+def test_context_is_found_by_annotation_whatever_its_name():
+    @tool(name="t_ctx_named")
+    def with_context(args: Number, helper: ToolContext) -> dict:
+        """Doc."""
+        return {"tool": helper.tool}
+
+    @tool(name="t_no_ctx")
+    def without(args: Number) -> dict:
+        """Doc."""
+        return {"x": args.x}
+
+    spec, plain = with_context.__spu_tool__, without.__spu_tool__
+    assert spec.context_param == "helper" and plain.context_param is None
+    assert spec.call(Number(x=1), ToolContext("t_ctx_named", "j-1")) == {"tool": "t_ctx_named"}
+    assert plain.call(Number(x=2), ToolContext("t_no_ctx", "j-2")) == {"x": 2}
+
+
+def test_an_unannotated_extra_parameter_is_refused():
+    with pytest.raises(TypeError, match="annotated ToolContext"):
+
+        @tool(name="t_bad")
+        def bad(args: Number, something) -> dict:
+            """Doc."""
+            return {}
+
+
+def test_domain_error_codes_are_registered_and_typos_refused():
+    Domain(name="t_domain", tool_modules=(), error_codes={"t_domain_refused": "Do the other thing."})
+    assert ToolError("t_domain_refused", "no").hint == "Do the other thing."
+    with pytest.raises(ValueError, match="declare it"):
+        ToolError("t_domain_refuse", "typo")
+    assert set(ERROR_CODES) >= {"invalid_input", "timeout", "engine_crashed"}
+
+
+def test_every_in_repo_domain_loads_through_entry_points():
+    registry = load_registry()
+    assert {"chem", "qc", "web", "md", "protein", "ranking"} <= set(registry.domains)
+    assert registry.domain_of["xtb_run"] == "qc" and registry.domain_of["web_fetch"] == "web"
+    assert registry.engines()["rdkit"].version() is not None
+    # the codes each domain declares are known once it is loaded
+    assert {"invalid_smiles", "too_large_for_cpu", "url_refused", "invalid_mutation"} <= set(ERROR_CODES)
+    names = [c.name for c in registry.doctor_checks()]
+    assert {"rdkit", "tblite", "pyscf", "openmm", "torch", "trafilatura"} <= set(names)
+
+
+def test_engine_version_from_the_first_installed_distribution():
+    engine = Engine("numpy", ("numpy-cuda99x-not-installed", "numpy"))
+    import numpy
+
+    assert engine.version() == numpy.__version__
+    assert Engine("nothing_here", ("no-such-dist",)).version() is None
+    registry = Registry()
+    registry.domains["d"] = Domain(name="d", tool_modules=(), engines=(engine,))
+    assert registry.engine_versions(("numpy", "scipy"))["numpy"] == numpy.__version__
+
+
+@pytest.mark.parametrize("bad", [-1, 601, "soon", float("nan"), True, [5]])
+def test_wait_s_out_of_bounds_is_invalid_input(bad):
+    with pytest.raises(ToolError) as err:
+        parse_wait_s(bad)
+    assert err.value.code == "invalid_input" and "between 0 and 600" in err.value.message
+
+
+def test_wait_s_defaults_and_accepts_numbers():
+    assert parse_wait_s(None) == WAIT_S_DEFAULT
+    assert parse_wait_s("2.5") == 2.5 and parse_wait_s(600) == 600.0
+
+
+def _finished_record(job_id: str, finished: float) -> Job:
+    job = Job(job_id, "test_square", "spu_testing_tools", {"x": 2}, "cpu", 30.0, None)
+    job.status, job.result, job.finished, job.progress = "done", {"square": 4}, finished, 1.0
+    job._done.set()
+    return job
+
+
+def test_lookup_always_returns_a_job(tmp_path):
+    store = JobStore(tmp_path)
+    store.save(_finished_record("test_square-00aa", time.time()))
+    found = JobManager(store=store).lookup("test_square-00aa")
+    assert isinstance(found, Job) and found.done and found.result == {"square": 4}
+    with pytest.raises(ToolError) as err:
+        JobManager(store=store).lookup("test_square-ffff")
+    assert err.value.code == "job_not_found"
+
+
+def test_finished_jobs_are_pruned_from_memory_and_disk(tmp_path):
+    import os
+
+    store = JobStore(tmp_path)
+    manager = JobManager(store=store, retention_s=3600)
+    old, fresh = (
+        _finished_record("test_square-0001", time.time() - 7200),
+        _finished_record("test_square-0002", time.time()),
+    )
+    for job in (old, fresh):
+        manager.jobs[job.job_id] = job
+        store.save(job)
+    two_hours_ago = time.time() - 7200
+    os.utime(tmp_path / "test_square-0001.json", (two_hours_ago, two_hours_ago))
+    manager.prune()
+    assert set(manager.jobs) == {"test_square-0002"}
+    assert not (tmp_path / "test_square-0001.json").exists()
+    assert (tmp_path / "test_square-0002.json").exists()

@@ -1,0 +1,313 @@
+"""``spu doctor``: what works on this machine, and how to fix what does not.
+
+Every engine check runs in its own Python subprocess with a timeout, so an engine whose import crashes
+(a segfault in a CUDA library, a Fortran ``STOP``) or hangs is reported as broken while doctor keeps
+going. Each check does a tiny real computation and compares it with a known value, because an engine
+that imports but computes garbage is broken too. The checks come from the domains (each
+:class:`~tools_server.core.domain.Domain` declares its own, in its folder's ``checks.py``); the core adds
+the MCP SDK and the CUDA libraries.
+
+Plus the GPU (``nvidia-smi``), the CUDA libraries (libcudart, libcublas, from the system or from the
+``nvidia-*`` wheels), the work, cache and weights directories. A failing *required* check makes the exit
+status 1. Required: the core and every engine of ``spu-scaffold[all]`` (``--profile all``, the default) or
+only the core (``--profile core``); on a machine with a GPU, the GPU engines too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tools_server.core.domain import DoctorCheck
+
+MARKER = "SPU-DOCTOR-RESULT:"
+PROFILES = ("core", "all")
+WEIGHT_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npz")
+
+#: Prepended to every check's code: ``report(**facts)`` prints the result line doctor parses.
+_PRELUDE = f"""
+import json, os, sys
+GPU = os.environ.get("SPU_DOCTOR_GPU") == "1"
+def report(**facts):
+    sys.stdout.write("\\n{MARKER}" + json.dumps(facts) + "\\n")
+    sys.stdout.flush()
+"""
+
+
+@dataclass
+class CheckResult:
+    name: str
+    what: str
+    status: str  # ok | fail | warn | skip
+    required: bool
+    detail: str
+    fix: str | None = None
+    version: str | None = None
+    wall_s: float = 0.0
+    facts: dict[str, Any] = field(default_factory=dict)
+
+
+CORE_CHECKS: tuple[DoctorCheck, ...] = (
+    DoctorCheck(
+        "mcp",
+        "MCP Python SDK",
+        """
+            import mcp, importlib.metadata as md
+            report(version=md.version("mcp"), detail="imports")
+            """,
+        "pip install 'mcp>=2.3,<3' (a core dependency of spu-scaffold)",
+        profile="core",
+    ),
+    DoctorCheck(
+        "cuda-libs",
+        "CUDA runtime and cuBLAS libraries",
+        """
+            import ctypes, glob, site, sysconfig
+            found = {}
+            for lib, names in {"cudart": ["libcudart.so.12", "libcudart.so"],
+                               "cublas": ["libcublas.so.12", "libcublas.so"]}.items():
+                for name in names:
+                    try:
+                        ctypes.CDLL(name)
+                        found[lib] = name + " (system)"
+                        break
+                    except OSError:
+                        pass
+                else:
+                    roots = [sysconfig.get_paths()["purelib"], *site.getsitepackages()]
+                    hits = [p for r in roots for p in glob.glob(f"{r}/nvidia/*/lib/lib{lib}.so*")]
+                    for path in hits:
+                        try:
+                            ctypes.CDLL(path)
+                            found[lib] = path.rsplit("site-packages/", 1)[-1] + " (wheel)"
+                            break
+                        except OSError:
+                            pass
+            missing = [lib for lib in ("cudart", "cublas") if lib not in found]
+            if missing:
+                raise SystemExit(f"not loadable: {', '.join('lib' + m for m in missing)}")
+            report(detail="; ".join(f"lib{k}: {v}" for k, v in found.items()), libraries=found)
+            """,
+        "use the nvidia/cuda runtime base image (Dockerfile.gpu) or pip install nvidia-cuda-runtime-cu12 "
+        "nvidia-cublas-cu12; check LD_LIBRARY_PATH",
+        gpu_only=True,
+    ),
+)
+
+
+def engine_checks() -> list[DoctorCheck]:
+    """The core's checks, then every loaded domain's (the project's own and third-party)."""
+    from tools_server.core.registry import load_registry
+
+    return [*CORE_CHECKS, *load_registry().doctor_checks()]
+
+
+def check_names(checks: list[DoctorCheck] | None = None) -> list[str]:
+    return ["gpu"] + [c.name for c in (engine_checks() if checks is None else checks)] + ["dirs", "weights"]
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _last_error_line(stderr: str, stdout: str) -> str:
+    for text in (stderr, stdout):
+        lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+        if lines:
+            return lines[-1][:300]
+    return "no output"
+
+
+def run_engine_check(check: DoctorCheck, *, gpu: bool, timeout_s: float, required: bool) -> CheckResult:
+    """Run one check in a fresh interpreter; a crash, hang or wrong number is a failure, never an exception."""
+    code = _PRELUDE + textwrap.dedent(check.code)
+    env = dict(os.environ, SPU_DOCTOR_GPU="1" if gpu else "0", PYTHONUNBUFFERED="1")
+    result = CheckResult(check.name, check.what, "fail", required, "", check.fix)
+    limit = check.timeout_s if check.timeout_s and check.timeout_s > timeout_s else timeout_s
+    started = time.monotonic()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", code],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=limit,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    except subprocess.TimeoutExpired:
+        result.wall_s = round(time.monotonic() - started, 2)
+        result.detail = f"timed out after {limit:g} s (import or computation hangs)"
+        return result
+    result.wall_s = round(time.monotonic() - started, 2)
+    facts = None
+    for line in proc.stdout.splitlines():
+        if line.startswith(MARKER):
+            facts = json.loads(line[len(MARKER) :])
+    if proc.returncode < 0:
+        result.detail = f"crashed with {_signal_name(proc.returncode)} ({_last_error_line(proc.stderr, '')})"
+    elif proc.returncode != 0 or facts is None:
+        message = _last_error_line(proc.stderr, proc.stdout)
+        if "ModuleNotFoundError" in message or "ImportError" in message:
+            result.detail = f"not installed or not importable: {message}"
+        else:
+            result.detail = message
+    else:
+        result.status = "ok"
+        result.fix = None
+        result.version = facts.pop("version", None)
+        result.detail = facts.pop("detail", "")
+        result.facts = facts
+    if result.status == "fail" and not required:
+        result.status = "warn"
+    return result
+
+
+def gpu_check(gpus: list[dict[str, str]]) -> CheckResult:
+    if gpus:
+        names = "; ".join(f"{g['name']} ({g['memory']}, driver {g['driver']})" for g in gpus)
+        return CheckResult("gpu", "NVIDIA GPU (nvidia-smi)", "ok", False, names, facts={"gpus": gpus})
+    why = (
+        "SPU_DISABLE_GPU=1 hides it"
+        if os.environ.get("SPU_DISABLE_GPU") == "1"
+        else "no GPU found by nvidia-smi"
+    )
+    return CheckResult(
+        "gpu",
+        "NVIDIA GPU (nvidia-smi)",
+        "skip",
+        False,
+        f"{why}; the GPU checks are skipped",
+        "on a GPU host run the container with --gpus all (NVIDIA Container Toolkit); "
+        "Harbor tasks request gpus = 1",
+    )
+
+
+def _writable(path: Path) -> str | None:
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / f".spu-doctor-{os.getpid()}"
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as exc:
+        return f"{path}: {exc.strerror or exc}"
+    return None
+
+
+def dirs_check() -> CheckResult:
+    import platformdirs
+
+    work = Path(os.environ.get("SPU_WORKDIR") or "spu-work").absolute()
+    cache = Path(os.environ.get("SPU_CACHE_DIR") or platformdirs.user_cache_dir("spu")).absolute()
+    problems = [p for p in (_writable(work), _writable(cache)) if p]
+    detail = f"work {work}; cache {cache}"
+    if problems:
+        return CheckResult(
+            "dirs",
+            "work and cache directories writable",
+            "fail",
+            True,
+            "not writable: " + "; ".join(problems),
+            "set SPU_WORKDIR and SPU_CACHE_DIR to writable directories (in Docker: a volume "
+            "owned by the image's user, uid 1000)",
+        )
+    return CheckResult("dirs", "work and cache directories writable", "ok", True, detail)
+
+
+def weights_check() -> CheckResult:
+    from tools_server.core import settings
+
+    root = settings.weights_dir()
+    files = (
+        sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
+        if root.is_dir()
+        else []
+    )
+    if not files:
+        return CheckResult(
+            "weights",
+            "model weights (ESM-2, ESMFold)",
+            "warn",
+            False,
+            f"none in {root}; protein tools that need weights answer weights_missing",
+            "copy the checkpoints into SPU_WEIGHTS_DIR (docs/docker.md: build with "
+            "--build-context weights=DIR to bake them into the image)",
+        )
+    listed = [{"file": str(p.relative_to(root)), "mb": round(p.stat().st_size / 2**20, 1)} for p in files]
+    shown = ", ".join(f"{w['file']} ({w['mb']} MB)" for w in listed[:6])
+    more = f" and {len(listed) - 6} more" if len(listed) > 6 else ""
+    return CheckResult(
+        "weights",
+        "model weights (ESM-2, ESMFold)",
+        "ok",
+        False,
+        f"{root}: {shown}{more}",
+        facts={"files": listed},
+    )
+
+
+def run_doctor(
+    *,
+    profile: str = "all",
+    only: list[str] | None = None,
+    timeout_s: float = 120.0,
+    jobs: int | None = None,
+    gpus: list[dict[str, str]] | None = None,
+) -> dict[str, Any]:
+    """All checks; returns ``{"ok", "profile", "gpu", "checks": [...]}`` (``ok``: no required check failed)."""
+    from tools_server.core import hardware
+
+    if profile not in PROFILES:
+        raise ValueError(f"profile must be one of {PROFILES}")
+    checks = engine_checks()
+    names = check_names(checks)
+    unknown = sorted(set(only or []) - set(names))
+    if unknown:
+        raise ValueError(f"unknown check(s) {', '.join(unknown)}; known: {', '.join(names)}")
+    found_gpus = hardware.gpus() if gpus is None else gpus
+    has_gpu = bool(found_gpus)
+    wanted = set(only or names)
+    results: list[CheckResult] = []
+    if "gpu" in wanted:
+        results.append(gpu_check(found_gpus))
+    runnable = []
+    for check in (c for c in checks if c.name in wanted):
+        if check.gpu_only and not has_gpu:
+            results.append(CheckResult(check.name, check.what, "skip", False, "no GPU", None))
+            continue
+        required = check.profile == "core" or (check.profile == "all" and profile == "all") or check.gpu_only
+        runnable.append((check, required))
+    workers = max(1, jobs or min(4, os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [
+            pool.submit(run_engine_check, c, gpu=has_gpu, timeout_s=timeout_s, required=r)
+            for c, r in runnable
+        ]
+        results += [f.result() for f in futures]
+    if "dirs" in wanted:
+        results.append(dirs_check())
+    if "weights" in wanted:
+        results.append(weights_check())
+    order = {name: i for i, name in enumerate(names)}
+    results.sort(key=lambda r: order[r.name])
+    ok = not any(r.status == "fail" and r.required for r in results)
+    return {
+        "ok": ok,
+        "profile": profile,
+        "gpu": has_gpu,
+        "python": sys.version.split()[0],
+        "checks": [asdict(r) for r in results],
+    }

@@ -1,0 +1,267 @@
+"""The local executor: long-lived worker processes on this machine, one per CPU slot plus one for the GPU.
+
+Each job has a time and a memory limit; a timeout or cancellation kills the worker's whole process group;
+a worker that dies (segfault, abort, out of memory) becomes an ``engine_crashed`` error carrying the tail
+of its stderr, and a fresh worker takes the next job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from typing import Any
+
+import psutil
+
+from tools_server.core import hardware, settings
+from tools_server.core.errors import ToolError
+from tools_server.core.jobs.model import Finisher, Job
+
+
+class _Worker:
+    """One worker process and the thread reading its protocol stream."""
+
+    def __init__(self, kind: str, index: int) -> None:
+        log_dir = settings.workdir() / "workers"
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.stderr_path = log_dir / f"{kind}-{index}-{uuid.uuid4().hex[:6]}.log"
+        env = dict(os.environ)
+        # Small jobs run best single-threaded, one worker per core; tools that parallelise internally
+        # raise their own thread count from ctx.threads at run time.
+        for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+            env.setdefault(var, "1")
+        if kind == "cpu":
+            env["CUDA_VISIBLE_DEVICES"] = env.get("SPU_CPU_WORKER_CUDA", "")
+        self._stderr = open(self.stderr_path, "ab")  # noqa: SIM115 - the worker writes to it for its lifetime
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tools_server.core.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            start_new_session=True,
+            env=env,
+            text=True,
+            bufsize=1,
+        )
+        self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                self.messages.put(json.loads(line))
+            except json.JSONDecodeError:
+                continue
+        self.messages.put(None)  # end of stream: the worker is gone
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message) + "\n")
+        self.proc.stdin.flush()
+
+    def rss_mb(self) -> float:
+        try:
+            root = psutil.Process(self.proc.pid)
+            procs = [root, *root.children(recursive=True)]
+            return sum(p.memory_info().rss for p in procs) / 2**20
+        except psutil.Error:
+            return 0.0
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        self._stderr.close()
+
+    def stderr_tail(self, limit: int = 3000) -> str:
+        try:
+            data = self.stderr_path.read_bytes()[-limit:]
+        except OSError:
+            return ""
+        return data.decode("utf-8", "replace")
+
+
+def _exit_reason(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        try:
+            return f"killed by signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+class LocalExecutor:
+    """Worker processes on this machine: ``cpu_slots`` for CPU jobs and one slot for the GPU, if any."""
+
+    def __init__(
+        self, cpu_slots: int | None = None, gpu_slots: int | None = None, memory_limit_mb: int | None = None
+    ) -> None:
+        self.cpu_slots = cpu_slots or hardware.cpu_count()
+        self.gpu_slots = (1 if hardware.has_gpu() else 0) if gpu_slots is None else gpu_slots
+        default_mem = int(os.environ.get("SPU_JOB_MEMORY_MB") or 0) or int(hardware.memory_total_mb() * 0.8)
+        self.memory_limit_mb = memory_limit_mb or default_mem
+        self.queues: dict[str, queue.Queue[tuple[Job, Finisher] | None]] = {
+            "cpu": queue.Queue(),
+            "gpu": queue.Queue(),
+        }
+        self._threads: list[threading.Thread] = []
+        self._running: dict[str, _Worker] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        for i in range(self.cpu_slots):
+            self._start_slot("cpu", i)
+        for i in range(self.gpu_slots):
+            self._start_slot("gpu", i)
+
+    def _start_slot(self, kind: str, index: int) -> None:
+        thread = threading.Thread(
+            target=self._slot, args=(kind, index), daemon=True, name=f"spu-{kind}-slot-{index}"
+        )
+        thread.start()
+        self._threads.append(thread)
+
+    def queue_for(self, job: Job) -> str:
+        return "gpu" if job.resource == "gpu" and self.gpu_slots else "cpu"
+
+    def submit(self, job: Job, finish: Finisher) -> None:
+        job.device = "gpu" if self.queue_for(job) == "gpu" else "cpu"
+        self.queues[self.queue_for(job)].put((job, finish))
+
+    def cancel(self, job: Job) -> None:
+        job.cancel_requested = True
+
+    def _slot(self, kind: str, index: int) -> None:
+        worker: _Worker | None = None
+        while True:
+            item = self.queues[kind].get()
+            if item is None:
+                break
+            job, finish = item
+            if job.cancel_requested:
+                finish(
+                    job,
+                    {"error": ToolError("cancelled", "The job was cancelled before it started.").to_dict()},
+                )
+                continue
+            if worker is None or not worker.alive():
+                worker = _Worker(kind, index)
+                ready = worker.messages.get()
+                if ready is None:
+                    finish(
+                        job,
+                        {
+                            "error": ToolError(
+                                "engine_crashed",
+                                "The worker process failed to start.",
+                                stderr_tail=worker.stderr_tail(),
+                            ).to_dict()
+                        },
+                    )
+                    worker.kill()
+                    worker = None
+                    continue
+            outcome = self._run_on(worker, job, kind)
+            if outcome.get("kill"):
+                worker.kill()
+                worker = None
+            finish(job, outcome)
+        if worker is not None:
+            worker.kill()
+
+    def _run_on(self, worker: _Worker, job: Job, kind: str) -> dict[str, Any]:
+        job.status = "running"
+        job.started = time.time()
+        job._notify()
+        with self._lock:
+            self._running[job.job_id] = worker
+        memory_limit = job.memory_limit_mb or self.memory_limit_mb
+        try:
+            worker.send(
+                {
+                    "job_id": job.job_id,
+                    "tool": job.tool,
+                    "module": job.module,
+                    "params": job.params,
+                    "threads": hardware.cpu_count(),
+                    "gpu": kind == "gpu",
+                    "memory_limit_mb": memory_limit,
+                }
+            )
+        except (BrokenPipeError, OSError):
+            return self._crashed(worker)
+        deadline = time.monotonic() + job.time_limit_s
+        try:
+            while True:
+                try:
+                    msg = worker.messages.get(timeout=0.1)
+                except queue.Empty:
+                    msg = {}
+                if msg is None:
+                    return self._crashed(worker)
+                kind_ = msg.get("type")
+                if kind_ == "progress":
+                    job.progress = msg["fraction"]
+                    job.message = msg.get("message")
+                    job._notify()
+                elif kind_ in ("result", "error"):
+                    return msg
+                if job.cancel_requested:
+                    return {"kill": True, "error": ToolError("cancelled", "The job was cancelled.").to_dict()}
+                if time.monotonic() > deadline:
+                    return {
+                        "kill": True,
+                        "error": ToolError(
+                            "timeout",
+                            f"The job exceeded its time limit of {job.time_limit_s:g} s and was stopped.",
+                        ).to_dict(),
+                    }
+                rss = worker.rss_mb()
+                if rss > memory_limit:
+                    return {
+                        "kill": True,
+                        "error": ToolError(
+                            "engine_crashed",
+                            f"The job used {rss:.0f} MiB, over its memory limit of {memory_limit} MiB, and was stopped.",
+                            "Use a smaller input or a cheaper method, or raise SPU_JOB_MEMORY_MB.",
+                            memory_mb=round(rss),
+                            memory_limit_mb=memory_limit,
+                        ).to_dict(),
+                    }
+        finally:
+            with self._lock:
+                self._running.pop(job.job_id, None)
+
+    @staticmethod
+    def _crashed(worker: _Worker) -> dict[str, Any]:
+        returncode = worker.proc.wait(timeout=5)
+        return {
+            "kill": True,
+            "error": ToolError(
+                "engine_crashed",
+                f"The engine's worker process died ({_exit_reason(returncode)}). The server is still running.",
+                stderr_tail=worker.stderr_tail(),
+                exit_code=returncode,
+            ).to_dict(),
+        }
+
+    def shutdown(self) -> None:
+        for kind, q in self.queues.items():
+            for _ in range(self.cpu_slots if kind == "cpu" else self.gpu_slots):
+                q.put(None)
+        with self._lock:
+            workers = list(self._running.values())
+        for worker in workers:
+            worker.kill()

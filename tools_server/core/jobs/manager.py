@@ -1,0 +1,169 @@
+"""The job manager: the job table, its records on disk, and the executor that runs the jobs."""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from tools_server.core.errors import ToolError
+from tools_server.core.jobs.model import TERMINAL, Finisher, Job
+from tools_server.core.jobs.store import JobStore
+from tools_server.core.registry import ToolSpec
+
+#: Finished jobs stay in memory this long (their records stay on disk for SPU_JOB_RETENTION_S).
+IN_MEMORY_S = 600.0
+DEFAULT_RETENTION_S = 7 * 24 * 3600.0
+
+
+class Executor(Protocol):
+    """What runs jobs: :class:`~tools_server.core.jobs.local.LocalExecutor` or
+    :class:`~tools_server.core.jobs.dask.DaskExecutor`."""
+
+    def submit(self, job: Job, finish: Finisher) -> None: ...
+
+    def cancel(self, job: Job) -> None: ...
+
+    def shutdown(self) -> None: ...
+
+
+def executor_from_env() -> Executor:
+    """``SPU_EXECUTOR=dask`` with ``SPU_DASK_SCHEDULER=tcp://host:port`` picks the cluster backend."""
+    if os.environ.get("SPU_EXECUTOR", "local") == "dask":
+        from tools_server.core.jobs.dask import DaskExecutor
+
+        return DaskExecutor(os.environ.get("SPU_DASK_SCHEDULER"))
+    from tools_server.core.jobs.local import LocalExecutor
+
+    return LocalExecutor()
+
+
+class JobManager:
+    """Submits jobs to an executor, keeps their records, and prunes finished ones.
+
+    Finished jobs leave memory :data:`IN_MEMORY_S` after they end (``job_wait`` then reads the stored
+    record); stored records are deleted ``retention_s`` after they end (``SPU_JOB_RETENTION_S``, 7 days).
+    """
+
+    def __init__(
+        self,
+        executor: Executor | None = None,
+        store: JobStore | None = None,
+        retention_s: float | None = None,
+    ) -> None:
+        self._executor = executor
+        self.store = store or JobStore()
+        self.jobs: dict[str, Job] = {}
+        self._recent: collections.deque[str] = collections.deque(maxlen=1000)
+        self.retention_s = retention_s or float(os.environ.get("SPU_JOB_RETENTION_S") or DEFAULT_RETENTION_S)
+        self._pruned_at = 0.0
+
+    @property
+    def executor(self) -> Executor:
+        if self._executor is None:  # started on first use, so the server comes up at once
+            self._executor = executor_from_env()
+        return self._executor
+
+    def submit(self, spec: ToolSpec, params: dict[str, Any], finish: Finisher) -> Job:
+        job = Job(
+            job_id=f"{spec.name}-{uuid.uuid4().hex[:10]}",
+            tool=spec.name,
+            module=spec.module,
+            params=params,
+            resource=spec.resource,
+            time_limit_s=spec.time_limit_s,
+            memory_limit_mb=spec.memory_limit_mb,
+        )
+        self.prune()
+        self.jobs[job.job_id] = job
+        self._recent.append(job.job_id)
+        self.store.save(job)
+
+        def complete(job: Job, payload: dict[str, Any]) -> dict[str, Any]:
+            payload.pop("kill", None)
+            if "error" in payload:
+                job.error = payload["error"]
+                job.status = "cancelled" if job.error.get("code") == "cancelled" else "error"
+            else:
+                try:
+                    job.result = finish(job, payload)
+                    job.status = "done"
+                except ToolError as exc:
+                    job.error, job.status = exc.to_dict(), "error"
+            job.progress = 1.0 if job.status == "done" else job.progress
+            job.finished = time.time()
+            self.store.save(job)
+            job._done.set()
+            job._notify()
+            return job.result or {}
+
+        self.executor.submit(job, complete)
+        return job
+
+    def lookup(self, job_id: str) -> Job:
+        """The job, live or rebuilt from its stored record (an earlier server process, or pruned from memory)."""
+        if job_id in self.jobs:
+            return self.jobs[job_id]
+        record = self.store.load(job_id)
+        if record is None:
+            raise ToolError("job_not_found", f"No job with id {job_id!r} is known to this server.")
+        if record["status"] not in TERMINAL:
+            record = {
+                **record,
+                "status": "error",
+                "error": ToolError(
+                    "engine_crashed",
+                    "The server restarted while this job was running; its result was lost.",
+                    "Submit the same call again (finished results are cached).",
+                ).to_dict(),
+            }
+        return Job.from_record(record)
+
+    async def wait(
+        self, job: Job, wait_s: float, on_progress: Callable[[Job], Awaitable[None]] | None = None
+    ) -> None:
+        """Wait until the job finishes or ``wait_s`` passes, reporting progress about once a second."""
+        deadline = time.monotonic() + wait_s
+        while not job.done:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            await job.wait_changed(min(left, 1.0))
+            if on_progress is not None and not job.done:
+                await on_progress(job)
+
+    def cancel(self, job_id: str) -> Job:
+        found = self.lookup(job_id)
+        if not found.done:
+            self.executor.cancel(found)
+        return found
+
+    def prune(self, now: float | None = None) -> None:
+        """Drop finished jobs from memory after :data:`IN_MEMORY_S`, and their records after the retention
+        time; runs at most once a minute."""
+        now = time.time() if now is None else now
+        if now - self._pruned_at < 60:
+            return
+        self._pruned_at = now
+        for job_id, job in list(self.jobs.items()):
+            if job.done and job.finished is not None and now - job.finished > IN_MEMORY_S:
+                del self.jobs[job_id]
+        self.store.prune(self.retention_s)
+
+    def listing(self) -> list[dict[str, Any]]:
+        live = {jid: self.jobs[jid] for jid in self._recent if jid in self.jobs}
+        rows = [
+            {k: v for k, v in job.record().items() if k not in ("result", "params")} for job in live.values()
+        ]
+        for record in self.store.recent():
+            if record["job_id"] not in live:
+                rows.append({k: v for k, v in record.items() if k not in ("result", "params")})
+        rows.sort(key=lambda r: r["created"], reverse=True)
+        return rows[:100]
+
+    def shutdown(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown()

@@ -1,0 +1,128 @@
+"""A job: one call of a ``cpu`` or ``gpu`` tool, its state, and how callers wait on it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+TERMINAL = ("done", "error", "cancelled")
+#: Called in the executor's thread with the job and the raw payload of run_tool; returns the final result.
+Finisher = Callable[["Job", dict[str, Any]], dict[str, Any]]
+
+
+@dataclass
+class Job:
+    job_id: str
+    tool: str
+    module: str
+    params: dict[str, Any]
+    resource: str
+    time_limit_s: float
+    memory_limit_mb: int | None
+    status: str = "queued"
+    progress: float = 0.0
+    message: str | None = None
+    created: float = field(default_factory=time.time)
+    started: float | None = None
+    finished: float | None = None
+    device: str | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    cancel_requested: bool = False
+    _done: threading.Event = field(default_factory=threading.Event, repr=False)
+    _waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=list, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def eta_s(self) -> float | None:
+        if self.started is None or self.progress <= 0.01 or self.done:
+            return None
+        elapsed = time.time() - self.started
+        return round(elapsed / self.progress * (1 - self.progress), 1)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "job_id": self.job_id,
+            "tool": self.tool,
+            "module": self.module,
+            "params": self.params,
+            "resource": self.resource,
+            "time_limit_s": self.time_limit_s,
+            "memory_limit_mb": self.memory_limit_mb,
+            "status": self.status,
+            "progress": round(self.progress, 4),
+            "message": self.message,
+            "created": self.created,
+            "started": self.started,
+            "finished": self.finished,
+            "device": self.device,
+            "result": self.result,
+            "error": self.error,
+        }
+
+    def status_payload(self) -> dict[str, Any]:
+        """What a caller sees while the job is not finished."""
+        return {
+            "status": self.status if self.status != "queued" else "queued",
+            "job_id": self.job_id,
+            "tool": self.tool,
+            "progress": round(self.progress, 3),
+            "message": self.message,
+            "eta_s": self.eta_s(),
+            "hint": f"Call job_wait with job_id={self.job_id!r} to wait for the result.",
+        }
+
+    def _notify(self) -> None:
+        with self._lock:
+            waiters = list(self._waiters)
+        for loop, event in waiters:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # the waiting loop has closed
+                pass
+
+    async def wait_changed(self, timeout: float) -> None:
+        """Sleep until the job's progress or state changes, or ``timeout`` passes."""
+        event = asyncio.Event()
+        entry = (asyncio.get_running_loop(), event)
+        with self._lock:
+            self._waiters.append(entry)
+        try:
+            if not self.done:
+                await asyncio.wait_for(event.wait(), timeout)
+        except TimeoutError:
+            pass
+        finally:
+            with self._lock:
+                self._waiters.remove(entry)
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Job:
+        """A finished job rebuilt from its stored record (an earlier server process ran it)."""
+        job = cls(
+            job_id=record["job_id"],
+            tool=record["tool"],
+            module=record["module"],
+            params=record.get("params") or {},
+            resource=record.get("resource", "cpu"),
+            time_limit_s=float(record.get("time_limit_s") or 0.0),
+            memory_limit_mb=record.get("memory_limit_mb"),
+            status=record["status"],
+            progress=float(record.get("progress") or 0.0),
+            message=record.get("message"),
+            created=record.get("created") or time.time(),
+            started=record.get("started"),
+            finished=record.get("finished"),
+            device=record.get("device"),
+            result=record.get("result"),
+            error=record.get("error"),
+        )
+        job._done.set()
+        return job

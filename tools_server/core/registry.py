@@ -1,0 +1,278 @@
+"""The tool registry: how a function becomes an MCP tool.
+
+A tool is a plain function taking a pydantic input model (and optionally a :class:`ToolContext`) and
+returning a JSON-serialisable ``dict``::
+
+    class AddInput(BaseModel):
+        a: float = Field(description="first addend")
+        b: float = Field(description="second addend")
+
+    @tool(name="demo_add", resource="instant", read_only=True, idempotent=True)
+    def demo_add(args: AddInput) -> dict:
+        \"\"\"Add two numbers. Written for the model: say what it returns, with units.\"\"\"
+        return {"sum": args.a + args.b}
+
+A tool that wants the server's help (progress, artifacts, warnings, engine facts) declares a parameter
+annotated :class:`~tools_server.core.context.ToolContext`; it is found by its annotation, whatever its name.
+
+The server adds ``provenance``, caching, jobs and error handling. A :class:`Registry` collects tools by
+domain: every domain, the project's own and third-party ones alike, is a
+:class:`~tools_server.core.domain.Domain` named in the ``spu.tools`` entry-point group (an entry point may
+also name a bare module of tools). Tool modules must stay cheap to import: engines are imported inside the
+tool function, which runs in a worker process for ``cpu`` and ``gpu`` tools.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import logging
+import os
+import re
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from types import ModuleType
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from tools_server.core.domain import DoctorCheck, Domain, Engine
+from tools_server.core.errors import ToolError
+from tools_server.core.waits import WAIT_S_SCHEMA
+
+log = logging.getLogger(__name__)
+
+Resource = Literal["instant", "cpu", "gpu", "net"]
+ENTRY_POINT_GROUP = "spu.tools"
+_NAME_RE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """Everything the server needs to know about one tool."""
+
+    name: str
+    fn: Callable[..., Any]
+    input_model: type[BaseModel]
+    description: str
+    resource: Resource
+    read_only: bool
+    destructive: bool
+    idempotent: bool
+    open_world: bool
+    version: str
+    time_limit_s: float
+    memory_limit_mb: int | None
+    cacheable: bool
+    engines: tuple[str, ...]
+    module: str
+    context_param: str | None
+    title: str | None = None
+    canonicalize: Callable[[BaseModel], dict[str, Any]] | None = None
+    #: the server's own tools (system_info, job tools): called with the dispatcher, results passed through
+    server_tool: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def is_job(self) -> bool:
+        """``cpu`` and ``gpu`` tools run as jobs in worker processes."""
+        return self.resource in ("cpu", "gpu")
+
+    def input_schema(self) -> dict[str, Any]:
+        schema = self.input_model.model_json_schema()
+        if self.is_job:
+            schema = dict(schema)
+            schema["properties"] = {**schema.get("properties", {}), "wait_s": WAIT_S_SCHEMA}
+        return schema
+
+    def call(self, args: BaseModel, context: Any = None) -> Any:
+        """Call the function, passing ``context`` to the parameter annotated for it, if any."""
+        if self.context_param is None:
+            return self.fn(args)
+        return self.fn(args, **{self.context_param: context})
+
+
+def tool(
+    *,
+    name: str,
+    resource: Resource = "instant",
+    read_only: bool = True,
+    destructive: bool = False,
+    idempotent: bool = True,
+    open_world: bool = False,
+    version: str = "1",
+    time_limit_s: float = 3600.0,
+    memory_limit_mb: int | None = None,
+    cacheable: bool | None = None,
+    engines: tuple[str, ...] = (),
+    title: str | None = None,
+    canonicalize: Callable[[BaseModel], dict[str, Any]] | None = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register ``fn`` as an MCP tool.
+
+    ``resource``: ``instant`` runs in the server and must return within a second; ``net`` runs in the
+    server's thread pool (web I/O); ``cpu`` and ``gpu`` run as jobs in worker processes (``gpu`` tools
+    queue on the GPU when one is present and fall back to the CPU slots otherwise).
+    ``engines`` names the engines whose versions enter the cache key and provenance: an import name the
+    domain declares as an :class:`~tools_server.core.domain.Engine` (whose distributions give the version),
+    or a distribution name.
+    ``cacheable`` defaults to True for ``cpu``/``gpu`` tools. ``canonicalize`` maps the validated input to
+    the dict hashed for the cache key (e.g. canonical SMILES), defaulting to ``model_dump()``.
+    """
+    if not _NAME_RE.match(name) or len(name) >= 40:
+        raise ValueError(f"tool name {name!r} must be snake_case and shorter than 40 characters")
+
+    def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
+        params = list(inspect.signature(fn).parameters.values())
+        if not params:
+            raise TypeError(f"tool {name}: the function must take the input model as first argument")
+        hints = _annotations(fn)
+        model = hints.get(params[0].name)
+        if not (isinstance(model, type) and issubclass(model, BaseModel)):
+            raise TypeError(f"tool {name}: first parameter must be annotated with a pydantic model")
+        context_params = [p.name for p in params[1:] if _is_context(hints.get(p.name))]
+        others = [p.name for p in params[1:] if p.name not in context_params and p.default is p.empty]
+        if others or len(context_params) > 1:
+            raise TypeError(
+                f"tool {name}: besides the input model, a tool takes at most one parameter, annotated "
+                f"ToolContext (got {', '.join(others + context_params[1:])})"
+            )
+        doc = inspect.cleandoc(fn.__doc__ or "")
+        if not doc:
+            raise TypeError(f"tool {name}: write a docstring for the model")
+        spec = ToolSpec(
+            name=name,
+            fn=fn,
+            input_model=model,
+            description=doc,
+            resource=resource,
+            read_only=read_only,
+            destructive=destructive,
+            idempotent=idempotent,
+            open_world=open_world,
+            version=version,
+            time_limit_s=time_limit_s,
+            memory_limit_mb=memory_limit_mb,
+            cacheable=(resource in ("cpu", "gpu")) if cacheable is None else cacheable,
+            engines=engines,
+            module=fn.__module__,
+            context_param=context_params[0] if context_params else None,
+            title=title,
+            canonicalize=canonicalize,
+        )
+        fn.__spu_tool__ = spec  # type: ignore[attr-defined]
+        return fn
+
+    return decorator
+
+
+def _annotations(fn: Callable[..., Any]) -> dict[str, Any]:
+    """Resolved annotations; a name that cannot be resolved (a TYPE_CHECKING import) stays a string."""
+    try:
+        return typing.get_type_hints(fn)
+    except (NameError, TypeError):
+        out = dict(fn.__annotations__)
+        for key, value in out.items():
+            if isinstance(value, str):
+                out[key] = fn.__globals__.get(value, value)
+        return out
+
+
+def _is_context(annotation: Any) -> bool:
+    from tools_server.core.context import ToolContext
+
+    if isinstance(annotation, str):
+        return annotation.rsplit(".", 1)[-1] == "ToolContext"
+    return isinstance(annotation, type) and issubclass(annotation, ToolContext)
+
+
+def tools_in_module(module: ModuleType) -> list[ToolSpec]:
+    """The ``@tool`` functions a module defines (not those it imports from elsewhere)."""
+    return [
+        spec
+        for value in vars(module).values()
+        if (spec := getattr(value, "__spu_tool__", None)) is not None and spec.module == module.__name__
+    ]
+
+
+class Registry:
+    """The tools one server offers, by name, and the domains they came from."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, ToolSpec] = {}
+        self.domains: dict[str, Domain] = {}
+        self.domain_of: dict[str, str] = {}
+        self._versions: dict[tuple[str, ...], dict[str, str | None]] = {}
+
+    def add(self, spec: ToolSpec, domain: str = "core") -> None:
+        existing = self.tools.get(spec.name)
+        if existing is not None and existing.module != spec.module:
+            raise ValueError(f"tool {spec.name!r} is defined twice: in {existing.module} and {spec.module}")
+        self.tools[spec.name] = spec
+        self.domain_of[spec.name] = domain
+
+    def add_module(self, module_name: str, domain: str = "plugins") -> None:
+        for spec in tools_in_module(importlib.import_module(module_name)):
+            self.add(spec, domain)
+
+    def add_domain(self, domain: Domain) -> None:
+        self.domains[domain.name] = domain
+        for module_name in domain.tool_modules:
+            self.add_module(module_name, domain.name)
+
+    def get(self, name: str) -> ToolSpec:
+        spec = self.tools.get(name)
+        if spec is None:
+            raise ToolError("unknown_tool", f"There is no tool named {name!r}.")
+        return spec
+
+    def engines(self) -> dict[str, Engine]:
+        """Every engine the loaded domains declare, by import name."""
+        return {e.module: e for d in self.domains.values() for e in d.engines}
+
+    def doctor_checks(self) -> list[DoctorCheck]:
+        return [c for d in self.domains.values() for c in d.doctor_checks]
+
+    def engine_versions(self, names: tuple[str, ...]) -> dict[str, str | None]:
+        """Installed versions of a tool's engines, read from package metadata without importing them."""
+        key = tuple(names)
+        if key not in self._versions:
+            declared = self.engines()
+            self._versions[key] = {
+                name: (declared[name] if name in declared else Engine(name, name)).version() for name in names
+            }
+        return self._versions[key]
+
+    def engine_table(self) -> dict[str, dict[str, Any]]:
+        """Which declared engines are importable, and their versions (for system_info)."""
+        out = {}
+        for module, engine in sorted(self.engines().items()):
+            present = engine.importable()
+            out[module] = {"importable": present, "version": engine.version() if present else None}
+        return out
+
+
+def load_registry(*, entry_points: bool = True) -> Registry:
+    """A registry holding every domain of the ``spu.tools`` entry points and the modules named in
+    ``SPU_TOOL_MODULES`` (comma-separated).
+
+    A plugin that fails to import is logged and skipped so one broken package cannot take the server down.
+    """
+    registry = Registry()
+    if entry_points:
+        for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            try:
+                found = ep.load()
+                if isinstance(found, Domain):
+                    registry.add_domain(found)
+                elif isinstance(found, ModuleType):
+                    registry.add_module(found.__name__, ep.name)
+                else:
+                    raise TypeError(f"{ep.value} is neither a Domain nor a module")
+            except Exception:
+                log.exception("could not load spu.tools entry point %s = %s", ep.name, ep.value)
+    for module in filter(None, os.environ.get("SPU_TOOL_MODULES", "").split(",")):
+        registry.add_module(module.strip())
+    return registry

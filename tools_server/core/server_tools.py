@@ -1,0 +1,115 @@
+"""The server's own tools: ``system_info`` and the job tools (``job_wait``, ``job_cancel``, ``jobs``).
+
+They belong to no domain: :class:`~tools_server.core.server.SpuServer` registers them explicitly, and the
+:class:`~tools_server.core.dispatch.Dispatcher` passes itself to them (they read the job table and the registry). They are never cached; the job tools
+return the job's own result as it is.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from tools_server import __version__
+from tools_server.core import hardware, settings
+from tools_server.core.registry import ToolSpec
+from tools_server.core.waits import WAIT_S_DEFAULT, WaitSeconds
+
+if TYPE_CHECKING:
+    from tools_server.core.dispatch import Dispatcher
+
+
+def _server_tool(
+    name: str, fn: Any, model: type[BaseModel], *, passthrough: bool = True, **flags: bool
+) -> ToolSpec:
+    """``passthrough``: the result is another tool's (job tools) and is returned as it is."""
+    return ToolSpec(
+        name=name,
+        fn=fn,
+        input_model=model,
+        description=" ".join((fn.__doc__ or "").split()),
+        resource="instant",
+        read_only=flags.get("read_only", True),
+        destructive=flags.get("destructive", False),
+        idempotent=True,
+        open_world=False,
+        version="1",
+        time_limit_s=60.0,
+        memory_limit_mb=None,
+        cacheable=False,
+        engines=(),
+        module=__name__,
+        context_param=None,
+        server_tool=True,
+        extra={"passthrough": passthrough},
+    )
+
+
+class NoInput(BaseModel):
+    pass
+
+
+async def system_info(args: NoInput, dispatcher: Dispatcher) -> dict[str, Any]:
+    """Describe the machine the tools run on: CPU cores, memory (MiB), GPUs and CUDA presence, which
+    compute engines are installed (with versions), the loaded tool domains, and the work and cache
+    directories. Call it first to decide what is affordable (DFT on a GPU, ESMFold memory, MD length)."""
+    gpus = hardware.gpus()
+    registry = dispatcher.registry
+    return {
+        "server_version": __version__,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_cores": hardware.cpu_count(),
+        "memory_total_mb": hardware.memory_total_mb(),
+        "gpus": gpus,
+        "cuda_available": bool(gpus),
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "engines": registry.engine_table(),
+        "domains": sorted(registry.domains),
+        "workdir": str(settings.workdir()),
+        "cache_dir": str(settings.cache_dir()),
+        "weights_dir": str(settings.weights_dir()),
+    }
+
+
+class JobWaitInput(BaseModel):
+    job_id: str = Field(description="The job_id returned by a tool that answered {status: running}.")
+    wait_s: WaitSeconds = WAIT_S_DEFAULT
+
+
+async def job_wait(args: JobWaitInput, dispatcher: Dispatcher) -> dict[str, Any]:
+    """Wait up to wait_s seconds for a job and return its result, or {status: running, progress, eta_s}
+    if it is still running. Works for jobs started before a server restart (their stored result)."""
+    return await dispatcher.await_job(dispatcher.jobs.lookup(args.job_id), args.wait_s)
+
+
+class JobIdInput(BaseModel):
+    job_id: str = Field(description="The job to cancel.")
+
+
+async def job_cancel(args: JobIdInput, dispatcher: Dispatcher) -> dict[str, Any]:
+    """Cancel a queued or running job; its worker process and everything it started are killed."""
+    job = dispatcher.jobs.lookup(args.job_id)
+    if job.done:
+        note = "The job had already finished."
+        return {"job_id": args.job_id, "status": job.status, "cancelled": False, "note": note}
+    dispatcher.jobs.cancel(args.job_id)
+    await dispatcher.jobs.wait(job, 10)
+    return {"job_id": args.job_id, "status": job.status, "cancelled": job.status == "cancelled"}
+
+
+async def jobs(args: NoInput, dispatcher: Dispatcher) -> dict[str, Any]:
+    """List recent jobs (newest first) with status, progress and timing; results are fetched with job_wait."""
+    return {"jobs": dispatcher.jobs.listing()}
+
+
+SERVER_TOOLS: tuple[ToolSpec, ...] = (
+    _server_tool("system_info", system_info, NoInput, passthrough=False),
+    _server_tool("job_wait", job_wait, JobWaitInput),
+    _server_tool("job_cancel", job_cancel, JobIdInput, read_only=False, destructive=True),
+    _server_tool("jobs", jobs, NoInput),
+)
