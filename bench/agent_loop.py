@@ -32,15 +32,14 @@ from pathlib import Path
 
 import httpx
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests" / "agent"))
-
-from scripted_model_server import ScriptedModelServer, common_prefix
-
 from environment.demo_tasks import demo_task_dir
 from scaffold.agent.config import load_config
 from scaffold.agent.runner import run_agent
 from scaffold.agent.trajectory import read_records
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests" / "agent"))
+from scripted_model_server import ScriptedModelServer, common_prefix  # noqa: E402 - a test helper, on the path above
 
 TURN = {"tool_calls": [{"name": "read_file", "arguments": {"path": "TASK/contract.json", "limit": 5}}]}
 
@@ -141,7 +140,8 @@ def main() -> None:
         bare = baseline_post_s(server, last["raw"], last["path"])
         adapter = statistics.median(r["model_s"] for r in rows[-(len(rows) // 3) :])
         print(
-            f"  final request {len(last['raw']) / 1024:.0f} KiB: adapter call {adapter * 1000:.1f} ms vs bare httpx "
+            f"  final request {len(last['raw']) / 1024:.0f} KiB: adapter call {adapter * 1000:.1f} ms vs "
+            "bare httpx "
             f"POST {bare * 1000:.1f} ms -> ratio {adapter / bare:.2f}"
         )
         loop_share = statistics.median(r["loop_s"] / r["step_s"] for r in rows)

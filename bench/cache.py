@@ -28,7 +28,7 @@ CASES = [
 
 async def timed_calls(tool: str, args: dict, repeats: int, fresh_cache_each: bool) -> list[float]:
     times = []
-    for i in range(repeats if fresh_cache_each else 1):
+    for _i in range(repeats if fresh_cache_each else 1):
         work = tempfile.mkdtemp(prefix="spu-bench-cache-")
         env = {**os.environ, "SPU_WORKDIR": work, "SPU_CACHE_DIR": os.path.join(work, "cache")}
         params = StdioServerParameters(command=sys.executable, args=["-m", "spu", "serve"], env=env)

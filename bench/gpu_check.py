@@ -196,7 +196,8 @@ def main() -> int:
         )
     else:
         print(
-            f"GPU: {', '.join(g['name'] for g in summary['gpus'])}; CuPy: {summary.get('cupy', summary.get('cupy_error'))}"
+            f"GPU: {', '.join(g['name'] for g in summary['gpus'])}; CuPy: "
+            f"{summary.get('cupy', summary.get('cupy_error'))}"
         )
         print_table(results)
     return 1 if any(r.status == "failed" for r in results) else 0

@@ -101,8 +101,10 @@ def main() -> None:
         f"max |score - scipy| = {worst:.1e}"
     )
     print(
-        f"chance threshold ({args.draws} draws): {chance_s * 1000:.1f} ms (threshold {result['chance_threshold']:.4f});"
-        f" {args.draws} x scipy.stats.spearmanr: {baseline_s * 1000:.1f} ms (threshold {baseline_threshold:.4f}); "
+        f"chance threshold ({args.draws} draws): {chance_s * 1000:.1f} ms (threshold "
+        f"{result['chance_threshold']:.4f});"
+        f" {args.draws} x scipy.stats.spearmanr: {baseline_s * 1000:.1f} ms (threshold "
+        f"{baseline_threshold:.4f}); "
         f"speed-up {baseline_s / chance_s:.1f}x"
     )
 

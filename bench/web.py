@@ -35,7 +35,8 @@ def make_page(target_bytes: int = 1024 * 1024) -> str:
     i = 0
     while size < target_bytes:
         para = (
-            f"<h2>Result {i}</h2><p>The measured rate constant for substrate {i} was {0.1 * i:.2f} per second "
+            f"<h2>Result {i}</h2><p>The measured rate constant for substrate {i} was {0.1 * i:.2f} per "
+            "second "
             f"in methanol at 298 K, which is <b>{i % 7}</b> times faster than in toluene; see "
             f"<a href='https://example.org/ref{i}'>reference {i}</a> for the full protocol and the "
             f"activation parameters derived from an Eyring analysis over five temperatures.</p>"
@@ -72,7 +73,8 @@ def bench_conversion(repeats: int) -> dict:
                 "doi": "10.1021/jacs.5b01234",
                 "pmid": "26012345",
                 "pmcid": "PMC4512345",
-                "title": "Enantioselective synthesis of chiral amines by iridium-catalysed asymmetric hydrogenation",
+                "title": "Enantioselective synthesis of chiral amines by iridium-catalysed "
+                "asymmetric hydrogenation",
             }
         )
     )

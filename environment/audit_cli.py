@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 audit_app = typer.Typer(help="The audit log of web access, and the audit service.", no_args_is_help=True)
 
-LogArg = typer.Argument(None, help="Audit log (default: $SPU_WORKDIR/audit/audit.jsonl).")
+LogArg = Annotated[Path | None, typer.Argument(help="Audit log (default: $SPU_WORKDIR/audit/audit.jsonl).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def _log_path(log: Path | None) -> Path:
@@ -21,7 +23,7 @@ def _log_path(log: Path | None) -> Path:
 
 
 @audit_app.command("verify")
-def verify_cmd(log: Path | None = LogArg, as_json: bool = typer.Option(False, "--json")) -> None:
+def verify_cmd(log: LogArg = None, as_json: JsonOpt = False) -> None:
     """Check the hash chain and the seal; exit 1 if the log was modified, cut or truncated."""
     from environment.audit_log import verify
 
@@ -41,7 +43,7 @@ def verify_cmd(log: Path | None = LogArg, as_json: bool = typer.Option(False, "-
 
 
 @audit_app.command("summary")
-def summary_cmd(log: Path | None = LogArg, as_json: bool = typer.Option(False, "--json")) -> None:
+def summary_cmd(log: LogArg = None, as_json: JsonOpt = False) -> None:
     """Calls per tool, HTTP attempts by status, bytes, flagged calls and policy refusals."""
     from environment.audit_log import summary
 
@@ -65,9 +67,11 @@ def summary_cmd(log: Path | None = LogArg, as_json: bool = typer.Option(False, "
 
 @audit_app.command("sources")
 def sources_cmd(
-    log: Path | None = LogArg,
-    out: Path = typer.Option(Path("sources.json"), "--out", "-o", help="Where to write sources.json."),
-    as_json: bool = typer.Option(False, "--json", help="Also print it."),
+    log: LogArg = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write sources.json.")] = Path(
+        "sources.json"
+    ),
+    as_json: Annotated[bool, typer.Option("--json", help="Also print it.")] = False,
 ) -> None:
     """Write the run's sources.json (searches, fetched sources, flags) from the audit log."""
     from environment.audit_log import write_sources

@@ -120,7 +120,8 @@ def verify(path: str | os.PathLike[str]) -> VerifyResult:
         else:
             if sealed_count > len(hashes):
                 errors.append(
-                    f"the log holds {len(hashes)} records but the seal counts {sealed_count}: the tail was truncated"
+                    f"the log holds {len(hashes)} records but the seal counts {sealed_count}: the tail was "
+                    "truncated"
                 )
             elif sealed_count >= 1 and hashes[sealed_count - 1] != sealed_head:
                 errors.append(f"record {sealed_count - 1} does not match the sealed head hash")

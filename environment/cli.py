@@ -93,7 +93,8 @@ def task_anonymize(
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write a copy of a task with random experiment ids and shuffled order; the mapping goes with the answers."""
+    """Write a copy of a task with random experiment ids and shuffled order; the mapping goes with the
+    answers."""
     from environment.anonymize import anonymize_task
     from environment.task import TaskError
 

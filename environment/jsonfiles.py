@@ -38,8 +38,8 @@ def _reject_constant(name: str) -> Any:
 
 
 def loads_strict(text: str) -> Any:
-    """Parse JSON refusing duplicate keys and NaN/Infinity. Raises ``ValueError`` (incl. ``DuplicateKeyError``,
-    ``json.JSONDecodeError``) or ``RecursionError`` for nesting too deep."""
+    """Parse JSON refusing duplicate keys and NaN/Infinity. Raises ``ValueError`` (incl.
+    ``DuplicateKeyError``, ``json.JSONDecodeError``) or ``RecursionError`` for nesting too deep."""
     return json.loads(text, object_pairs_hook=_unique_pairs, parse_constant=_reject_constant)
 
 

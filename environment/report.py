@@ -156,7 +156,7 @@ def collect_runs(
 
 def _fmt(value: float | None, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
+        return "\N{EN DASH}"
     return f"{value:.{digits}f}"
 
 
@@ -262,15 +262,18 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
         "# SPU run report",
         "",
         (
-            f"Runs: `{runs_dir.name}`; {len(summary['configurations'])} configurations, {len(summary['tasks'])} tasks. "
-            f"Intervals: 95% percentile bootstrap over tasks ({summary['bootstrap']['resamples']} resamples). "
+            f"Runs: `{runs_dir.name}`; {len(summary['configurations'])} configurations, "
+            f"{len(summary['tasks'])} tasks. "
+            f"Intervals: 95% percentile bootstrap over tasks ({summary['bootstrap']['resamples']} "
+            "resamples). "
             f"Chance thresholds: 95th percentile of {summary['chance']['draws']} random valid submissions."
         ),
         "",
         "## Configurations",
         "",
         (
-            "| configuration | scored tasks | coverage | raw mean [95% CI] | task-adjusted mean [95% CI] | above chance "
+            "| configuration | scored tasks | coverage | raw mean [95% CI] | task-adjusted mean [95% CI] | "
+            "above chance "
             "| mean at -1 | after recovery | recovered | rejected | no file | refusals |"
         ),
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -278,7 +281,8 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
     for row in summary["configurations"]:
         lines.append(
             f"| {row['configuration']} | {row['scored_tasks']} | {row['coverage']:.0%} | "
-            f"{_fmt(row['raw_mean'])}{_ci(row['raw_ci'])} | {_fmt(row['adjusted_mean'])}{_ci(row['adjusted_ci'])} | "
+            f"{_fmt(row['raw_mean'])}{_ci(row['raw_ci'])} | "
+            f"{_fmt(row['adjusted_mean'])}{_ci(row['adjusted_ci'])} | "
             f"{row['above_chance']}/{row['scored_tasks']} | {_fmt(row['mean_at_minus_one'])} | "
             f"{_fmt(row['mean_after_recovery'])} | {row['recovered_runs']} | {row['rejected_runs']} | "
             f"{row['runs_without_file']} | {row['refusals']} |"
@@ -294,7 +298,8 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
             "## Paired comparisons",
             "",
             (
-                "Mean difference (A - B) on the tasks scored for both; two-sided Wilcoxon signed-rank test, Holm "
+                "Mean difference (A - B) on the tasks scored for both; two-sided Wilcoxon signed-rank "
+                "test, Holm "
                 "correction over all pairs."
             ),
             "",
@@ -333,12 +338,15 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
         "## Definitions",
         "",
         (
-            "- *Scored*: a run whose rankings.json is valid, or whose group orders were recovered from one of the five "
-            "documented schema departures, and that is not a refusal. A configuration's task score is the mean of its "
+            "- *Scored*: a run whose rankings.json is valid, or whose group orders were recovered from one "
+            "of the five "
+            "documented schema departures, and that is not a refusal. A configuration's task score is the "
+            "mean of its "
             "scored runs on that task."
         ),
         (
-            "- *Mean at -1*: the strict grader over all tasks; a missing or rejected file scores -1. *After recovery*: the "
+            "- *Mean at -1*: the strict grader over all tasks; a missing or rejected file scores -1. "
+            "*After recovery*: the "
             "same with recovered files scored."
         ),
         "- *Task-adjusted mean*: alpha_c + mean(mu_t) from the additive model y_tc = mu_t + alpha_c.",

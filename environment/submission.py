@@ -175,7 +175,8 @@ def _group_entries(
     if isinstance(container, dict):
         if not recover:
             file_errors.append(
-                '\'rankings\' must be a list of {"group_id", "order"} objects, not an object keyed by group id'
+                '\'rankings\' must be a list of {"group_id", "order"} objects, not an object keyed by '
+                "group id"
             )
             return []
         departures.add(DEPARTURE_KEYED_BY_GROUP, "groups given as an object mapping group id to its order")

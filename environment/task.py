@@ -338,13 +338,15 @@ def check_answers(task: Task, answers: Answers) -> None:
         given = answers.group(group.group_id)
         if given.weight is not None and abs(given.weight - group.weight) > WEIGHT_TOLERANCE:
             raise TaskError(
-                f"group {group.group_id!r}: weight {given.weight} in answers differs from {group.weight} in the contract"
+                f"group {group.group_id!r}: weight {given.weight} in answers differs from {group.weight} "
+                "in the contract"
             )
         missing = [e for e in group.experiment_ids if e not in given.values]
         extra = sorted(set(given.values) - set(group.experiment_ids))
         if missing or extra:
             raise TaskError(
-                f"group {group.group_id!r}: answers lack values for {missing} and have unknown experiments {extra}"
+                f"group {group.group_id!r}: answers lack values for {missing} and have unknown experiments "
+                f"{extra}"
             )
         if len({given.values[e] for e in group.experiment_ids}) < 2:
             raise TaskError(

@@ -18,6 +18,7 @@ result; the report scores its fallback ranking).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -55,7 +56,8 @@ class RunJob:
 
 
 def configuration_name(model_spec: str) -> str:
-    """A directory name for a model spec: ``anthropic:claude-sonnet-4-5`` -> ``anthropic_claude-sonnet-4-5``."""
+    """A directory name for a model spec: ``anthropic:claude-sonnet-4-5`` ->
+    ``anthropic_claude-sonnet-4-5``."""
     return re.sub(r"[^A-Za-z0-9._-]+", "_", model_spec).strip("_") or "run"
 
 
@@ -213,10 +215,8 @@ class Batch:
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def snapshot_tasks(task_dirs: list[Path], runs_dir: Path) -> Path:

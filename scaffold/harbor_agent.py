@@ -65,7 +65,8 @@ class SpuAgentOptions(InstalledAgentOptions):
 
 
 def spu_model_spec(model_name: str | None) -> str:
-    """Harbor's ``provider/model`` (or the agent's own ``provider:model``) as the agent's ``PROVIDER:MODEL``."""
+    """Harbor's ``provider/model`` (or the agent's own ``provider:model``) as the agent's
+    ``PROVIDER:MODEL``."""
     if not model_name:
         raise ValueError("spu-agent needs a model: -m PROVIDER/MODEL, e.g. anthropic/claude-sonnet-4-5")
     provider, sep, model = model_name.partition(":")

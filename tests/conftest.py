@@ -23,7 +23,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
     filter(None, [str(NETGUARD), str(REPO), os.environ.get("PYTHONPATH")])
 )
 sys.path.insert(0, str(NETGUARD))
-import sitecustomize
+import sitecustomize  # noqa: E402 - the network guard loads once its folder is on the path
 
 
 @pytest.fixture(autouse=True)

@@ -21,12 +21,14 @@ def _cell_label(cell: CellAudit) -> str:
 
 
 def _num(value: float, digits: int = 3) -> str:
-    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "\N{EN DASH}"
+    return f"{value:.{digits}f}"
 
 
 def _p(value: float) -> str:
     if isinstance(value, float) and math.isnan(value):
-        return "–"
+        return "\N{EN DASH}"
     return f"{value:.2e}" if value < 1e-3 else f"{value:.3f}"
 
 
@@ -79,7 +81,8 @@ def write_heatmap(result: AuditResult, path: Path) -> None:
     for c in result.cells:
         i, j = rows.index(_cell_label(c)), cols.index(c.benchmark)
         grid[i, j] = c.hit3 * 100
-        text[i][j] = ("–" if math.isnan(c.hit3) else f"{c.hit3 * 100:.1f}") + ("*" if c.flagged else "")
+        value = "\N{EN DASH}" if math.isnan(c.hit3) else f"{c.hit3 * 100:.1f}"
+        text[i][j] = value + ("*" if c.flagged else "")
     fig, ax = plt.subplots(figsize=(3.2 + 1.1 * len(cols), 2.0 + 0.45 * len(rows)), dpi=120)
     cmap = matplotlib.colormaps["magma_r"].with_extremes(bad="#dddddd")
     image = ax.imshow(

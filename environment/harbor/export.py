@@ -8,10 +8,12 @@ in ``tests/integration/test_harbor.py``)::
     OUT_DIR/instruction.md         the task's instruction plus where things are in the container
     OUT_DIR/environment/Dockerfile FROM our image (Dockerfile.gpu), task files copied to /app/task
     OUT_DIR/environment/task/      the task directory (never the answers)
-    OUT_DIR/tests/test.sh          the verifier: `spu grade` with the hidden answers -> /logs/verifier/reward.json
+    OUT_DIR/tests/test.sh          the verifier: `spu grade` with the hidden answers
+                                   -> /logs/verifier/reward.json
     OUT_DIR/tests/answers.json     the answers: only the verifier's container ever sees tests/
     OUT_DIR/tests/task/            the task as graded (contract and targets), so grading needs nothing else
-    OUT_DIR/solution/solve.sh      only with ``oracle=True``: writes the measured order (for `harbor run -a oracle`)
+    OUT_DIR/solution/solve.sh      only with ``oracle=True``: writes the measured order
+                                   (for `harbor run -a oracle`)
 
 The verifier runs in Harbor's *separate* verifier mode: a fresh container from the same image, without
 network, into which Harbor restores the agent's ``/app/output``; ``tests/`` is uploaded there only. So the
@@ -149,7 +151,8 @@ def render_task_toml(
         f"timeout_sec = {float(VERIFIER_TIMEOUT_S)}",
         'environment_mode = "separate"',
         "",
-        "# The verifier's own container: same image, no network, no GPU; sees tests/ and the restored /app/output.",
+        "# The verifier's own container: same image, no network, no GPU; sees tests/ and the restored "
+        "/app/output.",
         "[verifier.environment]",
         f"build_timeout_sec = {float(BUILD_TIMEOUT_S)}",
         "cpus = 2",
@@ -201,7 +204,7 @@ def render_instruction(task: Task) -> str:
 
 
 def render_dockerfile(image: str) -> str:
-    return f"""# Agent image: the spu-scaffold GPU image (Dockerfile.gpu) plus this task's files. No answers here.
+    return f"""# Agent image: the spu-scaffold GPU image (Dockerfile.gpu) plus this task's files; no answers.
 FROM {image}
 USER root
 COPY task/ {CONTAINER_TASK_DIR}/
@@ -359,7 +362,8 @@ def _answer_leaks(out: Path, answers_path: Path) -> list[str]:
 def export_many(
     task_dirs: list[Path], out_root: Path, *, answers_dir: Path | None = None, **options: Any
 ) -> list[dict[str, Any]]:
-    """Export several tasks into ``out_root/<task_id>/``; answers found beside each task or in ``answers_dir``."""
+    """Export several tasks into ``out_root/<task_id>/``; answers found beside each task or in
+    ``answers_dir``."""
     results = []
     answers_by_id: dict[str, Path] = {}
     if answers_dir is not None:

@@ -62,7 +62,8 @@ def run_command(
     ] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run record as JSON.")] = False,
 ) -> None:
-    """Run the agent on a task. A valid rankings.json is in OUT from the first second to the end, whatever happens."""
+    """Run the agent on a task. A valid rankings.json is in OUT from the first second to the end, whatever
+    happens."""
     from environment.task import TaskError, load_task
     from scaffold.agent.models import split_model_spec
 
@@ -107,7 +108,8 @@ def _run_ensemble(
     def progress(member: dict) -> None:
         if not as_json:
             typer.echo(
-                f"member {member['member']} ({member['model']}): {member['exit_status']}, {member['submission']}"
+                f"member {member['member']} ({member['model']}): {member['exit_status']}, "
+                f"{member['submission']}"
             )
 
     summary = run_ensemble(task, out, specs, size, config, base_url=base_url, on_member=progress)
@@ -115,7 +117,8 @@ def _run_ensemble(
         typer.echo(json.dumps(summary, indent=2))
     else:
         typer.echo(
-            f"submission: {summary['submission']} of members {summary['used']} -> {Path(out) / 'rankings.json'}"
+            f"submission: {summary['submission']} of members {summary['used']} -> "
+            f"{Path(out) / 'rankings.json'}"
         )
     if summary["submission"] != "consensus":
         raise typer.Exit(1)

@@ -75,7 +75,8 @@ class RunDir:
         return drafts[-1] if drafts else None
 
     def secure_submission(self) -> str:
-        """Make sure ``rankings.json`` is valid (the agent's code could have overwritten it); say where it came from.
+        """Make sure ``rankings.json`` is valid (the agent's code could have overwritten it); say where it
+        came from.
 
         Order of preference: the file as it stands if valid, the latest valid draft, the fallback.
         """

@@ -65,7 +65,8 @@ class TrajectoryWriter:
         self._handle.flush()
 
     def checkpoint(self) -> None:
-        """fsync: what was written survives a machine crash too (once per step: an fsync costs milliseconds)."""
+        """fsync: what was written survives a machine crash too (once per step: an fsync costs
+        milliseconds)."""
         os.fsync(self._handle.fileno())
 
     def close(self) -> None:

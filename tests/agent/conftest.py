@@ -17,7 +17,8 @@ from scripted_model_server import ScriptedModelServer
 
 @pytest.fixture
 def model_server() -> Iterator[Any]:
-    """``model_server(script, default=None, delay_s=0, context_limit_chars=None)`` starts a scripted server."""
+    """``model_server(script, default=None, delay_s=0, context_limit_chars=None)`` starts a scripted
+    server."""
     started: list[ScriptedModelServer] = []
 
     def start(script: list[Any] | None = None, **kw: Any) -> ScriptedModelServer:

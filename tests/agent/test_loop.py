@@ -262,7 +262,8 @@ def test_the_atif_export_validates_with_harbor(
         "import json,sys\n"
         "from harbor.models.trajectories.trajectory import Trajectory\n"
         "t = Trajectory.model_validate(json.load(open(sys.argv[1])))\n"
-        "print(len(t.steps), sum(len(s.tool_calls or []) for s in t.steps), t.final_metrics.total_prompt_tokens)\n"
+        "print(len(t.steps), sum(len(s.tool_calls or []) for s in t.steps), "
+        "t.final_metrics.total_prompt_tokens)\n"
     )
     done = subprocess.run(
         [str(harbor_python), "-c", check, str(out / "trajectory.json")],

@@ -279,7 +279,8 @@ def strip_cache_control(value):
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_successive_requests_share_a_stable_prefix(provider, model_server, agent_config):
-    """Everything sent before is resent unchanged at the start of the next request (what prefix caches need)."""
+    """Everything sent before is resent unchanged at the start of the next request (what prefix caches
+    need)."""
     script = [{"tool_calls": [{"name": "bash", "arguments": {"command": f"echo {i}"}}]} for i in range(4)]
     server = model_server(script)
     model = model_for(provider, server, agent_config(), cache_key="spu-demo-v1")

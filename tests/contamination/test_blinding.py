@@ -119,8 +119,9 @@ def substitution():
 
 
 def test_tokens_concatenate_to_the_string():
-    assert tokenize_smiles("[13CH3][C@@H](Cl)Br") == ["[", "1", "3", "C", "H", "3", "]", "[", "C", "@", "@", "H",
-                                                      "]", "(", "Cl", ")", "Br"]  # fmt: skip
+    assert tokenize_smiles("[13CH3][C@@H](Cl)Br") == [
+        "[", "1", "3", "C", "H", "3", "]", "[", "C", "@", "@", "H", "]", "(", "Cl", ")", "Br",
+    ]  # fmt: skip
     assert tokenize_smiles("C%10CC%10") == ["C", "%", "1", "0", "C", "C", "%", "1", "0"]
     assert tokenize_smiles("[Sc+3]")[1] == "Sc"  # inside brackets: the element scandium
     assert tokenize_smiles("Sc1ccccc1")[:2] == ["S", "c"]  # outside: sulfur then aromatic carbon
@@ -211,7 +212,8 @@ def blinding():
 
 def test_six_levels_in_order(blinding):
     assert [b.level.name for b in blinding.levels] == [
-        "specific", "specific-transformed", "generic", "generic-transformed", "agnostic", "agnostic-transformed",
+        "specific", "specific-transformed", "generic", "generic-transformed",
+        "agnostic", "agnostic-transformed",
     ]  # fmt: skip
     assert [b.level.transformed_labels for b in blinding.levels] == [False, True] * 3
     assert [b.level.transformed_structures for b in blinding.levels] == [False] * 4 + [True] * 2

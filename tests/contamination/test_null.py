@@ -39,11 +39,13 @@ def test_modal_continuation_by_hand():
     codes = _PrefixCodes(keys)
     fit, score = np.arange(6), np.arange(6, 13)
     # second digit after "1." (positive, exp 0): 2, 2, 2, 3 -> mode 2; third after "1.2": 3, 5, 5 -> mode 5
-    # 1.25: d2 2 == 2 hit, d3 5 == 5 hit;  1.29: d2 hit, d3 9 != 5;  1.35: d2 3 != 2, d3 after "1.3" -> 1, 5 != 1
+    # 1.25: d2 2 == 2 hit, d3 5 == 5 hit;  1.29: d2 hit, d3 9 != 5;  1.35: d2 3 != 2, d3 after "1.3" -> 1, 5
+    # != 1
     # -1.20: negative prefix seen once (-1.23): d2 2 hit, d3 0 != 3;  2.40: "2." -> 4 hit, "2.4" -> 7, miss
     # 7.77: (positive, exp 0) seen, no "7" -> back off to (positive, exp 0): d2 counts 2,2,2,3,4 -> 2, miss;
     #        d3 after (positive, exp 0): 3,5,5,1,7 -> 5, miss
-    # 12.5: exponent 1 unseen -> all fitted labels: d2 2,2,2,3,2,4 -> 2 hit; d3 3,5,5,1,3,7 -> 3 (tie 3/5 -> 3)
+    # 12.5: exponent 1 unseen -> all fitted labels: d2 2,2,2,3,2,4 -> 2 hit; d3 3,5,5,1,3,7 -> 3 (tie 3/5 ->
+    # 3)
     assert codes.modal_hits(fit, score, 2).tolist() == [True, True, False, True, True, False, True]
     assert codes.modal_hits(fit, score, 3).tolist() == [True, False, False, False, False, False, False]
 

@@ -1,4 +1,4 @@
-"""The layers, read from the code's imports (every ``import`` statement, at module level or inside a function):
+"""The layers, read from the code's imports (every ``import`` statement, at module level or in a function):
 
 * the benchmark side (``environment``) imports neither the server nor the agent;
 * the server (``tools_server``) never imports the agent;

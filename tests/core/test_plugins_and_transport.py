@@ -186,7 +186,8 @@ def test_http_client_calls_a_tool(http_server):
 def test_server_starts_fast_without_engines(spu_env):
     """Heavy engines are imported only in workers: the server process must not import them."""
     code = (
-        "import sys, time; t=time.perf_counter(); from tools_server.core.server import SpuServer; SpuServer(); "
+        "import sys, time; t=time.perf_counter(); from tools_server.core.server import SpuServer; "
+        "SpuServer(); "
         "print(time.perf_counter()-t); print(sorted(m for m in ('torch','pyscf','openmm','rdkit','tblite',"
         "'xtb','esm','transformers','mdtraj') if m in sys.modules))"
     )

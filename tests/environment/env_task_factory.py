@@ -36,7 +36,7 @@ def write_task(
     }
     (task_dir / "contract.json").write_text(json.dumps(contract))
     (task_dir / "instruction.md").write_text("Rank the experiments.\n")
-    columns = ["experiment_id", "group_id"] + sorted({k for c in (conditions or {}).values() for k in c})
+    columns = ["experiment_id", "group_id", *sorted({k for c in (conditions or {}).values() for k in c})]
     with open(task_dir / "targets.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()

@@ -27,7 +27,8 @@ def measured_submission(slug):
 
 @pytest.fixture
 def runs_dir(tmp_path):
-    """oracle: measured order on all tasks; presented: the fallback, one task as a recovered file, one missing;
+    """oracle: measured order on all tasks; presented: the fallback, one task as a recovered file, one
+    missing;
     reversed: reversed measured order, two repeated runs per task, one of them a refusal."""
     runs = tmp_path / "runs"
     for slug in DEMO_TASKS:

@@ -83,10 +83,10 @@ def test_targets_row_not_in_contract_and_missing_files(tmp_path):
     task_dir, _ = write_task(tmp_path, {"a": {"x": 1, "y": 2}})
     with open(task_dir / "targets.csv", "a") as fh:
         fh.write("extra,a\n")
-    with pytest.raises(TaskError, match="'extra' of group 'a' is not in contract.json"):
+    with pytest.raises(TaskError, match=r"'extra' of group 'a' is not in contract\.json"):
         load_task(task_dir)
     (task_dir / "instruction.md").unlink()
-    with pytest.raises(TaskError, match="lacks instruction.md"):
+    with pytest.raises(TaskError, match=r"lacks instruction\.md"):
         load_task(task_dir)
 
 

@@ -3,7 +3,8 @@
 
     python npm_driver.py SCENARIO WORK_DIR      prints one JSON object
 
-Scenarios: ``mcp-list`` (claude mcp list), ``codex-mcp-list`` (codex mcp list), ``inspector`` (MCP Inspector CLI tools/list and tools/call),
+Scenarios: ``mcp-list`` (claude mcp list), ``codex-mcp-list`` (codex mcp list), ``inspector`` (MCP Inspector
+CLI tools/list and tools/call),
 ``claude-headless`` (claude -p against a scripted Anthropic Messages server that answers with a tool_use of
 mcp__spu__system_info, then with text once it has seen the tool_result).
 """

@@ -75,7 +75,8 @@ def test_gpu_checks_skip_without_gpu_and_are_required_with_one_mocked(spu_env):
     # no GPU on this machine: GPU checks are skipped and doctor passes
     summary = run_doctor(only=["gpu", "cupy", "cuda-libs"], gpus=[])
     assert {c["status"] for c in summary["checks"]} == {"skip"} and summary["ok"] is True
-    # a GPU reported (mocked nvidia-smi result) but no CUDA stack here: the GPU checks run, fail, and are required
+    # a GPU reported (mocked nvidia-smi result) but no CUDA stack here: the GPU checks run, fail, and are
+    # required
     fake = [{"name": "NVIDIA H20 (mocked)", "memory": "97871 MiB", "driver": "550.54"}]
     summary = run_doctor(only=["gpu", "cupy", "cuda-libs"], gpus=fake)
     checks = _by_name(summary)
@@ -110,7 +111,7 @@ def test_cli_json_and_exit_status(spu_env, monkeypatch, tmp_path):
     assert checks["rdkit"]["status"] == "ok"
     _shadow(monkeypatch, tmp_path, {"rdkit": "raise ImportError('no rdkit here')\n"})
     proc = subprocess.run(
-        cmd[:4] + ["--only", "rdkit"],
+        [*cmd[:4], "--only", "rdkit"],
         check=False,
         capture_output=True,
         text=True,
@@ -121,7 +122,7 @@ def test_cli_json_and_exit_status(spu_env, monkeypatch, tmp_path):
     assert proc.returncode == 1
     assert "pip install 'rdkit" in proc.stdout and "required checks failing: rdkit" in proc.stdout
     proc = subprocess.run(
-        cmd[:-4] + ["--only", "nonsense"],
+        [*cmd[:-4], "--only", "nonsense"],
         check=False,
         capture_output=True,
         text=True,

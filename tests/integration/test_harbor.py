@@ -58,7 +58,8 @@ def test_export_layout_keeps_answers_in_tests_only(tmp_path):
     answers_text = demo_answers_path("aromatic-acidity").read_text()
     assert (out / "tests" / "answers.json").read_text() == answers_text
     outside = [f for f in result["files"] if not f.startswith("tests/")]
-    # no file the agent's image is built from (environment/) or reads (instruction.md, task.toml) holds answers
+    # no file the agent's image is built from (environment/) or reads (instruction.md, task.toml) holds
+    # answers
     for name in outside:
         assert "answers.json" not in name
         text = (out / name).read_text()
@@ -182,7 +183,8 @@ def test_installed_agent_runs_reference_agent_and_leaves_atif(tmp_path, spu_env)
     assert "--model replay:demo-aromatic-acidity" in result["command"]
     assert "tools.mcp.command=" in result["command"] and "limits.step_limit=20" in result["command"]
     assert result["context"]["metadata"]["exit_status"] == "submitted"
-    # the shipped recording calls system_info, chem_parse, python and submit_rankings (scaffold/agent/recordings)
+    # the shipped recording calls system_info, chem_parse, python and submit_rankings
+    # (scaffold/agent/recordings)
     assert result["atif"]["schema_version"] == "ATIF-v1.6" and result["atif"]["tool_calls"] >= 4
     assert {"trajectory.json", "spu-agent.txt", "run.json", "rankings.json"} <= set(result["logs"])
     grade = subprocess.run(

@@ -7,7 +7,7 @@ import pytest
 
 mdtraj = pytest.importorskip("mdtraj")
 
-from tools_server.md.tools import MdAnalyzeInput, md_analyze
+from tools_server.md.tools import MdAnalyzeInput, md_analyze  # noqa: E402 - after the skip
 
 
 def _argon_like(n_frames: int, n_particles: int, box_nm: float, step_sigma_nm: float, seed: int = 0):

@@ -102,7 +102,8 @@ def test_mmff_liquid_runs_and_keeps_temperature(md_ctx):
         components=[{"smiles": "CO", "count": 60}],
         cutoff_nm=0.7,
         ensemble="nvt",
-        equilibration_ps=1.2,  # Langevin at 1/ps needs about a picosecond to refill the minimised box's kinetic energy
+        # Langevin at 1/ps needs about a picosecond to refill the minimised box's kinetic energy
+        equilibration_ps=1.2,
         production_ps=0.2,
         report_interval_ps=0.05,
         nve_check_ps=0,

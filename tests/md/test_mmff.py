@@ -1,4 +1,5 @@
-"""The OpenMM system built from RDKit's MMFF94 parameters reproduces RDKit's own MMFF94 energies and forces."""
+"""The OpenMM system built from RDKit's MMFF94 parameters reproduces RDKit's own MMFF94 energies and
+forces."""
 
 from __future__ import annotations
 

@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from tools_server.core.errors import ToolError
-from tools_server.protein.tools import ProteinFoldInput, protein_fold
+from tools_server.core.errors import ToolError  # noqa: E402 - after the skips
+from tools_server.protein.tools import ProteinFoldInput, protein_fold  # noqa: E402
 
 
 @pytest.fixture
@@ -29,7 +29,8 @@ def tiny_esmfold(weights_dir):
                 "num_blocks": 1, "sequence_state_dim": 32, "pairwise_state_dim": 16, "sequence_head_width": 8,
                 "pairwise_head_width": 8,
                 "structure_module": {
-                    "sequence_dim": 32, "pairwise_dim": 16, "ipa_dim": 16, "num_heads_ipa": 2, "num_qk_points": 2,
+                    "sequence_dim": 32, "pairwise_dim": 16, "ipa_dim": 16, "num_heads_ipa": 2,
+                    "num_qk_points": 2,
                     "num_v_points": 2, "num_blocks": 1, "num_transition_layers": 1, "resnet_dim": 16,
                     "num_resnet_blocks": 1,
                 },

@@ -364,7 +364,8 @@ def _apply_charge_and_spin(mol: Molecule, charge: int | None, multiplicity: int 
         if charge is not None and charge != formal:
             raise MoleculeError(
                 "charge_multiplicity_mismatch",
-                f"charge {charge} disagrees with the structure's formal charge {formal}; write the charge into "
+                f"charge {charge} disagrees with the structure's formal charge {formal}; write the charge "
+                "into "
                 "the SMILES/molblock (e.g. [NH4+]) or leave charge unset",
             )
         mol.charge = formal
@@ -398,7 +399,8 @@ def validate_spin(numbers: list[int], charge: int, multiplicity: int) -> None:
     if multiplicity - 1 > n_electrons:
         raise MoleculeError(
             "charge_multiplicity_mismatch",
-            f"multiplicity {multiplicity} needs {multiplicity - 1} unpaired electrons but there are {n_electrons}",
+            f"multiplicity {multiplicity} needs {multiplicity - 1} unpaired electrons but there are "
+            f"{n_electrons}",
         )
 
 

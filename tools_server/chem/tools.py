@@ -177,7 +177,8 @@ class DescriptorInput(BaseModel):
     preset: Literal["physchem", "lipinski", "all"] = Field(
         "physchem",
         description="physchem: MW, exact mass, Crippen logP, TPSA, HBD/HBA, rotatable bonds, rings, Fsp3, "
-        "charge, stereocentres, QED; lipinski: rule-of-five and Veber terms; all: every RDKit descriptor (~210).",
+        "charge, stereocentres, QED; lipinski: rule-of-five and Veber terms; all: every RDKit descriptor "
+        "(~210).",
     )
     names: list[str] | None = Field(
         None,
@@ -494,7 +495,8 @@ def force_field_energies(rdmol: Any, force_field: str, threads: int = 1) -> tupl
 )
 def chem_conformers(args: ConformerInput, ctx: ToolContext) -> dict:
     """Generate 3D conformers with RDKit ETKDGv3 and optimise them with MMFF94 (or UFF). Output per
-    molecule: `n_conformers`, `energies_kcal_mol` (force-field energy, ascending), `relative_energies_kcal_mol`,
+    molecule: `n_conformers`, `energies_kcal_mol` (force-field energy, ascending),
+    `relative_energies_kcal_mol`,
     `force_field` used, and `sdf` (artifact; conformers sorted by energy, each with an `energy_kcal_mol`
     property). Pass `sdf#k` to xtb_run or dft_run to refine conformer k. Force-field energies rank
     conformers of one molecule only; they are not comparable between molecules."""

@@ -131,7 +131,8 @@ def _last_error_line(stderr: str, stdout: str) -> str:
 
 
 def run_engine_check(check: DoctorCheck, *, gpu: bool, timeout_s: float, required: bool) -> CheckResult:
-    """Run one check in a fresh interpreter; a crash, hang or wrong number is a failure, never an exception."""
+    """Run one check in a fresh interpreter; a crash, hang or wrong number is a failure, never an
+    exception."""
     code = _PRELUDE + textwrap.dedent(check.code)
     env = dict(os.environ, SPU_DOCTOR_GPU="1" if gpu else "0", PYTHONUNBUFFERED="1")
     result = CheckResult(check.name, check.what, "fail", required, "", check.fix)
@@ -267,7 +268,8 @@ def run_doctor(
     jobs: int | None = None,
     gpus: list[dict[str, str]] | None = None,
 ) -> dict[str, Any]:
-    """All checks; returns ``{"ok", "profile", "gpu", "checks": [...]}`` (``ok``: no required check failed)."""
+    """All checks; returns ``{"ok", "profile", "gpu", "checks": [...]}`` (``ok``: no required check
+    failed)."""
     from tools_server.core import hardware
 
     if profile not in PROFILES:

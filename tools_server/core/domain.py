@@ -71,7 +71,8 @@ class DoctorCheck:
     compares it with a known value and calls ``report(version=..., detail=..., **facts)``.
 
     ``profile``: ``core`` (always required), ``all`` (required under ``spu doctor --profile all``) or
-    ``optional`` (a warning when it fails). ``gpu_only`` checks are skipped without a GPU and required with one.
+    ``optional`` (a warning when it fails). ``gpu_only`` checks are skipped without a GPU and required with
+    one.
     """
 
     name: str

@@ -1,7 +1,8 @@
 """The MCP server: the registry's tools over stdio or streamable HTTP.
 
 ``SpuServer`` is the official SDK's ``MCPServer`` with tool listing and calling routed to our registry and
-:class:`~tools_server.core.dispatch.Dispatcher`; this is the one place where a :class:`ToolError` becomes an MCP
+:class:`~tools_server.core.dispatch.Dispatcher`; this is the one place where a :class:`ToolError` becomes an
+MCP
 error result (``isError``).
 """
 

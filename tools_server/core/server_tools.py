@@ -1,7 +1,8 @@
 """The server's own tools: ``system_info`` and the job tools (``job_wait``, ``job_cancel``, ``jobs``).
 
 They belong to no domain: :class:`~tools_server.core.server.SpuServer` registers them explicitly, and the
-:class:`~tools_server.core.dispatch.Dispatcher` passes itself to them (they read the job table and the registry). They are never cached; the job tools
+:class:`~tools_server.core.dispatch.Dispatcher` passes itself to them (they read the job table and the
+registry). They are never cached; the job tools
 return the job's own result as it is.
 """
 

@@ -39,5 +39,6 @@ def parse_wait_s(value: Any) -> float:
         raise ToolError(
             "invalid_input",
             f"wait_s must be a number of seconds between 0 and {WAIT_S_MAX:g}; got {value!r}.",
-            f"Pass wait_s between 0 and {WAIT_S_MAX:g} (default {WAIT_S_DEFAULT:g}); poll longer jobs with job_wait.",
+            f"Pass wait_s between 0 and {WAIT_S_MAX:g} (default {WAIT_S_DEFAULT:g}); poll longer jobs with "
+            "job_wait.",
         ) from None

@@ -35,7 +35,8 @@ CHECKS: tuple[DoctorCheck, ...] = (
             names = [mm.Platform.getPlatform(i).getName() for i in range(mm.Platform.getNumPlatforms())]
             if "CUDA" not in names:
                 failures = "; ".join(f.splitlines()[0] for f in mm.Platform.getPluginLoadFailures())
-                raise SystemExit(f"no CUDA platform (platforms: {', '.join(names)}; plugin failures: {failures or 'none'})")
+                platforms, failed = ", ".join(names), failures or "none"
+                raise SystemExit(f"no CUDA platform (platforms: {platforms}; plugin failures: {failed})")
             system = mm.System(); system.addParticle(1.0); system.addParticle(1.0)
             bond = mm.HarmonicBondForce(); bond.addBond(0, 1, 0.1, 1000.0); system.addForce(bond)
             ctx = mm.Context(system, mm.VerletIntegrator(0.001), mm.Platform.getPlatformByName("CUDA"))
@@ -44,7 +45,8 @@ CHECKS: tuple[DoctorCheck, ...] = (
             assert abs(e - 5.0) < 1e-3, f"bond energy {e} kJ/mol on CUDA, expected 5"
             report(version=mm.__version__, detail=f"CUDA platform: bond energy {e:.3f} kJ/mol")
             """,
-        "pip install 'openmm[cuda12]' (the OpenMM-CUDA-12 plugin; the plain openmm wheel has no CUDA platform)",
+        "pip install 'openmm[cuda12]' (the OpenMM-CUDA-12 plugin; the plain openmm wheel has no CUDA "
+        "platform)",
         gpu_only=True,
         timeout_s=300,
     ),

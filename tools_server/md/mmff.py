@@ -207,7 +207,7 @@ def _add_torsions(system: Any, mol: Any, props: Any) -> None:
                 continue
             for nb_k in mol.GetAtomWithIdx(k).GetNeighbors():
                 m = nb_k.GetIdx()
-                if m == j or m == i:
+                if m in (j, i):
                     continue
                 params = props.GetMMFFTorsionParams(mol, i, j, k, m)
                 if params is None:

@@ -234,7 +234,8 @@ def run_protocol(built: BuiltSystem, protocol: Protocol, ctx: ToolContext) -> di
         significant = abs(drift["drift_kj_mol_per_ns"]) > 3 * drift["drift_stderr_kj_mol_per_ns"]
         if significant and abs(drift["drift_kt_per_dof_per_ns"]) > DRIFT_WARN_KT_PER_DOF_NS:
             ctx.warn(
-                f"Energy drift in the NVE check is {drift['drift_kt_per_dof_per_ns']:.3g} kT per degree of freedom "
+                f"Energy drift in the NVE check is {drift['drift_kt_per_dof_per_ns']:.3g} kT per degree of "
+                "freedom "
                 f"per ns (threshold {DRIFT_WARN_KT_PER_DOF_NS}): use a smaller timestep or check the system."
             )
     if abs(temps.mean() - protocol.temperature_k) > 0.03 * protocol.temperature_k:
@@ -261,7 +262,8 @@ def _guard(fn, label: str) -> None:
             raise ToolError(
                 "not_converged",
                 f"The simulation became unstable during {label} ({exc}).",
-                hint="Use a smaller timestep (1 fs), longer minimisation, or check the structure for clashes.",
+                hint="Use a smaller timestep (1 fs), longer minimisation, or check the structure for "
+                "clashes.",
             ) from exc
         raise
 

@@ -29,8 +29,8 @@ class MdRunInput(BaseModel):
     components: list[LiquidComponent] | None = Field(
         None,
         max_length=10,
-        description="a liquid or solution from SMILES, e.g. [{smiles:'CCO', count:200}]; pure water 'O' uses TIP3P, "
-        "everything else MMFF94",
+        description="a liquid or solution from SMILES, e.g. [{smiles:'CCO', count:200}]; pure water 'O' "
+        "uses TIP3P, everything else MMFF94",
     )
     solvent: Literal["explicit", "gbn2", "obc2", "vacuum"] = Field(
         "explicit", description="proteins: TIP3P explicit water, GBn2/OBC2 implicit solvent, or vacuum"

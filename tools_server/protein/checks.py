@@ -1,6 +1,6 @@
 """The ``spu doctor`` checks of this domain: a tiny real computation per engine, compared with a known value.
 
-torch: a 2×2 matrix product (on CUDA when a GPU is present); fair-esm: a one-layer ESM-2 built from
+torch: a 2x2 matrix product (on CUDA when a GPU is present); fair-esm: a one-layer ESM-2 built from
 scratch scores a sequence (no weights); transformers: the ESMFold classes import; Biopython: a peptide's mass.
 """
 
@@ -26,7 +26,8 @@ CHECKS: tuple[DoctorCheck, ...] = (
         """
             import torch
             if not torch.cuda.is_available():
-                raise SystemExit(f"torch {torch.__version__} sees no CUDA device (built for CUDA {torch.version.cuda})")
+                built = torch.version.cuda
+                raise SystemExit(f"torch {torch.__version__} sees no CUDA device (built for CUDA {built})")
             a = torch.tensor([[1.0, 2.0], [3.0, 4.0]], device="cuda")
             trace = float((a @ a).trace())
             assert trace == 29.0, f"trace of A@A on CUDA is {trace}, expected 29"
@@ -43,7 +44,8 @@ CHECKS: tuple[DoctorCheck, ...] = (
         """
             import torch, esm
             alphabet = esm.Alphabet.from_architecture("ESM-1b")
-            model = esm.model.esm2.ESM2(num_layers=1, embed_dim=32, attention_heads=2, alphabet=alphabet).eval()
+            model = esm.model.esm2.ESM2(num_layers=1, embed_dim=32, attention_heads=2, alphabet=alphabet)
+            model = model.eval()
             _, _, tokens = alphabet.get_batch_converter()([("p", "MKTAYIAK")])
             with torch.no_grad():
                 logits = model(tokens)["logits"]

@@ -99,8 +99,8 @@ def number_sequences(anarci_module: Any, sequences: list[str], scheme: str) -> d
             if not domains:
                 items.append({"index": index, "ok": False, "error": dict(_NOT_A_DOMAIN)})
                 continue
-            items.append({"index": index, "ok": True, "length": len(seq),
-                          "domains": [_domain(d, i, scheme) for d, i in zip(domains, info, strict=True)]})  # fmt: skip
+            found = [_domain(d, i, scheme) for d, i in zip(domains, info, strict=True)]
+            items.append({"index": index, "ok": True, "length": len(seq), "domains": found})
     items.sort(key=lambda it: it["index"])
     return {"scheme": scheme, "items": items}
 

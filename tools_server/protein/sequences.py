@@ -78,7 +78,8 @@ def parse_mutations(text: str, wild_type: str) -> list[Mutation]:
         if not m:
             raise ToolError(
                 "invalid_mutation",
-                f"{token!r} is not a point mutation like A23V (wild-type letter, 1-based position, new letter).",
+                f"{token!r} is not a point mutation like A23V (wild-type letter, 1-based position, new "
+                "letter).",
             )
         wt, pos, mt = m.group(1), int(m.group(2)), m.group(3)
         if mt not in STANDARD_AMINO_ACIDS or wt not in STANDARD_AMINO_ACIDS:
@@ -91,7 +92,8 @@ def parse_mutations(text: str, wild_type: str) -> list[Mutation]:
             raise ToolError(
                 "invalid_mutation",
                 f"{token}: the wild type has {wild_type[pos - 1]} at position {pos}, not {wt}.",
-                hint=f"Did you mean {wild_type[pos - 1]}{pos}{mt}? Positions are 1-based in the given sequence.",
+                hint=f"Did you mean {wild_type[pos - 1]}{pos}{mt}? Positions are 1-based in the given "
+                "sequence.",
             )
         if pos in seen:
             raise ToolError("invalid_mutation", f"{token}: position {pos} is mutated twice in one variant.")

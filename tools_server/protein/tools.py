@@ -1,4 +1,5 @@
-"""MCP tools for proteins: properties, alignment, antibody numbering, ESM embeddings and variant scores, ESMFold."""
+"""MCP tools for proteins: properties, alignment, antibody numbering, ESM embeddings and variant scores,
+ESMFold."""
 
 from __future__ import annotations
 

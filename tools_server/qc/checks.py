@@ -63,7 +63,8 @@ CHECKS: tuple[DoctorCheck, ...] = (
             total = int(cupy.arange(10).sum())
             assert total == 45, f"sum(0..9) on the GPU is {total}, expected 45"
             rt = cupy.cuda.runtime.runtimeGetVersion()
-            report(version=cupy.__version__, detail=f"CUDA runtime {rt // 1000}.{rt % 1000 // 10}; reduction ok")
+            runtime = f"{rt // 1000}.{rt % 1000 // 10}"
+            report(version=cupy.__version__, detail=f"CUDA runtime {runtime}; reduction ok")
             """,
         "pip install cupy-cuda12x (must match the CUDA major version of the driver)",
         gpu_only=True,

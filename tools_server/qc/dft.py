@@ -373,10 +373,12 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
     if choice.device == "cpu" and (estimate_s > CPU_BUDGET_FRACTION * limit_s or n_basis > CPU_MAX_NBASIS):
         raise ToolError(
             "too_large_for_cpu",
-            f"{args.task} with {args.functional}/{args.basis} on {mol.n_atoms} atoms ({n_basis} basis functions) "
-            f"would take about {_human(estimate_s)} on {ctx.threads} CPU core(s); the limit is {_human(limit_s)}",
-            hint="Use xtb_run (seconds), a smaller basis (def2-SVP, 6-31G*), density_fitting=true, the energy task "
-            "instead of optimize/frequencies, or a machine with a GPU and gpu4pyscf.",
+            f"{args.task} with {args.functional}/{args.basis} on {mol.n_atoms} atoms ({n_basis} basis "
+            "functions) "
+            f"would take about {_human(estimate_s)} on {ctx.threads} CPU core(s); the limit is "
+            f"{_human(limit_s)}",
+            hint="Use xtb_run (seconds), a smaller basis (def2-SVP, 6-31G*), density_fitting=true, the "
+            "energy task instead of optimize/frequencies, or a machine with a GPU and gpu4pyscf.",
             n_basis=n_basis,
             estimate_s=round(estimate_s),
             device_reason=choice.reason,
@@ -449,7 +451,8 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
         }
         if not opt.converged:
             ctx.warn(
-                f"geometry optimisation not converged in {args.max_steps} steps; lowest-energy geometry returned"
+                f"geometry optimisation not converged in {args.max_steps} steps; lowest-energy geometry "
+                "returned"
             )
         final = mol.with_coords(coords)
         pmol = build_mole(final, args.basis)

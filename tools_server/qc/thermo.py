@@ -124,7 +124,8 @@ def harmonic_analysis(hessian_hartree_bohr2: Any, coords_angstrom: Any, numbers:
 
 
 def rotational_symmetry_number(numbers: list[int], coords_angstrom: Any, tolerance_bohr: float = 0.05) -> int:
-    """σ from the point group PySCF detects (table of NIST CCCBDB); 1 when PySCF is absent."""
+    """The rotational symmetry number (sigma) from the point group PySCF detects (table of NIST CCCBDB);
+    1 when PySCF is absent."""
     try:
         from pyscf import symm
         from pyscf.symm import geom

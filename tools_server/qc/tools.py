@@ -16,7 +16,8 @@ from tools_server.core.errors import ToolError
 from tools_server.core.registry import tool
 
 _MOL_DESC = (
-    "SMILES (3D built with ETKDG + MMFF), XYZ text (Å), molblock with 3D coordinates and explicit H, or a path "
+    "SMILES (3D built with ETKDG + MMFF), XYZ text (Å), molblock with 3D coordinates and explicit H, or a "
+    "path "
     "to an .sdf/.mol/.xyz file ('file.sdf#k' = record k, from 0), e.g. an artifact of chem_conformers."
 )
 

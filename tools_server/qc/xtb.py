@@ -395,7 +395,8 @@ def compute_molecule(
     if options.task == "frequencies" and mol.n_atoms > MAX_FREQUENCY_ATOMS:
         raise XtbError(
             "too_large",
-            f"{mol.n_atoms} atoms: a finite-difference Hessian needs {6 * mol.n_atoms} gradients; frequencies "
+            f"{mol.n_atoms} atoms: a finite-difference Hessian needs {6 * mol.n_atoms} gradients; "
+            "frequencies "
             f"are limited to {MAX_FREQUENCY_ATOMS} atoms",
         )
     b = bohr_per_angstrom()

@@ -104,7 +104,8 @@ class AuditLog:
         return record
 
     def _write_seal(self, head: str, count: int) -> None:
-        """Overwrite the seal in place with one fixed-size ``pwrite`` (no rename: that costs ms per append)."""
+        """Overwrite the seal in place with one fixed-size ``pwrite`` (no rename: that costs ms per
+        append)."""
         data = canonical_json({"count": count, "head": head, "ts": utc_now()}).encode()
         data = data.ljust(_SEAL_BYTES - 1) + b"\n"
         fd = os.open(seal_path(self.path), os.O_WRONLY | os.O_CREAT, 0o644)

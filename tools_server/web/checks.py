@@ -11,8 +11,10 @@ CHECKS: tuple[DoctorCheck, ...] = (
         "trafilatura (page text for web_fetch)",
         """
             import trafilatura, importlib.metadata as md
-            para = "The melting point of the compound was measured three times by differential scanning calorimetry."
-            html = f"<html><body><nav>menu</nav><article><h1>Results</h1><p>{para}</p><p>{para}</p></article></body></html>"
+            para = ("The melting point of the compound was measured three times by differential "
+                    "scanning calorimetry.")
+            article = f"<article><h1>Results</h1><p>{para}</p><p>{para}</p></article>"
+            html = f"<html><body><nav>menu</nav>{article}</body></html>"
             text = trafilatura.extract(html) or ""
             assert "differential scanning calorimetry" in text, f"extracted {text[:80]!r}"
             report(version=md.version("trafilatura"), detail="main text extracted from a page")

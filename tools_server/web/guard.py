@@ -60,7 +60,8 @@ class AddressRefused(Exception):
 
 
 def classify_address(ip: IPAddress | str) -> str | None:
-    """Why ``ip`` may not be connected to (``"loopback"``, ``"private"``, ``"metadata"`` …), or None if public."""
+    """Why ``ip`` may not be connected to (``"loopback"``, ``"private"``, ``"metadata"`` …), or None if
+    public."""
     if isinstance(ip, str):
         ip = ipaddress.ip_address(ip.split("%", 1)[0])
     if ip in METADATA_ADDRESSES:

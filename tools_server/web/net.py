@@ -39,7 +39,8 @@ class CallNet:
         self.client.check_url(url, tool=self.tool, call_id=self.call_id)
 
     def get_json(self, url: str, *, provider: str, ok_404: bool = False, **kw: Any) -> Any:
-        """GET and parse JSON; non-2xx statuses become ``http_error``/``rate_limited`` (404 -> None if ok_404)."""
+        """GET and parse JSON; non-2xx statuses become ``http_error``/``rate_limited`` (404 -> None if
+        ok_404)."""
         response = self.request("GET", url, provider=provider, **kw)
         if ok_404 and response.status == 404:
             return None

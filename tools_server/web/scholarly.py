@@ -79,7 +79,7 @@ def _record(**kw: Any) -> dict[str, Any]:
     if base["title"]:
         base["title"] = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", str(base["title"]))).strip()
     if len(base["authors"]) > 6:
-        base["authors"] = base["authors"][:6] + ["et al."]
+        base["authors"] = [*base["authors"][:6], "et al."]
     if base["doi"]:
         base["doi"] = re.sub(r"^https?://(dx\.)?doi\.org/", "", base["doi"], flags=re.IGNORECASE)
     return base

@@ -154,7 +154,7 @@ class RemoteGateway:
                 "http_error",
                 f"the audit service at {self.url} is unreachable: {exc}",
                 hint="Web tools are unavailable until the audit service is back; tell the operator.",
-            )
+            ) from exc
         if response.status_code == 401:
             raise ToolError(
                 "http_error",
@@ -166,7 +166,7 @@ class RemoteGateway:
         except ValueError:
             raise ToolError(
                 "http_error", f"the audit service answered HTTP {response.status_code} without JSON"
-            )
+            ) from None
         if body.get("ok"):
             return body["result"]
         error = body.get("error") or {}

@@ -1,4 +1,5 @@
-"""Model adapters. ``make_model("PROVIDER:MODEL", config)`` picks one; all share ``query(messages, tools)``."""
+"""Model adapters. ``make_model("PROVIDER:MODEL", config)`` picks one; all share ``query(messages,
+tools)``."""
 
 from __future__ import annotations
 

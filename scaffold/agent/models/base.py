@@ -253,7 +253,7 @@ class HttpModel:
         except (KeyError, IndexError, TypeError, ValueError) as exc:
             raise ModelError(
                 f"could not read the {self.provider} response: {exc!r}", body=json.dumps(data)[:2000]
-            )
+            ) from exc
         turn.message["provider"] = self.provider
         turn.attempts = attempts
         turn.latency_s = time.monotonic() - started

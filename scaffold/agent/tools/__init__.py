@@ -11,7 +11,8 @@ __all__ = ["ToolResult", "Toolbox", "cut_middle"]
 
 
 class Toolbox:
-    """Built-in tools first, then the MCP tools sorted by name: a fixed order keeps request prefixes stable."""
+    """Built-in tools first, then the MCP tools sorted by name: a fixed order keeps request prefixes
+    stable."""
 
     def __init__(self, builtin: Any, mcp: Any | None = None, *, mcp_required: bool = False) -> None:
         self.builtin = builtin

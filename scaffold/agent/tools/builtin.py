@@ -8,6 +8,7 @@ The agent's model API keys are removed from the environment of the commands it r
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -94,7 +95,8 @@ DEFINITIONS: dict[str, ToolDef] = {
         "Submit a complete ranking: every group, each order listing every experiment id of the group once, "
         "from the LOWEST to the HIGHEST measured value. It is checked against the task contract; if valid it "
         "becomes rankings.json at once and is kept as a draft, otherwise nothing is written and the errors "
-        "are returned. Submit a first complete draft early and revise it only on evidence. Pass report (markdown: "
+        "are returned. Submit a first complete draft early and revise it only on evidence. Pass report "
+        "(markdown: "
         "method, evidence, uncertainty, any recollection of published results, any policy stop) with your "
         "submission; set final=true on your last submission to end the run.",
         {
@@ -317,11 +319,7 @@ class BuiltinTools:
 
 def kill_group(proc: subprocess.Popen) -> None:
     """Kill the process group of ``proc`` (it was started in its own session) and reap it."""
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass

@@ -7,6 +7,7 @@ of its stderr, and a fresh worker takes the next job.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -79,10 +80,8 @@ class _Worker:
             return 0.0
 
     def kill(self) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         self.proc.wait()
         self._stderr.close()
 
@@ -234,7 +233,8 @@ class LocalExecutor:
                         "kill": True,
                         "error": ToolError(
                             "engine_crashed",
-                            f"The job used {rss:.0f} MiB, over its memory limit of {memory_limit} MiB, and was stopped.",
+                            f"The job used {rss:.0f} MiB, over its memory limit of {memory_limit} MiB, and "
+                            "was stopped.",
                             "Use a smaller input or a cheaper method, or raise SPU_JOB_MEMORY_MB.",
                             memory_mb=round(rss),
                             memory_limit_mb=memory_limit,
@@ -251,7 +251,8 @@ class LocalExecutor:
             "kill": True,
             "error": ToolError(
                 "engine_crashed",
-                f"The engine's worker process died ({_exit_reason(returncode)}). The server is still running.",
+                f"The engine's worker process died ({_exit_reason(returncode)}). The server is still "
+                "running.",
                 stderr_tail=worker.stderr_tail(),
                 exit_code=returncode,
             ).to_dict(),

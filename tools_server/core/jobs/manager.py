@@ -104,7 +104,8 @@ class JobManager:
         return job
 
     def lookup(self, job_id: str) -> Job:
-        """The job, live or rebuilt from its stored record (an earlier server process, or pruned from memory)."""
+        """The job, live or rebuilt from its stored record (an earlier server process, or pruned from
+        memory)."""
         if job_id in self.jobs:
             return self.jobs[job_id]
         record = self.store.load(job_id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -83,10 +84,8 @@ class Job:
         with self._lock:
             waiters = list(self._waiters)
         for loop, event in waiters:
-            try:
+            with contextlib.suppress(RuntimeError):  # the waiting loop may have closed
                 loop.call_soon_threadsafe(event.set)
-            except RuntimeError:  # the waiting loop has closed
-                pass
 
     async def wait_changed(self, timeout: float) -> None:
         """Sleep until the job's progress or state changes, or ``timeout`` passes."""
