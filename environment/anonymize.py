@@ -21,6 +21,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from environment.jsonfiles import load_json_strict
 from environment.task import TASK_FILES, TaskError, check_answers, load_answers, load_task
 
 _HEX = "0123456789abcdef"
@@ -91,7 +92,7 @@ def anonymize_task(
             if new_name != path.name:
                 path.rename(path.with_name(new_name))
 
-    contract = json.loads((src / "contract.json").read_text(encoding="utf-8"))
+    contract = load_json_strict(src / "contract.json")
     shuffled: dict[str, list[str]] = {}
     for raw in contract["groups"]:
         ids = [mapping[str(e)] for e in raw["experiment_ids"]]

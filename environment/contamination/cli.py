@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from environment.console import echo_json, fail
+from environment.jsonfiles import load_json_strict
 
 EXIT_FLAGGED = 1
 
@@ -204,7 +205,7 @@ def unblind_command(
         if not path.is_file():
             raise fail(f"{path}: no such file")
     try:
-        params = json.loads(parameters.read_text(encoding="utf-8"))
+        params = load_json_strict(parameters)
         transform = LabelTransform.from_dict(params["label_transform"])
         substitution = SmilesSubstitution.from_dict(params["smiles_substitution"])
         with open(predictions, newline="", encoding="utf-8-sig") as handle:
