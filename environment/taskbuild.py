@@ -792,134 +792,22 @@ def render(spec: Spec) -> Rendered:
 
 # ---------------------------------------------------------------------------------------------- author checks
 
-_STOPWORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "the",
-        "of",
-        "in",
-        "on",
-        "at",
-        "for",
-        "to",
-        "from",
-        "by",
-        "with",
-        "without",
-        "into",
-        "via",
-        "as",
-        "or",
-        "is",
-        "are",
-        "be",
-        "its",
-        "their",
-        "this",
-        "that",
-        "between",
-        "among",
-        "using",
-        "under",
-        "over",
-        "than",
-        "study",
-        "studies",
-    ]
+_STOPWORDS_TEXT = (
+    "a an and the of in on at for to from by with without into via as or is are be its their this "
+    "that between among using under over than study studies"
 )
-_NOT_SURNAMES = frozenset(
-    [
-        "And",
-        "The",
-        "Et",
-        "Al",
-        "Journal",
-        "Table",
-        "Supplementary",
-        "Press",
-        "University",
-        "Edition",
-        "Handbook",
-        "Vol",
-        "Chem",
-        "Phys",
-        "Soc",
-        "Am",
-        "Nat",
-        "Nature",
-        "Science",
-        "Proc",
-        "Natl",
-        "Acad",
-        "Sci",
-        "Commun",
-        "Lett",
-        "Rev",
-        "Biochem",
-        "Biol",
-        "Mol",
-        "Des",
-        "Data",
-        "Comput",
-        "Aided",
-        "Med",
-        "Org",
-        "Inorg",
-        "Anal",
-        "Int",
-        "Acta",
-        "Angew",
-        "Ed",
-        "Eng",
-        "Res",
-        "Mater",
-        "Appl",
-        "Eur",
-        "Phys",
-        "Ind",
-        "Bioorg",
-        "Pharm",
-        "Rep",
-        "Sci",
-    ]
+_STOPWORDS = frozenset(_STOPWORDS_TEXT.split())
+_NOT_SURNAMES_TEXT = (
+    "And The Et Al Journal Table Supplementary Press University Edition Handbook Vol Chem Phys Soc Am "
+    "Nat Nature Science Proc Natl Acad Sci Commun Lett Rev Biochem Biol Mol Des Data Comput Aided Med "
+    "Org Inorg Anal Int Acta Angew Ed Eng Res Mater Appl Eur Phys Ind Bioorg Pharm Rep Sci"
 )
-_GENERIC_TOKENS = frozenset(
-    [
-        "csv",
-        "tsv",
-        "pdf",
-        "xlsx",
-        "xls",
-        "txt",
-        "json",
-        "html",
-        "doi",
-        "url",
-        "api",
-        "pdb",
-        "pka",
-        "pkb",
-        "logp",
-        "logd",
-        "ph",
-        "kcat",
-        "km",
-        "si",
-        "table",
-        "row",
-        "rows",
-        "file",
-        "files",
-        "version",
-        "data",
-        "set",
-        "dataset",
-        "supplementary",
-        "information",
-    ]
+_NOT_SURNAMES = frozenset(_NOT_SURNAMES_TEXT.split())
+_GENERIC_TOKENS_TEXT = (
+    "csv tsv pdf xlsx xls txt json html doi url api pdb pka pkb logp logd ph kcat km si table row "
+    "rows file files version data set dataset supplementary information"
 )
+_GENERIC_TOKENS = frozenset(_GENERIC_TOKENS_TEXT.split())
 _DOI_RE = re.compile(r"\b10\.\d{4,9}/[^\s,;\"'<>]+", re.IGNORECASE)
 _WORD_RE = re.compile(r"[A-Za-z0-9]+(?:['’-][A-Za-z0-9]+)*")
 
