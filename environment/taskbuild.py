@@ -587,7 +587,7 @@ def _read_rows(path: Path, name: str, setup_fields: list[str], problem) -> dict[
                 file=name,
                 row=line_no,
                 field="value",
-                hint="one number in the group's unit, with a dot as decimal mark (no units, no ranges)",
+                hint="one number in the group's unit, with a dot as decimal mark; no units or ranges",
             )
         if not row["source"]:
             problem(
