@@ -31,6 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import yaml
+
 from environment.anonymize import _new_ids
 from environment.rank_agreement import average_ranks
 from environment.task import (
@@ -196,14 +198,31 @@ class Spec:
         return self.citation
 
 
+class _RepeatedKey(Exception):
+    def __init__(self, key: str, line: int):
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """The safe YAML loader, refusing a key repeated in one mapping (plain YAML keeps the last silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: set[str] = set()
+        for key_node, _ in node.value:
+            key = str(self.construct_object(key_node, deep=deep))
+            if key in seen:
+                raise _RepeatedKey(key, key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
 
 def load_spec(spec_dir: str | Path) -> Spec:
     """Read and check a spec folder (or its ``spec.yaml``); raise :class:`SpecError` listing every problem."""
-    import yaml
-
     path = Path(spec_dir)
     root = path.parent if path.is_file() else path
     spec_path = path if path.is_file() else path / SPEC_FILE
@@ -224,9 +243,23 @@ def load_spec(spec_dir: str | Path) -> Spec:
             ]
         )
     try:
-        data = yaml.safe_load(spec_path.read_text(encoding="utf-8"))
+        data = yaml.load(spec_path.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except UnicodeDecodeError:
         raise SpecError([SpecProblem("spec-encoding", SPEC_FILE, "is not UTF-8 text")]) from None
+    except OSError as exc:
+        raise SpecError([SpecProblem("spec-unreadable", str(spec_path), f"cannot be read: {exc}")]) from None
+    except _RepeatedKey as exc:
+        raise SpecError(
+            [
+                SpecProblem(
+                    "repeated-key",
+                    SPEC_FILE,
+                    f"the key {exc.key!r} appears twice in one mapping (YAML would keep only the last)",
+                    row=exc.line,
+                    field=exc.key,
+                )
+            ]
+        ) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise SpecError(
@@ -781,7 +814,12 @@ def render(spec: Spec) -> Rendered:
         "targets.csv": targets.encode("utf-8"),
     }
     for new_rel, p in sorted(input_files.items()):
-        files[new_rel] = p.read_bytes()
+        try:
+            files[new_rel] = p.read_bytes()
+        except OSError as exc:
+            raise SpecError(
+                [SpecProblem("bad-input", SPEC_FILE, f"cannot read {new_rel}: {exc}", field="inputs")]
+            ) from None
     return Rendered(
         files=files,
         answers=_dump_json(answers),
@@ -1049,23 +1087,17 @@ def build_task(spec_dir: str | Path, out_dir: str | Path, *, force: bool = False
                 f"{task_dir} exists and is not a built task of {spec.task_id!r}",
                 "choose another OUT_DIR, or pass --force to replace it",
             )
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".task-build-", dir=out))
     try:
-        new_task = staging / "task"
-        for rel, data in rendered.files.items():
-            target = new_task / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-        (staging / "answers.json").write_bytes(rendered.answers)
-        task = load_task(new_task)
-        check_answers(task, load_answers(staging / "answers.json"))
-        if task_dir.exists():
-            shutil.rmtree(task_dir)
-        os.replace(new_task, task_dir)
-        os.replace(staging / "answers.json", answers_path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        _write_build(rendered, out, task_dir, answers_path)
+    except OSError as exc:
+        raise _out_problem(out, f"cannot write the build: {exc}") from None
+    except SpecError:
+        raise
+    except TaskError as exc:
+        # the builder's own output failed the task checks: a spec the checks above let through
+        raise SpecError(
+            [SpecProblem("task-check", str(out), f"the built task fails the task checks: {exc}")]
+        ) from None
     return BuildResult(
         task_id=spec.task_id,
         task_version=spec.task_version,
@@ -1076,6 +1108,25 @@ def build_task(spec_dir: str | Path, out_dir: str | Path, *, force: bool = False
         warnings=author_checks(spec, rendered),
         notes=notes(spec),
     )
+
+
+def _write_build(rendered: Rendered, out: Path, task_dir: Path, answers_path: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".task-build-", dir=out))
+    try:
+        new_task = staging / "task"
+        for rel, data in rendered.files.items():
+            target = new_task / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        (staging / "answers.json").write_bytes(rendered.answers)
+        check_answers(load_task(new_task), load_answers(staging / "answers.json"))
+        if task_dir.exists():
+            shutil.rmtree(task_dir)
+        os.replace(new_task, task_dir)
+        os.replace(staging / "answers.json", answers_path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def compare_with_build(spec_dir: str | Path, out_dir: str | Path) -> list[str]:

@@ -535,3 +535,22 @@ def test_show_without_a_spec_prints_no_authoring_section(tmp_path):
     build_task(write_spec(tmp_path / "elsewhere"), tmp_path / "out")
     result = _spu("task", "show", str(tmp_path / "out" / "task"))
     assert result.exit_code == 0 and "spec:" not in result.output
+
+
+def test_a_key_repeated_in_spec_yaml_is_an_error_with_its_line(tmp_path):
+    spec_dir = write_spec(tmp_path / "spec")
+    text = (spec_dir / "spec.yaml").read_text()
+    (spec_dir / "spec.yaml").write_text(text + "title: Another title\n")
+    with pytest.raises(SpecError) as exc:
+        load_spec(spec_dir)
+    problem = exc.value.problems[0]
+    assert (problem.code, problem.field, problem.row) == ("repeated-key", "title", len(text.splitlines()) + 1)
+
+
+def test_output_that_cannot_be_written_is_a_clear_error(tmp_path):
+    spec_dir = write_spec(tmp_path / "spec")
+    (tmp_path / "plain-file").write_text("x")
+    for out in (tmp_path / "plain-file", tmp_path / "plain-file" / "below"):
+        result = _spu("task", "build", str(spec_dir), "-o", str(out))
+        assert result.exit_code == 2, result.output
+        assert "[bad-output]" in result.output and "Traceback" not in result.output
