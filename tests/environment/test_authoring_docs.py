@@ -77,7 +77,9 @@ def test_worked_example_builds_and_passes_every_command(tmp_path, monkeypatch):
     result = _spu("chance", "--task", "logp/task", "--answers", "logp/answers.json", "--json")
     assert result.exit_code == 0
     chance = json.loads(result.output)
-    assert f"{chance['exact_threshold']:.4f}" in DOC.read_text()  # the threshold the docs quote
+    doc = DOC.read_text()  # the thresholds the docs quote
+    assert f"{chance['chance_threshold']:.4f} from 4000 random draws" in doc
+    assert f"{chance['exact_threshold']:.4f} exact" in doc
     assert chance["attainable_max"] == pytest.approx(1.0)
 
     result = _spu("harbor", "export", "logp/task", "logp-harbor", "--answers", "logp/answers.json")
