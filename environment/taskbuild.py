@@ -1000,6 +1000,21 @@ def author_checks(spec: Spec, rendered: Rendered) -> list[AuthorWarning]:
                         built,
                     )
                 )
+    contract = json.loads(rendered.files["contract.json"])
+    for built in contract["groups"]:
+        ids = built["experiment_ids"]
+        author = rendered.group_map[built["group_id"]]
+        values = [spec.rows[rendered.id_map[e]].value for e in ids]
+        if len(ids) >= 3 and _spearman(list(range(len(ids))), values) > 1 - 1e-9:
+            warnings.append(
+                AuthorWarning(
+                    "presented-in-order",
+                    "the shuffled order shown to the agent is already the measured order: submitting it "
+                    "unchanged scores 1 (raise task_version to draw another order)",
+                    author,
+                    built["group_id"],
+                )
+            )
     texts = rendered.agent_text()
     identifiers = source_identifiers(spec)
     for name, text in sorted(texts.items()):

@@ -554,3 +554,23 @@ def test_output_that_cannot_be_written_is_a_clear_error(tmp_path):
         result = _spu("task", "build", str(spec_dir), "-o", str(out))
         assert result.exit_code == 2, result.output
         assert "[bad-output]" in result.output and "Traceback" not in result.output
+
+
+def test_a_presented_order_equal_to_the_measured_order_is_reported(tmp_path):
+    # find a version whose seeded shuffle presents group 'first' in measured order, then one that does not
+    found = {}
+    for version in range(1, 60):
+        spec = base_spec() | {"task_version": str(version)}
+        result = build_task(write_spec(tmp_path / f"s{version}", spec), tmp_path / f"o{version}")
+        contract = json.loads((tmp_path / f"o{version}/task/contract.json").read_text())
+        answers = load_answers(tmp_path / f"o{version}/answers.json")
+        first = answers.model_extra["group_map"]
+        built = next(g for g in contract["groups"] if first[g["group_id"]] == "first")
+        values = [answers.group(built["group_id"]).values[e] for e in built["experiment_ids"]]
+        in_order = values == sorted(values)
+        flagged = any(w.code == "presented-in-order" and w.group == "first" for w in result.warnings)
+        assert flagged == in_order
+        found[in_order] = version
+        if len(found) == 2:
+            break
+    assert set(found) == {True, False}
