@@ -217,6 +217,34 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _yaml_lines(path: Path) -> dict[tuple, int]:
+    """Line numbers (1-based) of the keys of spec.yaml: ("task_id",), ("groups", 0), ("groups", 0, "unit")."""
+    try:
+        root = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
+    except (yaml.YAMLError, OSError, UnicodeDecodeError):
+        return {}
+    lines: dict[tuple, int] = {}
+    if not isinstance(root, yaml.MappingNode):
+        return lines
+    for key, value in root.value:
+        lines[(key.value,)] = key.start_mark.line + 1
+        if key.value == "groups" and isinstance(value, yaml.SequenceNode):
+            for index, item in enumerate(value.value):
+                lines[("groups", index)] = item.start_mark.line + 1
+                if isinstance(item, yaml.MappingNode):
+                    for group_key, _ in item.value:
+                        lines[("groups", index, group_key.value)] = group_key.start_mark.line + 1
+    return lines
+
+
+def _line_of(field_name: str, lines: dict[tuple, int]) -> int | None:
+    match = re.match(r"groups\[(\d+)\](?: \([^)]*\))?(?:\.(.+))?$", field_name)
+    if match:
+        index, key = int(match.group(1)), match.group(2)
+        return lines.get(("groups", index, key)) or lines.get(("groups", index)) or lines.get(("groups",))
+    return lines.get((field_name,))
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value.strip() else None
 
@@ -529,6 +557,10 @@ def load_spec(spec_dir: str | Path) -> Spec:
         problem("weights-sum", f"group weights sum to {sum(weights):.6g}, not 1", field="groups")
 
     if problems:
+        lines = _yaml_lines(spec_path)
+        for item in problems:
+            if item.file == SPEC_FILE and item.row is None and item.field:
+                item.row = _line_of(item.field, lines)
         raise SpecError(problems)
     unused = [k for k in rows if k not in member_of]
     return Spec(

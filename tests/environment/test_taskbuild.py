@@ -574,3 +574,17 @@ def test_a_presented_order_equal_to_the_measured_order_is_reported(tmp_path):
         if len(found) == 2:
             break
     assert set(found) == {True, False}
+
+
+def test_spec_yaml_problems_carry_the_line_of_their_key(tmp_path):
+    spec = base_spec()
+    spec["domain"] = "astrology"
+    spec["groups"][1]["members"].append("zulu")
+    spec_dir = write_spec(tmp_path / "spec", spec)
+    lines = (spec_dir / "spec.yaml").read_text().splitlines()
+    with pytest.raises(SpecError) as exc:
+        load_spec(spec_dir)
+    rows = {p.code: p.row for p in exc.value.problems}
+    assert lines[rows["bad-domain"] - 1].startswith("domain:")
+    assert lines[rows["unknown-member"] - 1].strip().startswith("members:")
+    assert rows["unknown-member"] > next(i for i, ln in enumerate(lines, 1) if "group_id: second" in ln)
