@@ -590,11 +590,14 @@ def _read_rows(path: Path, name: str, setup_fields: list[str], problem) -> dict[
     except UnicodeDecodeError:
         problem("csv-encoding", "is not UTF-8 text", file=name)
         return {}
-    reader = csv.reader(io.StringIO(text))
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
     try:
         header = next(reader)
     except StopIteration:
         problem("csv-empty", "is empty: it needs a header row (key, setup fields, value, source)", file=name)
+        return {}
+    except csv.Error as exc:
+        problem("csv-syntax", f"is not readable CSV: {exc}", file=name, row=reader.line_num or 1)
         return {}
     header = [h.strip() for h in header]
     ok = True
@@ -618,7 +621,15 @@ def _read_rows(path: Path, name: str, setup_fields: list[str], problem) -> dict[
     if not ok:
         return {}
     rows: dict[str, SpecRow] = {}
-    for line_no, cells in enumerate(reader, start=2):
+    while True:
+        try:
+            cells = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            problem("csv-syntax", f"is not readable CSV: {exc}", file=name, row=reader.line_num)
+            break
+        line_no = reader.line_num  # the record's last line (a quoted cell may span lines)
         if not cells or all(not c.strip() for c in cells):
             continue
         if len(cells) != len(header):

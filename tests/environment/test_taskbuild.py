@@ -414,6 +414,14 @@ BAD_CSVS = [
     ("ragged row", HEADER + GOOD + "hotel,too,many,cells,1.0,x\n", "csv-ragged-row", 9, None),
     ("missing value column", HEADER.replace(",value", "") + GOOD, "csv-missing-column", 1, "value"),
     ("repeated column", HEADER.replace("source", "name") + GOOD, "csv-repeated-column", 1, None),
+    ("unclosed quote", HEADER + GOOD + 'hotel,"compound eight,25,1.0,Table 9\n', "csv-syntax", 9, None),
+    (
+        "line of a record after a multi-line cell",
+        HEADER + 'alpha,"two\nlines",25,x,Table 1\n' + GOOD[GOOD.index("bravo") :],
+        "csv-bad-value",
+        3,
+        "value",
+    ),
 ]
 
 
