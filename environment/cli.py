@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from environment.console import EXIT_INVALID, echo_json, fail
+from environment.console import EXIT_INVALID, EXIT_USAGE, echo_json, fail
 
 task_app = typer.Typer(help="Inspect and prepare benchmark task directories.", no_args_is_help=True)
 
@@ -101,7 +101,7 @@ def _authoring(task_dir: Path, spec: Path | None) -> dict[str, Any] | None:
     try:
         return check_built_task(task_dir, spec)
     except SpecError as exc:
-        raise _usage_error(f"spec {spec}:\n" + str(exc)) from None
+        raise fail(f"spec {spec}:\n" + str(exc)) from None
 
 
 def _echo_authoring(authoring: dict[str, Any]) -> None:
@@ -138,7 +138,7 @@ def task_build(
         result = build_task(spec, out, force=force)
     except SpecError as exc:
         if as_json:
-            _echo_json({"built": False, "problems": [{**p.__dict__, "text": str(p)} for p in exc.problems]})
+            echo_json({"built": False, "problems": [{**p.__dict__, "text": str(p)} for p in exc.problems]})
         else:
             n = len(exc.problems)
             typer.echo(f"error: {spec}: {n} problem{'s' if n != 1 else ''}", err=True)
@@ -147,7 +147,7 @@ def task_build(
         raise typer.Exit(EXIT_USAGE) from None
     code = EXIT_INVALID if strict and result.warnings else 0
     if as_json:
-        _echo_json({"built": True, **result.to_dict()})
+        echo_json({"built": True, **result.to_dict()})
         raise typer.Exit(code)
     typer.echo(
         f"built {result.task_id} (version {result.task_version}): {result.experiments} experiments in "

@@ -397,7 +397,8 @@ def load_spec(spec_dir: str | Path) -> Spec:
                         "reserved-setup-field",
                         f"{name!r} cannot be shown to the agent",
                         field="setup_fields",
-                        hint="key, value and source stay hidden; the builder writes experiment_id and group_id",
+                        hint="key, value and source stay hidden; "
+                        "the builder writes experiment_id and group_id",
                     )
             repeated = sorted({f for f in setup_fields if setup_fields.count(f) > 1})
             if repeated:
@@ -418,7 +419,7 @@ def load_spec(spec_dir: str | Path) -> Spec:
             problem("bad-input", f"{item!r} lies outside the spec folder", field="inputs")
         elif not target.exists():
             problem("missing-input", f"{item!r} does not exist beside spec.yaml", field="inputs")
-        elif rel.parts[0] in TASK_FILES + ("answers.json", SPEC_FILE) or item == data.get("experiments"):
+        elif rel.parts[0] in (*TASK_FILES, "answers.json", SPEC_FILE) or item == data.get("experiments"):
             problem(
                 "bad-input",
                 f"{item!r} would replace a file the builder writes, or hand over the spec",
@@ -798,7 +799,8 @@ def render(spec: Spec) -> Rendered:
         "- `experiment.md`: the shared procedure and the definition of each endpoint",
         "- `protocol.json`: the same information in machine-readable form",
         f"- `targets.csv`: one row per experiment: `experiment_id`, `group_id`, then its settings ({shown})",
-        "- `contract.json`: the machine-readable contract (task id and version, groups, weights, experiment ids)",
+        "- `contract.json`: the machine-readable contract "
+        "(task id and version, groups, weights, experiment ids)",
     ]
     if input_files:
         file_lines.append("- input files: " + ", ".join(f"`{name}`" for name in sorted(input_files)))
@@ -810,7 +812,8 @@ def render(spec: Spec) -> Rendered:
         f"## Files\n\n" + "\n".join(file_lines) + "\n\n"
         f"## Information policy\n\n{INFORMATION_POLICY}\n\n"
         "## Submission\n\n"
-        "Write `rankings.json` in your output directory: UTF-8 JSON, at most 1 MiB, each key once per object:\n\n"
+        "Write `rankings.json` in your output directory: UTF-8 JSON, at most 1 MiB, "
+        "each key once per object:\n\n"
         f'```json\n{{"task_id": "{spec.task_id}", "task_version": "{spec.task_version}",\n'
         f' "rankings": [{example}]}}\n```\n\n{SUBMISSION_RULES}\n'
     )
@@ -890,14 +893,14 @@ _GENERIC_TOKENS_TEXT = (
 )
 _GENERIC_TOKENS = frozenset(_GENERIC_TOKENS_TEXT.split())
 _DOI_RE = re.compile(r"\b10\.\d{4,9}/[^\s,;\"'<>]+", re.IGNORECASE)
-_WORD_RE = re.compile(r"[A-Za-z0-9]+(?:['’-][A-Za-z0-9]+)*")
+_WORD_RE = re.compile(r"[A-Za-z0-9]+(?:['\u2019-][A-Za-z0-9]+)*")
 
 
 def _title_of(citation: str | dict[str, Any]) -> str:
     if isinstance(citation, dict):
         return str(citation.get("title") or "")
-    match = re.search(r"[\"“”]([^\"“”]{8,})[\"“”]", citation) or re.search(
-        r"(?:^|[\s,(])['‘]([^'‘’]{8,}?)['’](?=[\s,.;)]|$)", citation
+    match = re.search(r"[\"\u201c\u201d]([^\"\u201c\u201d]{8,})[\"\u201c\u201d]", citation) or re.search(
+        r"(?:^|[\s,(])['\u2018]([^'\u2018\u2019]{8,}?)['\u2019](?=[\s,.;)]|$)", citation
     )
     return match.group(1) if match else ""
 
@@ -918,13 +921,13 @@ def _surnames(citation: str | dict[str, Any]) -> list[str]:
         return sorted({n for n in names if len(n) >= 2})
     found: set[str] = set()
     patterns = (
-        r"\b([A-Z][\w'’-]+),?\s+(?:[A-Z]\.?-?\s?){1,3}(?=[,;.]|\s|$)",  # Surname DL / Surname, D. L.
-        r"(?:\b[A-Z]\.\s?(?:-?[A-Z]\.\s?)*)([A-Z][\w'’-]+)",  # D. L. Surname
-        r"\b([A-Z][\w'’-]+)\s+et\s+al\b",  # Surname et al
+        r"\b([A-Z][\w'\u2019-]+),?\s+(?:[A-Z]\.?-?\s?){1,3}(?=[,;.]|\s|$)",  # Surname DL / Surname, D. L.
+        r"(?:\b[A-Z]\.\s?(?:-?[A-Z]\.\s?)*)([A-Z][\w'\u2019-]+)",  # D. L. Surname
+        r"\b([A-Z][\w'\u2019-]+)\s+et\s+al\b",  # Surname et al
     )
     for pattern in patterns:
         for match in re.finditer(pattern, citation):
-            name = match.group(1).strip("'’-")
+            name = match.group(1).strip("'\u2019-")
             if len(name) >= 2 and name not in _NOT_SURNAMES and not name.isupper():
                 found.add(name)
     return sorted(found)
@@ -1076,7 +1079,8 @@ def author_checks(spec: Spec, rendered: Rendered) -> list[AuthorWarning]:
         warnings.append(
             AuthorWarning(
                 "unused-rows",
-                f"{len(spec.unused_keys)} row(s) of {spec.experiments_file} are in no group and are left out: "
+                f"{len(spec.unused_keys)} row(s) of {spec.experiments_file} are in no group "
+                "and are left out: "
                 + ", ".join(spec.unused_keys[:10])
                 + (" ..." if len(spec.unused_keys) > 10 else ""),
             )

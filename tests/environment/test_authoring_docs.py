@@ -21,7 +21,7 @@ def _blocks(kind: str) -> dict[str, str]:
 
 
 def _spu(*args: str):
-    from scaffold.cli import app
+    from spu.cli import app
 
     return CliRunner().invoke(app, list(args))
 

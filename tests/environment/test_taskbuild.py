@@ -42,7 +42,8 @@ def base_spec() -> dict:
         "procedure": "Each compound was measured once with the same shake-flask procedure.\n",
         "experiments": "experiments.csv",
         "setup_fields": ["name", "temperature_c"],
-        "citation": "Quackenbush AB, Zeller CD, 'Partition coefficients of assorted organics by shake flask', "
+        "citation": "Quackenbush AB, Zeller CD, "
+        "'Partition coefficients of assorted organics by shake flask', "
         "J Test Chem 2021, 10.1234/jtc.2021.555",
         "data_source": "Table 2 and Table 3 of the article; ZellerBase release v2.1",
         "license": "CC-BY-4.0",
@@ -488,11 +489,11 @@ def test_version_given_as_integer_is_accepted_as_text(tmp_path):
     assert load_spec(write_spec(tmp_path / "spec", spec)).task_version == "3"
 
 
-# ------------------------------------------------------------------------------------------------ command line
+# ----------------------------------------------------------------------------------------------- command line
 
 
 def _spu(*args: str):
-    from scaffold.cli import app
+    from spu.cli import app
 
     return CliRunner().invoke(app, list(args))
 
