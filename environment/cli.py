@@ -1,15 +1,15 @@
-"""Benchmark commands: ``spu task show|anonymize``, ``spu validate``, ``spu grade``, ``spu chance``,
+"""Benchmark commands: ``spu task show|build|anonymize``, ``spu validate``, ``spu grade``, ``spu chance``,
 ``spu report``, ``spu consensus``. Exit codes: 0 ok, 1 the checked thing is wrong, 2 usage error."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from environment.console import EXIT_INVALID, echo_json, fail
+from environment.console import EXIT_INVALID, EXIT_USAGE, echo_json, fail
 
 task_app = typer.Typer(help="Inspect and prepare benchmark task directories.", no_args_is_help=True)
 
@@ -44,10 +44,17 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON out
 
 @task_app.command("show")
 def task_show(
-    path: Annotated[Path, typer.Argument(help="Task directory.")], as_json: JsonOpt = False
+    path: Annotated[Path, typer.Argument(help="Task directory.")],
+    spec: Annotated[
+        Path | None,
+        typer.Option("--spec", help="Spec the task was built from (default: ../spec beside the task)."),
+    ] = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Check a task directory and summarize it: identity, groups, columns, input files."""
+    """Check a task directory and summarize it: identity, groups, columns, input files; with its spec
+    known, the author warnings and whether the task matches a fresh build."""
     task = _load_task(path)
+    authoring = _authoring(path, spec)
     summary = {
         "task_id": task.task_id,
         "task_version": task.task_version,
@@ -64,6 +71,11 @@ def task_show(
         "has_experiment_md": bool(task.experiment),
         "has_protocol_json": bool(task.protocol),
     }
+    if authoring is not None:
+        summary["authoring"] = {
+            **authoring,
+            "warnings": [{"code": w.code, "group": w.group, "text": str(w)} for w in authoring["warnings"]],
+        }
     if as_json:
         echo_json(summary)
         return
@@ -76,6 +88,78 @@ def task_show(
         f"{', '.join(task.numeric_columns) or '-'})"
     )
     typer.echo(f"input files: {', '.join(task.input_files) or '-'}")
+    if authoring is not None:
+        _echo_authoring(authoring)
+
+
+def _authoring(task_dir: Path, spec: Path | None) -> dict[str, Any] | None:
+    from environment.taskbuild import SpecError, check_built_task, spec_of_task
+
+    spec = spec if spec is not None else spec_of_task(task_dir)
+    if spec is None:
+        return None
+    try:
+        return check_built_task(task_dir, spec)
+    except SpecError as exc:
+        raise fail(f"spec {spec}:\n" + str(exc)) from None
+
+
+def _echo_authoring(authoring: dict[str, Any]) -> None:
+    typer.echo(f"spec: {authoring['spec']}")
+    differs = authoring["differs_from_build"]
+    if differs:
+        typer.echo(f"  differs from a fresh build of the spec: {', '.join(differs)} (run spu task build)")
+    else:
+        typer.echo("  matches a fresh build of the spec")
+    for warning in authoring["warnings"]:
+        typer.echo(f"  warning {warning}")
+    for note in authoring["notes"]:
+        typer.echo(f"  note: {note}")
+    if not authoring["warnings"]:
+        typer.echo("  no author warnings")
+
+
+@task_app.command("build")
+def task_build(
+    spec: Annotated[Path, typer.Argument(help="Spec folder (spec.yaml and its experiments CSV).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Writes OUT/task/ and OUT/answers.json.")],
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace OUT/task even if it is not a build of this task.")
+    ] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when there are author warnings.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Build a task directory and its answers from a spec, run the task checks, print author warnings.
+
+    Exit 0 built, 1 built with warnings under --strict, 2 the spec has problems (each listed)."""
+    from environment.taskbuild import SpecError, build_task
+
+    try:
+        result = build_task(spec, out, force=force)
+    except SpecError as exc:
+        if as_json:
+            echo_json({"built": False, "problems": [{**p.__dict__, "text": str(p)} for p in exc.problems]})
+        else:
+            n = len(exc.problems)
+            typer.echo(f"error: {spec}: {n} problem{'s' if n != 1 else ''}", err=True)
+            for problem in exc.problems:
+                typer.echo(f"  {problem}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    code = EXIT_INVALID if strict and result.warnings else 0
+    if as_json:
+        echo_json({"built": True, **result.to_dict()})
+        raise typer.Exit(code)
+    typer.echo(
+        f"built {result.task_id} (version {result.task_version}): {result.experiments} experiments in "
+        f"{result.groups} groups -> {result.task_dir}, {result.answers}"
+    )
+    for warning in result.warnings:
+        typer.echo(f"warning {warning}")
+    for note in result.notes:
+        typer.echo(f"note: {note}")
+    if not result.warnings:
+        typer.echo("no author warnings")
+    raise typer.Exit(code)
 
 
 @task_app.command("anonymize")

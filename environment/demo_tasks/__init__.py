@@ -1,4 +1,7 @@
-"""Three small demo tasks built from published measurements (handbook and review tables).
+"""Three small demo tasks built from published measurements (handbook and review tables): smoke tests.
+
+They check that the tools, the agent and the grading run end to end (``"smoke_test": true`` in their
+``contract.json`` and ``protocol.json``); their textbook values are not a measure of prediction skill.
 
 Each slug has ``<slug>/task/`` (what an agent sees) and ``<slug>/answers.json`` (kept outside the task,
 with a citation for every value and the mapping from the anonymized ids back to readable ones).

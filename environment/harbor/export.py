@@ -108,6 +108,14 @@ def network_policy(network: str, audit_url: str | None, extra_hosts: list[str]) 
     return "allowlist", list(dict.fromkeys([host, *extra_hosts]))
 
 
+def _is_smoke_test(task: Task) -> bool:
+    """A demo task labelled as a pipeline smoke test in its contract (not a benchmark task)."""
+    try:
+        return json.loads((task.root / "contract.json").read_text(encoding="utf-8")).get("smoke_test") is True
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def render_task_toml(
     task: Task,
     *,
@@ -142,6 +150,7 @@ def render_task_toml(
         f"groups = {len(task.groups)}",
         f"experiments = {task.n_experiments}",
         f"submission = {_toml_str(f'{CONTAINER_OUTPUT_DIR}/rankings.json')}",
+        *(["smoke_test = true"] if _is_smoke_test(task) else []),
         "",
         "[agent]",
         f"timeout_sec = {float(agent_timeout_s)}",

@@ -149,5 +149,5 @@ def test_task_show_and_anonymize_commands(tmp_path):
     shown = runner.invoke(app, ["task", "show", str(demo_task_dir("enzyme-kinetics")), "--json"])
     assert shown.exit_code == 0
     info = json.loads(shown.output)
-    assert info["experiments"] == 17 and [g["n"] for g in info["groups"]] == [9, 8]
+    assert info["experiments"] == 16 and [g["n"] for g in info["groups"]] == [8, 8]
     assert runner.invoke(app, ["task", "show", str(tmp_path)]).exit_code == 2

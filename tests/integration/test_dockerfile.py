@@ -76,6 +76,10 @@ def test_build_context_excludes_answers_and_local_environments():
     assert included("tools_server/server.py") and included("pyproject.toml")
     assert included("environment/demo_tasks/aromatic-acidity/task/contract.json")
     assert not included("environment/demo_tasks/aromatic-acidity/answers.json")
+    # a suite task's spec holds its values and source: only the built task/ goes in
+    assert included("environment/tasks/chem-x/task/targets.csv")
+    for spec_file in ("spec.yaml", "experiments.csv", "structures/a.pdb"):
+        assert not included(f"environment/tasks/chem-x/spec/{spec_file}"), spec_file
     for local in (".venv/bin/python", ".harbor-venv/bin/harbor", ".npm-clients/node_modules/x", "spu-work/a"):
         assert not included(local), local
 

@@ -72,6 +72,7 @@ def test_export_layout_keeps_answers_in_tests_only(tmp_path):
     assert config["environment"]["gpus"] == 1 and config["agent"]["timeout_sec"] == 8 * 3600
     assert config["verifier"]["environment_mode"] == "separate"
     assert config["verifier"]["environment"]["network_mode"] == "no-network"
+    assert config["metadata"]["smoke_test"] is True  # the demo tasks are labelled smoke tests
     assert "/app/output/rankings.json" in (out / "instruction.md").read_text()
     assert not (out / "solution").exists()
 
