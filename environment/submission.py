@@ -339,17 +339,17 @@ def _validate_document(document: dict[str, Any], task: Task, *, recover: bool) -
             file_errors.append("'rankings' is empty: list every comparison group")
         else:
             entries = _group_entries(container, task, recover, departures, file_errors)
-    found = departures.lines()
-    recovered = found if recover else []
-    if not recover and found:
+    departure_lines = departures.lines()
+    recovered = departure_lines if recover else []
+    if not recover and departure_lines:
         # a departure anywhere rejects the whole file under the strict grader (paper Appendix E.1)
         file_errors.extend(
             f"schema departure ({line}): the strict grader rejects the file; the recovered score reads it"
-            for line in found
+            for line in departure_lines
         )
     if file_errors:
         return ValidationReport(
-            valid=False, file_errors=file_errors, recovered=recovered, departures=found
+            valid=False, file_errors=file_errors, recovered=recovered, departures=departure_lines
         )
 
     group_errors: dict[str, list[str]] = {}
@@ -384,7 +384,7 @@ def _validate_document(document: dict[str, Any], task: Task, *, recover: bool) -
         valid=not group_errors,
         group_errors=group_errors,
         recovered=recovered,
-        departures=found,
+        departures=departure_lines,
         normalized=normalized,
         orders=orders,
     )
