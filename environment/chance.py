@@ -143,9 +143,7 @@ def chance_threshold(
         best = group_rho(sorted(group.experiment_ids, key=lambda e: values[e]), values)
         centered, denominator = centered_measured_ranks(measured_values(task, answers, group.group_id))
         ranks = rng.permuted(np.tile(np.arange(1.0, n + 1.0), (draws, 1)), axis=1)
-        group_threshold = (
-            float(np.quantile(ranks @ centered / denominator, quantile)) if denominator else 0.0
-        )
+        group_threshold = float(np.quantile(ranks @ centered / denominator, quantile)) if denominator else 0.0
         presented_rho = group_rho(group.experiment_ids, values)
         presented += group.weight * presented_rho
         groups.append(

@@ -359,8 +359,10 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
             "a 95% bootstrap interval over those tasks."
         ),
         "",
-        "| configuration | runs above chance [95% CI] | tasks above chance [95% CI] "
-        "| within-task SD [95% CI] | tasks with repeats | median task SD |",
+        (
+            "| configuration | runs above chance [95% CI] | tasks above chance [95% CI] "
+            "| within-task SD [95% CI] | tasks with repeats | median task SD |"
+        ),
         "|---|---|---|---|---|---|",
     ]
     for row in summary["configurations"]:

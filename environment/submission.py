@@ -273,7 +273,7 @@ def _identity(
     doc: dict[str, Any], task: Task, recover: bool, departures: _Departures, file_errors: list[str]
 ) -> None:
     renamed: list[str] = []
-    key, reason = _pick_key(doc, "task_id", ("task",), recover)
+    key, _ = _pick_key(doc, "task_id", ("task",), recover)
     if key is None:
         if not recover and "task" in doc:
             renamed.append("'task' for 'task_id'")
@@ -289,11 +289,11 @@ def _identity(
     if version_key is None and "version" in doc and "task_id" not in doc and "task" in doc:
         version_key = "version"
         renamed.append("'version' for 'task_version'")
-    if version_key is not None and (recover or version_key == "task_version"):
-        if doc[version_key] != task.task_version:
-            file_errors.append(
-                f"task_version {doc[version_key]!r} is not this task's version {task.task_version!r}"
-            )
+    checked = version_key is not None and (recover or version_key == "task_version")
+    if checked and doc[version_key] != task.task_version:
+        file_errors.append(
+            f"task_version {doc[version_key]!r} is not this task's version {task.task_version!r}"
+        )
     if renamed:
         departures.add(DEPARTURE_IDENTITY, ", ".join(renamed))
 

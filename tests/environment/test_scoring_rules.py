@@ -177,7 +177,7 @@ def test_tied_and_single_experiment_groups_load_and_score_zero(orderless_task):
     assert attainable_max(task, answers) == pytest.approx(1 / 3)
     scores = random_scores(task, answers, draws=600, seed=1)
     # group b alone: rho of a random order of 3 lies in {-1, -0.5, 0.5, 1}, the task score is a third of it
-    assert set(round(x * 3, 9) for x in scores) <= {-1.0, -0.5, 0.5, 1.0}
+    assert {round(x * 3, 9) for x in scores} <= {-1.0, -0.5, 0.5, 1.0}
     exact = exact_score_distribution(task, answers)
     assert list(exact) == pytest.approx([-1 / 3, -1 / 6, 1 / 6, 1 / 3])
     assert list(exact.values()) == pytest.approx([1 / 6, 1 / 3, 1 / 3, 1 / 6])
