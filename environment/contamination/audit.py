@@ -98,7 +98,9 @@ class CellAudit:
     @property
     def flagged_by(self) -> str:
         """Which test flagged the cell: ``"R12"``, ``"R23"``, ``"R12+R23"`` or ``""``."""
-        return "+".join(name for name, hit in (("R12", self.significant_r12), ("R23", self.significant_r23)) if hit)
+        return "+".join(
+            name for name, hit in (("R12", self.significant_r12), ("R23", self.significant_r23)) if hit
+        )
 
     @property
     def r12_only(self) -> bool:
