@@ -18,10 +18,10 @@ are at least 20 of them, else from all), each with uniform jitter of half a thir
 the audit asks of a model, and scored exactly as the model is: nested matches, retentions, one-sided
 binomial tests against the same null.
 
-Measured on simulated cells (300 labels, normal errors, 20 to 30 cells each): an honest model with error
-SD 0.1 to 0.2 is flagged on R12 in nearly every cell, and the control reaches that evidence in all but
-3-10% of them; a model that copies 5% of labels and predicts the rest with SD 0.2 is flagged on R23, beyond
-the control, in 20 of 20 cells.
+Measured by ``bench/scoring_rules.py`` (30 cells of 300 labels per kind): honest models with error SD
+0.05 to 0.2 are flagged in all 90 cells, mostly on R12 alone, and only 4 of those flags go beyond the
+control; a model that copies 5% of labels and predicts the rest with SD 0.2 is flagged beyond it in 30 of
+30 cells.
 
 Per retention it reports the control's mean retention, how often the control's own test is significant
 at ``alpha`` (uncorrected, which favours the control and makes the comparison conservative), and a Monte
