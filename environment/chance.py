@@ -8,8 +8,8 @@ ranking at P < 0.05.
 
 The attainable maximum is the score of the measured order: below 1 when measured values tie, because a
 submission is a strict order. A group whose values all tie, or that holds one experiment, scores 0 under
-every order, in the random draws as in the attainable maximum. For small tasks the exact distribution over all permutations is available
-from :func:`exact_score_distribution`.
+every order, in the random draws as in the attainable maximum. For small tasks the exact distribution
+over all permutations is available from :func:`exact_score_distribution`.
 """
 
 from __future__ import annotations

@@ -181,7 +181,8 @@ def grade_cmd(
     if result.recovery_accepted is not None:
         if result.recovery_accepted:
             typer.echo(
-                f"  recovered score {result.recovered_score:.4f} after recovering: {'; '.join(result.departures)}"
+                f"  recovered score {result.recovered_score:.4f} after recovering: "
+                + "; ".join(result.departures)
             )
         else:
             typer.echo(
@@ -268,7 +269,7 @@ def report_cmd(
         return
     for row in summary["configurations"]:
         runs = row["above_chance_runs"]
-        raw = "–" if row["raw_mean"] is None else f"{row['raw_mean']:.3f}"
+        raw = "\u2013" if row["raw_mean"] is None else f"{row['raw_mean']:.3f}"
         typer.echo(
             f"{row['configuration']}: {row['scored_tasks']} scored tasks, raw mean {raw}, "
             f"mean at -1 {row['mean_at_minus_one']:.3f}, runs above chance {runs['count']}/{runs['of']}"

@@ -180,7 +180,7 @@ def collect_runs(
 
 def _fmt(value: float | None, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "\N{EN DASH}"
+        return "\u2013"
     return f"{value:.{digits}f}"
 
 
@@ -316,7 +316,7 @@ def _ci(ci: list[float] | None) -> str:
 
 def _share_text(share: dict[str, Any] | None) -> str:
     if not share or not share["of"]:
-        return "–"
+        return "\u2013"
     low, high = share["wilson_ci"]
     return f"{share['count']}/{share['of']} ({share['share']:.0%}) [{low:.0%}, {high:.0%}]"
 
@@ -327,9 +327,8 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
         "",
         (
             f"Runs: `{runs_dir.name}`; {len(summary['configurations'])} configurations, "
-            f"{len(summary['tasks'])} tasks. "
-            f"Intervals: 95% percentile bootstrap over tasks ({summary['bootstrap']['resamples']} "
-            "resamples). "
+            f"{len(summary['tasks'])} tasks. Intervals: 95% percentile bootstrap over tasks "
+            f"({summary['bootstrap']['resamples']} resamples). "
             f"Chance thresholds: 95th percentile of {summary['chance']['draws']} random valid submissions."
         ),
         "",
@@ -344,9 +343,11 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
     for row in summary["configurations"]:
         lines.append(
             f"| {row['configuration']} | {row['scored_tasks']} | {row['coverage']:.0%} | "
-            f"{_fmt(row['raw_mean'])}{_ci(row['raw_ci'])} | {_fmt(row['adjusted_mean'])}{_ci(row['adjusted_ci'])} | "
+            f"{_fmt(row['raw_mean'])}{_ci(row['raw_ci'])} | "
+            f"{_fmt(row['adjusted_mean'])}{_ci(row['adjusted_ci'])} | "
             f"{_fmt(row['mean_at_minus_one'])} | {_fmt(row['mean_after_recovery'])} | "
-            f"{row['rejected_runs']} | {row['recovered_runs']} | {row['runs_without_file']} | {row['refusals']} |"
+            f"{row['rejected_runs']} | {row['recovered_runs']} | {row['runs_without_file']} | "
+            f"{row['refusals']} |"
         )
     lines += [
         "",
@@ -383,9 +384,8 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
             "## Paired comparisons",
             "",
             (
-                "Mean difference (A - B) on the tasks scored for both; two-sided Wilcoxon signed-rank "
-                "test, Holm "
-                "correction over all pairs."
+                "Mean difference (A - B) on the tasks scored for both; two-sided Wilcoxon signed-rank test, "
+                "Holm correction over all pairs."
             ),
             "",
             "| A | B | shared tasks | mean difference | p | Holm p |",
@@ -423,19 +423,20 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
         "## Definitions",
         "",
         (
-            "- *Scored*: a run whose rankings.json the strict grader accepts, or whose group orders were recovered "
-            "from one of the five documented schema departures, and that is not a refusal. A configuration's task "
-            "score is the mean of its scored runs on that task."
+            "- *Scored*: a run whose rankings.json the strict grader accepts, or whose group orders were "
+            "recovered from one of the five documented schema departures, and that is not a refusal. A "
+            "configuration's task score is the mean of its scored runs on that task."
         ),
         (
-            "- *Mean at -1 (strict)*: the official score over all tasks; a missing file, or one the strict grader "
-            "rejects (any schema departure), scores -1. *After recovery*: the same with recovered files scored. "
-            "*Rejected*: files the strict grader rejected; *recovered*: those of them recovery made acceptable."
+            "- *Mean at -1 (strict)*: the official score over all tasks; a missing file, or one the strict "
+            "grader rejects (any schema departure), scores -1. *After recovery*: the same with recovered "
+            "files scored. *Rejected*: files the strict grader rejected; *recovered*: those of them recovery "
+            "made acceptable."
         ),
         "- *Task-adjusted mean*: alpha_c + mean(mu_t) from the additive model y_tc = mu_t + alpha_c.",
         (
-            "- *Above chance*: decided per scored run against its task's chance threshold (a threshold for one "
-            "run; a mean over repeats would beat it far less often than 5% under random ranking)."
+            "- *Above chance*: decided per scored run against its task's chance threshold (a threshold for "
+            "one run; a mean over repeats would beat it far less often than 5% under random ranking)."
         ),
     ]
     if warnings:

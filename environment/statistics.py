@@ -176,9 +176,9 @@ def design_connected(scores: np.ndarray) -> bool:
 def wilson_interval(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
     """Wilson score interval for a binomial share ``successes / trials`` (NaN bounds when ``trials`` is 0).
 
-    ``center = (p + z^2 / 2n) / (1 + z^2 / n)``, ``half = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / 4n^2)``
-    with ``z`` the two-sided normal quantile of ``level``; the same as statsmodels'
-    ``proportion_confint(method="wilson")``.
+    ``center = (p + z^2 / 2n) / (1 + z^2 / n)`` and
+    ``half = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / 4n^2)``, with ``z`` the two-sided normal
+    quantile of ``level``; the same as statsmodels' ``proportion_confint(method="wilson")``.
     """
     from scipy.stats import norm
 

@@ -23,14 +23,13 @@ def _cell_label(cell: CellAudit) -> str:
 
 
 def _num(value: float, digits: int = 3) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "\N{EN DASH}"
-    return f"{value:.{digits}f}"
+    missing = value is None or (isinstance(value, float) and math.isnan(value))
+    return "\u2013" if missing else f"{value:.{digits}f}"
 
 
 def _p(value: float) -> str:
     if isinstance(value, float) and math.isnan(value):
-        return "\N{EN DASH}"
+        return "\u2013"
     return f"{value:.2e}" if value < 1e-3 else f"{value:.3f}"
 
 
@@ -46,7 +45,7 @@ def _flag_text(cell: CellAudit) -> str:
 def _honest_text(cell: CellAudit, name: str) -> str:
     value = getattr(cell, f"honest_{name}")
     if not cell.honest_sims or math.isnan(value):
-        return "–"
+        return "\u2013"
     return f"{value:.3f} ({_num(getattr(cell, f'honest_flag_rate_{name}') * 100, 0)}%)"
 
 
@@ -64,17 +63,17 @@ def markdown_table(result: AuditResult) -> str:
         lines += [
             "",
             (
-                f"Honest control: {result.honest_sims} simulated predictors per cell with the model's own error "
-                "spread and no retrieval; its mean retention and, in brackets, how often its own test is "
-                "significant. *Beyond honest*: a significant retention that the control's evidence matches in "
-                f"at most {result.alpha:.0%} of simulations."
+                f"Honest control: {result.honest_sims} simulated predictors per cell with the model's own "
+                "error spread and no retrieval; its mean retention and, in brackets, how often its own "
+                "test is significant. *Beyond honest*: a significant retention that the control's "
+                f"evidence matches in at most {result.alpha:.0%} of simulations."
             ),
         ]
     lines += [
         "",
         (
-            "| model | benchmark | n | m1 | m2 | m3 | hit3 | R12 | null R12 | q R12 | honest R12 | R23 | null R23 "
-            "| q R23 | honest R23 | flagged by | r model | r first-figure |"
+            "| model | benchmark | n | m1 | m2 | m3 | hit3 | R12 | null R12 | q R12 | honest R12 | R23 "
+            "| null R23 | q R23 | honest R23 | flagged by | r model | r first-figure |"
         ),
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|:---:|---:|---:|",
     ]
@@ -118,7 +117,7 @@ def write_heatmap(result: AuditResult, path: Path) -> None:
         i, j = rows.index(_cell_label(c)), cols.index(c.benchmark)
         grid[i, j] = c.hit3 * 100
         mark = ("†" if c.r12_only else "*") if c.flagged else ""
-        text[i][j] = ("–" if math.isnan(c.hit3) else f"{c.hit3 * 100:.1f}") + mark
+        text[i][j] = ("\u2013" if math.isnan(c.hit3) else f"{c.hit3 * 100:.1f}") + mark
     fig, ax = plt.subplots(figsize=(3.2 + 1.1 * len(cols), 2.0 + 0.45 * len(rows)), dpi=120)
     cmap = matplotlib.colormaps["magma_r"].with_extremes(bad="#dddddd")
     image = ax.imshow(

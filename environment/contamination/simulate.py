@@ -4,8 +4,9 @@ false discovery rate on a given set of labels before spending model calls.
 Four predictors: ``planted`` copies the published label verbatim for a share of items and guesses the
 rest; ``random`` guesses every item; ``coarse`` knows each label's first significant figure exactly and
 writes two random digits below it; ``honest`` predicts every label with normal error of SD ``noise`` (in
-the label's units) and never retrieves: accurate enough, it retains second figures above the null. Guesses are drawn from the label values themselves (a molecule-blind
-predictor that knows the label distribution), written to three significant figures.
+the label's units) and never retrieves: accurate enough, it retains second figures above the null.
+Guesses are drawn from the label values themselves (a molecule-blind predictor that knows the label
+distribution), written to three significant figures.
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ def test_control_off_leaves_the_fields_empty_and_says_so():
 
 
 def test_audit_command_writes_the_control(tmp_path):
-    from scaffold.cli import app
+    from spu.cli import app
 
     rng = np.random.default_rng(4)
     labels = simulated_labels(200, rng)

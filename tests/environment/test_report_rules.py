@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from environment.report import build_report
 from environment.statistics import pooled_sd_interval, pooled_within_sd, wilson_interval
-from scaffold.cli import app
+from spu.cli import app
 
 runner = CliRunner()
 sm = pytest.importorskip("statsmodels.api")

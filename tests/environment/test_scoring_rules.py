@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from environment.chance import attainable_max, chance_threshold, exact_score_distribution, random_scores
 from environment.grading import grade
 from environment.submission import validate_submission
-from scaffold.cli import app
+from spu.cli import app
 
 runner = CliRunner()
 
