@@ -204,8 +204,7 @@ def render_instruction(task: Task) -> str:
 
 
 def render_dockerfile(image: str) -> str:
-    return f"""# Agent image: the spu-scaffold GPU image (Dockerfile.gpu) plus this task's files.
-# No answers here.
+    return f"""# Agent image: the GPU image (Dockerfile.gpu) plus this task's files. No answers here.
 FROM {image}
 USER root
 COPY task/ {CONTAINER_TASK_DIR}/
