@@ -21,8 +21,8 @@ def average_ranks(values: Sequence[float] | np.ndarray) -> np.ndarray:
     sorted_x = x[order]
     starts = np.concatenate(([0], np.flatnonzero(sorted_x[1:] != sorted_x[:-1]) + 1))
     stops = np.concatenate((starts[1:], [n]))
-    # a run of ties at sorted positions start..stop-1 holds ranks start+1..stop;
-    # their mean is (start+1+stop)/2
+    # a run of ties at sorted positions start..stop-1 holds ranks start+1..stop; their mean is
+    # (start+1+stop)/2
     ranks = np.empty(n, dtype=float)
     ranks[order] = np.repeat((starts + 1 + stops) / 2.0, stops - starts)
     return ranks

@@ -346,8 +346,8 @@ def check_answers(task: Task, answers: Answers) -> None:
         extra = sorted(set(given.values) - set(group.experiment_ids))
         if missing or extra:
             raise TaskError(
-                f"group {group.group_id!r}: answers lack values for {missing} "
-                f"and have unknown experiments {extra}"
+                f"group {group.group_id!r}: answers lack values for {missing} and have unknown experiments "
+                f"{extra}"
             )
 
 

@@ -151,8 +151,8 @@ def render_task_toml(
         f"timeout_sec = {float(VERIFIER_TIMEOUT_S)}",
         'environment_mode = "separate"',
         "",
-        "# The verifier's own container: same image, no network, no GPU;"
-        " sees tests/ and the restored /app/output.",
+        "# The verifier's own container: same image, no network, no GPU; sees tests/ and the restored "
+        "/app/output.",
         "[verifier.environment]",
         f"build_timeout_sec = {float(BUILD_TIMEOUT_S)}",
         "cpus = 2",
@@ -204,7 +204,7 @@ def render_instruction(task: Task) -> str:
 
 
 def render_dockerfile(image: str) -> str:
-    return f"""# Agent image: the GPU image (Dockerfile.gpu) plus this task's files. No answers here.
+    return f"""# Agent image: the spu-scaffold GPU image (Dockerfile.gpu) plus this task's files; no answers.
 FROM {image}
 USER root
 COPY task/ {CONTAINER_TASK_DIR}/

@@ -58,8 +58,8 @@ def test_export_layout_keeps_answers_in_tests_only(tmp_path):
     answers_text = demo_answers_path("aromatic-acidity").read_text()
     assert (out / "tests" / "answers.json").read_text() == answers_text
     outside = [f for f in result["files"] if not f.startswith("tests/")]
-    # no file the agent's image is built from (environment/) or reads (instruction.md, task.toml)
-    # holds answers
+    # no file the agent's image is built from (environment/) or reads (instruction.md, task.toml) holds
+    # answers
     for name in outside:
         assert "answers.json" not in name
         text = (out / name).read_text()

@@ -159,9 +159,8 @@ class Proxy(BaseModel):
     values: dict[str, float] = Field(..., description="Proxy value per item id (its own units).")
     uncertainty: float | dict[str, float] = Field(
         0.0,
-        description=(
-            "Standard deviation of the proxy, in its units: one number for all items or one per item."
-        ),
+        description="Standard deviation of the proxy, in its units: one number for all items or one per "
+        "item.",
     )
     weight: float = Field(1.0, ge=0, description="Relative weight of this proxy in the combination.")
     higher_means_higher: bool = Field(
@@ -181,9 +180,8 @@ class AggregateInput(BaseModel):
     combine: str = Field(
         "zscore",
         pattern="^(zscore|rank)$",
-        description=(
-            "'zscore': weighted sum of each proxy standardized across items; 'rank': weighted mean rank."
-        ),
+        description="'zscore': weighted sum of each proxy standardized across items; 'rank': weighted "
+        "mean rank.",
     )
 
 
