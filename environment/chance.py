@@ -7,8 +7,9 @@ default (linear interpolation between order statistics). A score above the thres
 ranking at P < 0.05.
 
 The attainable maximum is the score of the measured order: below 1 when measured values tie, because a
-submission is a strict order. For small tasks the exact distribution over all permutations is available
-from :func:`exact_score_distribution`.
+submission is a strict order. A group whose values all tie, or that holds one experiment, scores 0 under
+every order, in the random draws as in the attainable maximum. For small tasks the exact distribution
+over all permutations is available from :func:`exact_score_distribution`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from environment.rank_agreement import centered_measured_ranks, pairs_in_order, spearman_of_order, top1_hit
+from environment.rank_agreement import centered_measured_ranks, group_rho, pairs_in_order, top1_hit
 from environment.task import Answers, Task, check_answers, measured_values
 
 __all__ = [
@@ -55,6 +56,8 @@ def random_scores(task: Task, answers: Answers, draws: int = DEFAULT_DRAWS, seed
     rng = np.random.default_rng(seed)
     scores = np.zeros(draws)
     for weight, centered, denominator in _group_arrays(task, answers):
+        if denominator == 0.0:  # all values tied or one experiment: every order scores 0
+            continue
         n = centered.size
         # each row: the submitted ranks (1..n) that a random order gives to the experiments
         ranks = rng.permuted(np.tile(np.arange(1.0, n + 1.0), (draws, 1)), axis=1)
@@ -68,7 +71,7 @@ def attainable_max(task: Task, answers: Answers) -> float:
     for group in task.groups:
         values = answers.group(group.group_id).values
         best_order = sorted(group.experiment_ids, key=lambda e: values[e])
-        total += group.weight * spearman_of_order(best_order, values)
+        total += group.weight * group_rho(best_order, values)
     return total
 
 
@@ -86,6 +89,8 @@ def exact_score_distribution(
         return None
     distribution: Counter[float] = Counter({0.0: 1.0})
     for weight, centered, denominator in groups:
+        if denominator == 0.0:  # contributes 0 to every score
+            continue
         n = centered.size
         perms = np.array(list(itertools.permutations(range(1, n + 1))), dtype=float)
         rhos = np.round(perms @ centered / denominator, 12)
@@ -135,11 +140,11 @@ def chance_threshold(
     for group in task.groups:
         values = answers.group(group.group_id).values
         n = len(group.experiment_ids)
-        best = spearman_of_order(sorted(group.experiment_ids, key=lambda e: values[e]), values)
+        best = group_rho(sorted(group.experiment_ids, key=lambda e: values[e]), values)
         centered, denominator = centered_measured_ranks(measured_values(task, answers, group.group_id))
         ranks = rng.permuted(np.tile(np.arange(1.0, n + 1.0), (draws, 1)), axis=1)
-        group_threshold = float(np.quantile(ranks @ centered / denominator, quantile))
-        presented_rho = spearman_of_order(group.experiment_ids, values)
+        group_threshold = float(np.quantile(ranks @ centered / denominator, quantile)) if denominator else 0.0
+        presented_rho = group_rho(group.experiment_ids, values)
         presented += group.weight * presented_rho
         groups.append(
             {

@@ -198,24 +198,37 @@ def validate_cmd(
     submission: Annotated[Path, typer.Argument(help="rankings.json to check.")],
     task: TaskOpt,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Do not recover the five schema departures.")
+        bool, typer.Option("--strict", help="Do not try recovering schema departures of a rejected file.")
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
-    """Validate a submission against the task contract; errors per group; exit 1 if invalid."""
+    """Validate a submission under the strict grader's rules; errors per group; exit 1 if invalid.
+
+    A file with a schema departure is invalid (the grader scores it -1); unless --strict, the report also
+    says whether the departures could be recovered."""
     from environment.submission import validate_submission
 
     loaded = _load_task(task)
-    report = validate_submission(submission, loaded, recover=not strict)
+    report = validate_submission(submission, loaded, recover=False)
+    recovery = None
+    if report.file_errors and not strict:
+        recovery = validate_submission(submission, loaded, recover=True)
     if as_json:
-        echo_json(report.model_dump())
+        data = report.model_dump()
+        data["recovery"] = recovery.model_dump() if recovery is not None else None
+        echo_json(data)
     else:
         status = "valid" if report.valid else "INVALID"
         typer.echo(f"{submission}: {status}")
-        for line in report.recovered:
-            typer.echo(f"  recovered {line}")
         for line in report.messages():
             typer.echo(f"  error: {line}")
+        if recovery is not None and recovery.recovered:
+            verdict = "valid" if recovery.valid else "still invalid"
+            typer.echo(f"  after recovering the schema departures the file is {verdict}:")
+            for line in recovery.recovered:
+                typer.echo(f"    recovered {line}")
+            for line in recovery.messages():
+                typer.echo(f"    error: {line}")
     raise typer.Exit(0 if report.valid else EXIT_INVALID)
 
 
@@ -224,13 +237,15 @@ def grade_cmd(
     task: TaskOpt,
     answers: AnswersOpt,
     strict: Annotated[
-        bool, typer.Option("--strict", help="Strict grader: no recovery of schema departures.")
+        bool, typer.Option("--strict", help="Skip the recovered score (the score is always the strict one).")
     ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Score a submission: Spearman per group (average ranks for ties), weighted task score.
 
-    Exit 1 when the submission is invalid (it is still scored: -1 for the file or for each invalid group)."""
+    The score is the strict grader's (official): a schema departure anywhere scores -1. For a rejected
+    file the score after recovering the departures is printed beside it. Exit 1 when the submission is
+    invalid (it is still scored: -1 for the file or for each invalid group)."""
     from environment.grading import grade
 
     loaded, loaded_answers = _load_task_and_answers(task, answers)
@@ -239,14 +254,29 @@ def grade_cmd(
     if as_json:
         echo_json(result.model_dump())
         raise typer.Exit(code)
-    typer.echo(
-        f"{result.task_id}: score {result.score:.4f}" + ("" if result.valid else " (submission invalid)")
-    )
-    if result.recovered:
-        typer.echo(f"  strict score {result.strict_score:.4f}; recovered: {'; '.join(result.recovered)}")
+    verdict = ""
+    if result.rejected:
+        verdict = " (file rejected by the strict grader)"
+    elif not result.valid:
+        verdict = " (submission invalid)"
+    typer.echo(f"{result.task_id}: score {result.score:.4f}{verdict}")
     for error in result.file_errors:
         typer.echo(f"  file error: {error}")
-    for g in result.groups:
+    if result.recovery_accepted is not None:
+        if result.recovery_accepted:
+            typer.echo(
+                f"  recovered score {result.recovered_score:.4f} after recovering: "
+                + "; ".join(result.departures)
+            )
+        else:
+            typer.echo(
+                f"  recovered score {result.recovered_score:.4f}: recovery does not make the file acceptable"
+                f" ({'; '.join(result.recovered_file_errors)})"
+            )
+    groups = result.groups if not result.rejected or not result.recovered_groups else result.recovered_groups
+    if groups is not result.groups:
+        typer.echo("  groups after recovery:")
+    for g in groups:
         extra = (
             f"  error: {g.error}"
             if g.error
@@ -322,9 +352,11 @@ def report_cmd(
         echo_json(summary)
         return
     for row in summary["configurations"]:
+        runs = row["above_chance_runs"]
+        raw = "\u2013" if row["raw_mean"] is None else f"{row['raw_mean']:.3f}"
         typer.echo(
-            f"{row['configuration']}: {row['scored_tasks']} scored tasks, raw mean {row['raw_mean']:.3f}, "
-            f"above chance {row['above_chance']}"
+            f"{row['configuration']}: {row['scored_tasks']} scored tasks, raw mean {raw}, "
+            f"mean at -1 {row['mean_at_minus_one']:.3f}, runs above chance {runs['count']}/{runs['of']}"
         )
     typer.echo(f"report: {summary['files'][0]}")
 

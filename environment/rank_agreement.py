@@ -55,6 +55,17 @@ def spearman_of_order(order: Sequence[str], values: Mapping[str, float]) -> floa
     return float(np.clip((centered @ submitted) / denominator, -1.0, 1.0))
 
 
+def group_rho(order: Sequence[str], values: Mapping[str, float]) -> float:
+    """A valid group's score: Spearman of the order, or 0 when the measured values carry no order.
+
+    All values tied, or a single experiment: every order is equally right and Spearman is 0/0. The group
+    scores 0, what a random order is expected to score, and keeps its weight (the paper's text is silent
+    on such groups; docs/environment.md gives the reasons).
+    """
+    rho = spearman_of_order(order, values)
+    return 0.0 if np.isnan(rho) else rho
+
+
 def spearman_of_values(a: Sequence[float], b: Sequence[float]) -> float:
     """Spearman's rho between two value lists (both may tie; average ranks); NaN if either is constant."""
     ra = average_ranks(a)

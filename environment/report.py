@@ -11,9 +11,17 @@ it left a file. Directories whose names start with ``.`` or ``_`` are skipped. T
 ``--tasks`` (every directory holding ``contract.json``), answers under ``--answers`` (every
 ``answers.json``, matched by its ``task_id``); both default to the demo tasks.
 
-Per run: the strict score (missing or rejected file: -1), and the score after recovering the five schema
-departures. A run is *scored* when, after recovery, its file has no file-level error and it is not a
-refusal. A configuration's task score is the mean over its scored runs of that task.
+Per run: the strict score (the official one; a missing file, or a file the strict grader rejects, a
+schema departure anywhere included, scores -1), and the score after recovering the five schema
+departures, computed only for rejected files. A run is *scored* when the strict grader accepts its file
+or recovery does, and it is not a refusal; its scored value is the strict score, or the recovered one
+for a recovered file. A configuration's task score is the mean over its scored runs of that task.
+
+Above chance is decided per scored run against its task's chance threshold (the threshold is for one
+run: the mean of several runs of a random model beats it far less often than 5%), then summarised per
+configuration as the share of scored runs above chance and the share of scored tasks where the majority
+(more than half) of the scored runs are above, each with a Wilson 95% interval. Repeated runs also give
+the pooled within-task standard deviation (paper §3.6).
 """
 
 from __future__ import annotations
@@ -34,13 +42,22 @@ from environment.statistics import (
     bootstrap_intervals,
     design_connected,
     paired_comparisons,
+    pooled_sd_interval,
+    pooled_within_sd,
     raw_means,
+    wilson_interval,
 )
 from environment.task import Answers, Task, TaskError, check_answers, load_answers, load_task
 
 
 @dataclass
 class RunRecord:
+    """One run. ``strict_score``: the official score; ``recovered_score``: after recovery (rejected files
+    only, else the strict score); ``rejected``: the strict grader rejected the file; ``recovered``: it was
+    rejected and recovery made it acceptable; ``score``: the value scored statistics use (None when the
+    run is not scored); ``above_chance``: ``score`` above the task's chance threshold (None when not
+    scored)."""
+
     configuration: str
     task_id: str
     run: str
@@ -49,7 +66,11 @@ class RunRecord:
     strict_score: float
     recovered_score: float
     scored: bool
-    recovered: list[str] = field(default_factory=list)
+    rejected: bool = False
+    recovered: bool = False
+    score: float | None = None
+    above_chance: bool | None = None
+    departures: list[str] = field(default_factory=list)
     file_errors: list[str] = field(default_factory=list)
 
 
@@ -136,7 +157,7 @@ def collect_runs(
                     )
                     continue
                 result = grade(path, task, ans)
-                scored = not result.file_errors and outcome != "refusal"
+                scored = result.scored and outcome != "refusal"
                 records.append(
                     RunRecord(
                         config_dir.name,
@@ -144,11 +165,14 @@ def collect_runs(
                         run_name,
                         True,
                         outcome,
-                        result.strict_score,
                         result.score,
+                        result.recovered_score,
                         scored,
-                        result.recovered,
-                        result.file_errors,
+                        rejected=result.rejected,
+                        recovered=bool(result.rejected and result.recovery_accepted),
+                        score=result.scored_value if scored else None,
+                        departures=result.departures,
+                        file_errors=result.file_errors,
                     )
                 )
     return records, warnings
@@ -156,8 +180,18 @@ def collect_runs(
 
 def _fmt(value: float | None, digits: int = 3) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "\N{EN DASH}"
+        return "\u2013"
     return f"{value:.{digits}f}"
+
+
+def _share(successes: int, trials: int) -> dict[str, Any]:
+    low, high = wilson_interval(successes, trials)
+    return {
+        "count": successes,
+        "of": trials,
+        "share": successes / trials if trials else None,
+        "wilson_ci": [low, high] if trials else None,
+    }
 
 
 def summarize(
@@ -169,7 +203,7 @@ def summarize(
     seed: int = 0,
     draws: int = 4000,
 ) -> dict[str, Any]:
-    """All statistics of the report as one JSON-ready dict."""
+    """All statistics of the report as one JSON-ready dict (sets ``above_chance`` on the records)."""
     configs = sorted({r.configuration for r in records})
     task_ids = sorted({r.task_id for r in records})
     chance = {}
@@ -180,13 +214,19 @@ def summarize(
             k: result[k] for k in ("chance_threshold", "attainable_max", "presented_order_score")
         }
         chance[task_id]["n_experiments"] = tasks[task_id].n_experiments
+    for record in records:
+        if record.scored and record.score is not None:
+            record.above_chance = bool(record.score > chance[record.task_id]["chance_threshold"])
+    cell_runs: dict[tuple[str, str], list[RunRecord]] = {}
+    for record in records:
+        cell_runs.setdefault((record.task_id, record.configuration), []).append(record)
     scores = np.full((len(task_ids), len(configs)), np.nan)
     strict = np.full((len(task_ids), len(configs)), -1.0)
     recovered = np.full((len(task_ids), len(configs)), -1.0)
     for ti, task_id in enumerate(task_ids):
         for ci, config in enumerate(configs):
-            runs = [r for r in records if r.task_id == task_id and r.configuration == config]
-            scored = [r.recovered_score for r in runs if r.scored]
+            runs = cell_runs.get((task_id, config), [])
+            scored = [r.score for r in runs if r.scored and r.score is not None]
             if scored:
                 scores[ti, ci] = float(np.mean(scored))
             if runs:
@@ -199,23 +239,40 @@ def summarize(
     rows = []
     for ci, config in enumerate(configs):
         runs = [r for r in records if r.configuration == config]
+        scored_runs = [r for r in runs if r.scored]
         scored_tasks = [task_ids[ti] for ti in range(len(task_ids)) if not math.isnan(scores[ti, ci])]
-        above = [t for t in scored_tasks if scores[task_ids.index(t), ci] > chance[t]["chance_threshold"]]
+        majority_above = []
+        repeats = []
+        for task_id in scored_tasks:
+            task_scored = [r for r in cell_runs[(task_id, config)] if r.scored]
+            if 2 * sum(1 for r in task_scored if r.above_chance) > len(task_scored):
+                majority_above.append(task_id)
+            repeats.append([r.score for r in task_scored])
+        runs_above = sum(1 for r in scored_runs if r.above_chance)
+        within = pooled_within_sd(repeats)
         rows.append(
             {
                 "configuration": config,
                 "runs": len(runs),
+                "scored_runs": len(scored_runs),
                 "scored_tasks": len(scored_tasks),
                 "coverage": len(scored_tasks) / len(task_ids) if task_ids else 0.0,
                 "raw_mean": float(raw[ci]),
                 "raw_ci": intervals["raw"][ci].tolist() if intervals else None,
                 "adjusted_mean": float(adjusted[ci]),
                 "adjusted_ci": intervals["adjusted"][ci].tolist() if intervals and connected else None,
-                "above_chance": len(above),
+                "above_chance": len(majority_above),
+                "above_chance_runs": _share(runs_above, len(scored_runs)),
+                "above_chance_tasks": _share(len(majority_above), len(scored_tasks)),
+                "within_task_sd": within["sd"],
+                "within_task_sd_ci": list(pooled_sd_interval(repeats, n_boot=n_boot, seed=seed)),
+                "within_task_sd_df": within["df"],
+                "tasks_with_repeats": within["tasks"],
+                "median_task_sd": within["median_task_sd"],
                 "mean_at_minus_one": float(strict[:, ci].mean()),
                 "mean_after_recovery": float(recovered[:, ci].mean()),
-                "recovered_runs": sum(1 for r in runs if r.recovered and not r.file_errors),
-                "rejected_runs": sum(1 for r in runs if r.has_file and r.file_errors),
+                "rejected_runs": sum(1 for r in runs if r.rejected),
+                "recovered_runs": sum(1 for r in runs if r.recovered),
                 "runs_without_file": sum(1 for r in runs if not r.has_file),
                 "refusals": sum(1 for r in runs if r.outcome == "refusal"),
             }
@@ -257,35 +314,64 @@ def _ci(ci: list[float] | None) -> str:
     return f" [{ci[0]:.3f}, {ci[1]:.3f}]"
 
 
+def _share_text(share: dict[str, Any] | None) -> str:
+    if not share or not share["of"]:
+        return "\u2013"
+    low, high = share["wilson_ci"]
+    return f"{share['count']}/{share['of']} ({share['share']:.0%}) [{low:.0%}, {high:.0%}]"
+
+
 def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]) -> str:
     lines = [
         "# SPU run report",
         "",
         (
             f"Runs: `{runs_dir.name}`; {len(summary['configurations'])} configurations, "
-            f"{len(summary['tasks'])} tasks. "
-            f"Intervals: 95% percentile bootstrap over tasks ({summary['bootstrap']['resamples']} "
-            "resamples). "
+            f"{len(summary['tasks'])} tasks. Intervals: 95% percentile bootstrap over tasks "
+            f"({summary['bootstrap']['resamples']} resamples). "
             f"Chance thresholds: 95th percentile of {summary['chance']['draws']} random valid submissions."
         ),
         "",
         "## Configurations",
         "",
         (
-            "| configuration | scored tasks | coverage | raw mean [95% CI] | task-adjusted mean [95% CI] | "
-            "above chance "
-            "| mean at -1 | after recovery | recovered | rejected | no file | refusals |"
+            "| configuration | scored tasks | coverage | raw mean [95% CI] | task-adjusted mean [95% CI] "
+            "| mean at -1 (strict) | after recovery | rejected | recovered | no file | refusals |"
         ),
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in summary["configurations"]:
         lines.append(
             f"| {row['configuration']} | {row['scored_tasks']} | {row['coverage']:.0%} | "
             f"{_fmt(row['raw_mean'])}{_ci(row['raw_ci'])} | "
             f"{_fmt(row['adjusted_mean'])}{_ci(row['adjusted_ci'])} | "
-            f"{row['above_chance']}/{row['scored_tasks']} | {_fmt(row['mean_at_minus_one'])} | "
-            f"{_fmt(row['mean_after_recovery'])} | {row['recovered_runs']} | {row['rejected_runs']} | "
-            f"{row['runs_without_file']} | {row['refusals']} |"
+            f"{_fmt(row['mean_at_minus_one'])} | {_fmt(row['mean_after_recovery'])} | "
+            f"{row['rejected_runs']} | {row['recovered_runs']} | {row['runs_without_file']} | "
+            f"{row['refusals']} |"
+        )
+    lines += [
+        "",
+        "## Above chance and run-to-run variation",
+        "",
+        (
+            "Each scored run is compared with its task's chance threshold. Runs: share of scored runs above "
+            "chance; tasks: share of scored tasks where more than half of the scored runs are above. "
+            "Intervals: Wilson 95%. Within-task SD: pooled over tasks with at least two scored runs, with "
+            "a 95% bootstrap interval over those tasks."
+        ),
+        "",
+        (
+            "| configuration | runs above chance [95% CI] | tasks above chance [95% CI] "
+            "| within-task SD [95% CI] | tasks with repeats | median task SD |"
+        ),
+        "|---|---|---|---|---|---|",
+    ]
+    for row in summary["configurations"]:
+        lines.append(
+            f"| {row['configuration']} | {_share_text(row['above_chance_runs'])} | "
+            f"{_share_text(row['above_chance_tasks'])} | "
+            f"{_fmt(row['within_task_sd'])}{_ci(row['within_task_sd_ci'])} | {row['tasks_with_repeats']} | "
+            f"{_fmt(row['median_task_sd'])} |"
         )
     if not summary["design_connected"]:
         lines += [
@@ -298,9 +384,8 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
             "## Paired comparisons",
             "",
             (
-                "Mean difference (A - B) on the tasks scored for both; two-sided Wilcoxon signed-rank "
-                "test, Holm "
-                "correction over all pairs."
+                "Mean difference (A - B) on the tasks scored for both; two-sided Wilcoxon signed-rank test, "
+                "Holm correction over all pairs."
             ),
             "",
             "| A | B | shared tasks | mean difference | p | Holm p |",
@@ -338,19 +423,21 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
         "## Definitions",
         "",
         (
-            "- *Scored*: a run whose rankings.json is valid, or whose group orders were recovered from one "
-            "of the five "
-            "documented schema departures, and that is not a refusal. A configuration's task score is the "
-            "mean of its "
-            "scored runs on that task."
+            "- *Scored*: a run whose rankings.json the strict grader accepts, or whose group orders were "
+            "recovered from one of the five documented schema departures, and that is not a refusal. A "
+            "configuration's task score is the mean of its scored runs on that task."
         ),
         (
-            "- *Mean at -1*: the strict grader over all tasks; a missing or rejected file scores -1. "
-            "*After recovery*: the "
-            "same with recovered files scored."
+            "- *Mean at -1 (strict)*: the official score over all tasks; a missing file, or one the strict "
+            "grader rejects (any schema departure), scores -1. *After recovery*: the same with recovered "
+            "files scored. *Rejected*: files the strict grader rejected; *recovered*: those of them recovery "
+            "made acceptable."
         ),
         "- *Task-adjusted mean*: alpha_c + mean(mu_t) from the additive model y_tc = mu_t + alpha_c.",
-        "- *Above chance*: scored tasks whose score exceeds the task's chance threshold.",
+        (
+            "- *Above chance*: decided per scored run against its task's chance threshold (a threshold for "
+            "one run; a mean over repeats would beat it far less often than 5% under random ranking)."
+        ),
     ]
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
@@ -452,7 +539,7 @@ def build_report(
         writer.writeheader()
         for record in records:
             row = asdict(record)
-            row["recovered"] = "; ".join(row["recovered"])
+            row["departures"] = "; ".join(row["departures"])
             row["file_errors"] = "; ".join(row["file_errors"])
             writer.writerow(row)
     plots = plot(summary, out)

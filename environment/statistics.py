@@ -7,11 +7,14 @@ Scores come as a tasks x configurations matrix with NaN where a configuration ha
   ``alpha_c + mean_t(mu_t)`` (a configuration's expected mean over all tasks when effects add);
 - 95% percentile intervals from bootstrap resamples of tasks (10,000 by default);
 - paired comparisons on the tasks scored for both configurations: mean difference and two-sided
-  Wilcoxon signed-rank test, with Holm's correction over all pairs.
+  Wilcoxon signed-rank test, with Holm's correction over all pairs;
+- Wilson 95% intervals on shares (runs above chance, tasks above chance);
+- the pooled within-task standard deviation of repeated runs (§3.6), with a bootstrap interval over tasks.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from itertools import combinations
 from typing import Any
@@ -168,3 +171,65 @@ def paired_comparisons(scores: np.ndarray, names: list[str]) -> list[dict[str, A
 def design_connected(scores: np.ndarray) -> bool:
     """Whether the task-adjusted means are identifiable (the scored cells link every configuration)."""
     return _connected(~np.isnan(np.asarray(scores, dtype=float)))
+
+
+def wilson_interval(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a binomial share ``successes / trials`` (NaN bounds when ``trials`` is 0).
+
+    ``center = (p + z^2 / 2n) / (1 + z^2 / n)`` and
+    ``half = z / (1 + z^2 / n) * sqrt(p (1 - p) / n + z^2 / 4n^2)``, with ``z`` the two-sided normal
+    quantile of ``level``; the same as statsmodels' ``proportion_confint(method="wilson")``.
+    """
+    from scipy.stats import norm
+
+    if trials <= 0:
+        return (float("nan"), float("nan"))
+    if not 0 <= successes <= trials:
+        raise ValueError(f"successes must lie between 0 and trials ({trials}), got {successes}")
+    z = float(norm.ppf(0.5 + level / 2))
+    p = successes / trials
+    denominator = 1 + z * z / trials
+    center = (p + z * z / (2 * trials)) / denominator
+    half = z / denominator * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    return (max(0.0, center - half), min(1.0, center + half))
+
+
+def pooled_within_sd(groups: list[np.ndarray] | list[list[float]]) -> dict[str, float | int]:
+    """Pooled within-task standard deviation of repeated runs (paper §3.6).
+
+    ``groups``: the scores of each task's repeated runs. Tasks with fewer than two runs carry no
+    within-task information and are left out. ``sd = sqrt(sum_t sum_i (y_ti - mean_t)^2 / sum_t (n_t - 1))``,
+    the root mean square error of a one-way model with a mean per task. Returns ``sd`` (NaN without any
+    repeated task), ``df`` (its degrees of freedom), ``tasks`` (tasks with repeats) and
+    ``median_task_sd`` (median of the per-task SDs, ddof 1).
+    """
+    kept = [np.asarray(g, dtype=float) for g in groups if len(g) >= 2]
+    if not kept:
+        return {"sd": float("nan"), "df": 0, "tasks": 0, "median_task_sd": float("nan")}
+    ss = sum(float(((g - g.mean()) ** 2).sum()) for g in kept)
+    df = sum(g.size - 1 for g in kept)
+    return {
+        "sd": math.sqrt(ss / df),
+        "df": int(df),
+        "tasks": len(kept),
+        "median_task_sd": float(np.median([g.std(ddof=1) for g in kept])),
+    }
+
+
+def pooled_sd_interval(
+    groups: list[np.ndarray] | list[list[float]], n_boot: int = 10_000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile interval of the pooled within-task SD from bootstrap resamples of the repeated tasks.
+
+    NaN bounds with fewer than two repeated tasks (resampling one task says nothing about the spread).
+    """
+    kept = [np.asarray(g, dtype=float) for g in groups if len(g) >= 2]
+    if len(kept) < 2:
+        return (float("nan"), float("nan"))
+    ss = np.array([float(((g - g.mean()) ** 2).sum()) for g in kept])
+    df = np.array([g.size - 1 for g in kept], dtype=float)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(kept), size=(n_boot, len(kept)))
+    draws = np.sqrt(ss[picks].sum(axis=1) / df[picks].sum(axis=1))
+    lo, hi = np.percentile(draws, [100 * (1 - level) / 2, 100 * (1 + level) / 2])
+    return (float(lo), float(hi))

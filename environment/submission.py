@@ -6,8 +6,13 @@ affects the whole file (unparsable, too large, wrong task, unknown group, no gro
 invalid (task score -1); an error confined to one group (absent, listed twice, incomplete or padded
 order) invalidates only that group (its rho is -1, it keeps its weight).
 
-With ``recover=True`` the five schema departures of the paper's Appendix E.1 are mapped back to the
-canonical schema before the rules are checked, without moving any item of any order:
+The strict grader (``recover=False``) rejects the whole file for a schema departure anywhere in it, as the
+paper's grader does: an ordering under an alternative key in a single group makes the file invalid, not
+only that group. ``departures`` names what it found.
+
+With ``recover=True`` the strict rules run first; only a file they reject (a file error) is read again
+with the five schema departures of the paper's Appendix E.1 mapped back to the canonical schema, without
+moving any item of any order. A file the strict grader accepts is therefore never changed by recovery:
 
 1. ``rankings`` is an object keyed by group id (values: the order, or a sub-object holding it);
 2. an alternative ordering key in a group object: ``item_ids``, ``ranking``, ``ranked_item_ids``,
@@ -17,7 +22,9 @@ canonical schema before the rules are checked, without moving any item of any or
 5. ``task`` and ``version`` for ``task_id`` and ``task_version``.
 
 A canonical key always wins over an alternative one; two different alternatives present at once are
-ambiguous and are not recovered.
+ambiguous and are not recovered. ``version`` is read as ``task_version`` only together with ``task`` for
+``task_id`` (departure 5 renames both); beside a canonical ``task_id`` it is an extra key, ignored as the
+strict grader ignores it.
 """
 
 from __future__ import annotations
@@ -50,13 +57,15 @@ class ValidationReport(BaseModel):
     ``valid``: no file error and no group error (after recovery when it was enabled). ``orders``: the
     order of every group that passed, keyed by group id. ``normalized``: the canonical submission built
     from the file (recovered where needed; each order exactly as given), present when there is no file
-    error. ``recovered``: one line per schema departure that was mapped back.
+    error. ``recovered``: one line per schema departure that was mapped back. ``departures``: the schema
+    departures found in the file, recovered or not (under the strict grader each one is a file error).
     """
 
     valid: bool
     file_errors: list[str] = Field(default_factory=list)
     group_errors: dict[str, list[str]] = Field(default_factory=dict)
     recovered: list[str] = Field(default_factory=list)
+    departures: list[str] = Field(default_factory=list)
     normalized: dict[str, Any] | None = None
     orders: dict[str, list[str]] = Field(default_factory=dict)
 
@@ -139,15 +148,30 @@ class _Departures:
         return [f"{kind}: {'; '.join(details)}" for kind, details in self.details.items()]
 
 
+_STRICT_DEPARTURE = "schema departure"
+
+
 def _pick_key(
-    obj: dict[str, Any], canonical: str, alternatives: tuple[str, ...], recover: bool
+    obj: dict[str, Any],
+    canonical: str,
+    alternatives: tuple[str, ...],
+    recover: bool,
+    departures: _Departures | None = None,
+    kind: str = "",
 ) -> tuple[str | None, str | None]:
-    """The key to read: ``(key, None)``, or ``(None, reason)`` when none or several alternatives fit."""
+    """The key to read: ``(key, None)``, or ``(None, reason)`` when none or several alternatives fit.
+
+    Under the strict rules (``recover=False``) an alternative key is never read; when one is present it is
+    recorded in ``departures`` and the reason is ``_STRICT_DEPARTURE`` (the file is rejected for it).
+    """
     if canonical in obj:
         return canonical, None
-    if not recover:
-        return None, None
     present = [k for k in alternatives if k in obj]
+    if not recover:
+        if present and departures is not None:
+            departures.add(kind, f"{present[0]!r} for {canonical!r}")
+            return None, _STRICT_DEPARTURE
+        return None, None
     if len(present) == 1:
         return present[0], None
     if len(present) > 1:
@@ -158,9 +182,9 @@ def _pick_key(
 def _extract_order(
     obj: dict[str, Any], recover: bool, where: str, departures: _Departures
 ) -> tuple[Any, str | None]:
-    key, ambiguity = _pick_key(obj, ORDER_KEY, ALT_ORDER_KEYS, recover)
+    key, reason = _pick_key(obj, ORDER_KEY, ALT_ORDER_KEYS, recover, departures, DEPARTURE_ORDER_KEY)
     if key is None:
-        return None, ambiguity or f"{where} has no {ORDER_KEY!r} list"
+        return None, reason or f"{where} has no {ORDER_KEY!r} list"
     if key != ORDER_KEY:
         departures.add(DEPARTURE_ORDER_KEY, f"{key!r} for {ORDER_KEY!r}")
     return obj[key], None
@@ -173,11 +197,8 @@ def _group_entries(
     known = set(task.group_ids)
     entries: list[tuple[str, Any, str | None]] = []
     if isinstance(container, dict):
+        departures.add(DEPARTURE_KEYED_BY_GROUP, "groups given as an object mapping group id to its order")
         if not recover:
-            file_errors.append(
-                '\'rankings\' must be a list of {"group_id", "order"} objects, not an object keyed by '
-                "group id"
-            )
             return []
         departures.add(DEPARTURE_KEYED_BY_GROUP, "groups given as an object mapping group id to its order")
         for group_id, value in container.items():
@@ -204,9 +225,10 @@ def _group_entries(
                 f"{where} must be an object with 'group_id' and 'order', not {type(entry).__name__}"
             )
             continue
-        key, ambiguity = _pick_key(entry, "group_id", ("group",), recover)
+        key, reason = _pick_key(entry, "group_id", ("group",), recover, departures, DEPARTURE_GROUP_KEY)
         if key is None:
-            file_errors.append(ambiguity or f"{where} has no 'group_id'")
+            if reason != _STRICT_DEPARTURE:
+                file_errors.append(reason or f"{where} has no 'group_id'")
             continue
         if key != "group_id":
             departures.add(DEPARTURE_GROUP_KEY, "'group' for 'group_id'")
@@ -218,6 +240,8 @@ def _group_entries(
             file_errors.append(f"unknown group {group_id!r} (the task's groups are {task.group_ids})")
             continue
         order, error = _extract_order(entry, recover, where, departures)
+        if error == _STRICT_DEPARTURE:
+            continue
         entries.append((group_id, order, error))
     return entries
 
@@ -251,18 +275,25 @@ def _identity(
     renamed: list[str] = []
     key, _ = _pick_key(doc, "task_id", ("task",), recover)
     if key is None:
-        file_errors.append("the file does not state 'task_id'")
+        if not recover and "task" in doc:
+            renamed.append("'task' for 'task_id'")
+        else:
+            file_errors.append("the file does not state 'task_id'")
     else:
         if key != "task_id":
             renamed.append("'task' for 'task_id'")
         if doc[key] != task.task_id:
             file_errors.append(f"task_id {doc[key]!r} is not this task's id {task.task_id!r}")
-    key, _ = _pick_key(doc, "task_version", ("version",), recover)
-    if key is not None:
-        if key != "task_version":
-            renamed.append("'version' for 'task_version'")
-        if doc[key] != task.task_version:
-            file_errors.append(f"task_version {doc[key]!r} is not this task's version {task.task_version!r}")
+    # departure 5 renames both identity fields: 'version' stands for 'task_version' only beside 'task'
+    version_key = "task_version" if "task_version" in doc else None
+    if version_key is None and "version" in doc and "task_id" not in doc and "task" in doc:
+        version_key = "version"
+        renamed.append("'version' for 'task_version'")
+    checked = version_key is not None and (recover or version_key == "task_version")
+    if checked and doc[version_key] != task.task_version:
+        file_errors.append(
+            f"task_version {doc[version_key]!r} is not this task's version {task.task_version!r}"
+        )
     if renamed:
         departures.add(DEPARTURE_IDENTITY, ", ".join(renamed))
 
@@ -273,8 +304,11 @@ def validate_submission(data: Any, task: Task, *, recover: bool = True) -> Valid
     ``data``: a ``pathlib.Path`` (read from disk), ``bytes`` (the raw file), ``str`` (JSON text) or an
     already parsed object. ``task_version`` may be omitted from the file; when present it must equal the
     task's version string. Extra keys are ignored.
+
+    The strict rules always run first. With ``recover=True`` a file they reject (any file error, a schema
+    departure included) is read again with the departures mapped back; a file they accept is returned as
+    the strict grader saw it, so recovery never changes it.
     """
-    departures = _Departures()
     document, error = _load(data)
     if error is not None:
         return ValidationReport(valid=False, file_errors=[error])
@@ -282,12 +316,21 @@ def validate_submission(data: Any, task: Task, *, recover: bool = True) -> Valid
         return ValidationReport(
             valid=False, file_errors=[f"the file must hold a JSON object, not {type(document).__name__}"]
         )
+    strict = _validate_document(document, task, recover=False)
+    if not recover or not strict.file_errors:
+        return strict
+    return _validate_document(document, task, recover=True)
+
+
+def _validate_document(document: dict[str, Any], task: Task, *, recover: bool) -> ValidationReport:
+    departures = _Departures()
     file_errors: list[str] = []
     _identity(document, task, recover, departures, file_errors)
-    key, ambiguity = _pick_key(document, "rankings", ALT_TOP_KEYS, recover)
+    key, reason = _pick_key(document, "rankings", ALT_TOP_KEYS, recover, departures, DEPARTURE_TOP_KEY)
     entries: list[tuple[str, Any, str | None]] = []
     if key is None:
-        file_errors.append(ambiguity or "the file has no 'rankings'")
+        if reason != _STRICT_DEPARTURE:
+            file_errors.append(reason or "the file has no 'rankings'")
     else:
         if key != "rankings":
             departures.add(DEPARTURE_TOP_KEY, f"{key!r} for 'rankings'")
@@ -296,9 +339,18 @@ def validate_submission(data: Any, task: Task, *, recover: bool = True) -> Valid
             file_errors.append("'rankings' is empty: list every comparison group")
         else:
             entries = _group_entries(container, task, recover, departures, file_errors)
-    recovered = departures.lines()
+    departure_lines = departures.lines()
+    recovered = departure_lines if recover else []
+    if not recover and departure_lines:
+        # a departure anywhere rejects the whole file under the strict grader (paper Appendix E.1)
+        file_errors.extend(
+            f"schema departure ({line}): the strict grader rejects the file; the recovered score reads it"
+            for line in departure_lines
+        )
     if file_errors:
-        return ValidationReport(valid=False, file_errors=file_errors, recovered=recovered)
+        return ValidationReport(
+            valid=False, file_errors=file_errors, recovered=recovered, departures=departure_lines
+        )
 
     group_errors: dict[str, list[str]] = {}
     orders: dict[str, list[str]] = {}
@@ -332,6 +384,7 @@ def validate_submission(data: Any, task: Task, *, recover: bool = True) -> Valid
         valid=not group_errors,
         group_errors=group_errors,
         recovered=recovered,
+        departures=departure_lines,
         normalized=normalized,
         orders=orders,
     )

@@ -153,8 +153,8 @@ def parse_contract(data: Any, root: Path) -> dict[str, Any]:
             raise TaskError(f"contract.json names group {group_id!r} twice")
         seen_groups.add(group_id)
         ids = raw.get("experiment_ids")
-        if not isinstance(ids, list) or len(ids) < 2:
-            raise TaskError(f"group {group_id!r}: 'experiment_ids' must list at least two experiments")
+        if not isinstance(ids, list) or not ids:
+            raise TaskError(f"group {group_id!r}: 'experiment_ids' must list at least one experiment")
         ids = [_as_id(x, f"group {group_id!r} experiment id") for x in ids]
         duplicates = sorted({x for x in ids if ids.count(x) > 1})
         if duplicates:
@@ -323,8 +323,9 @@ def load_answers(path: str | Path) -> Answers:
 def check_answers(task: Task, answers: Answers) -> None:
     """Raise :class:`TaskError` unless ``answers`` has a value for every experiment of ``task``.
 
-    Also requires matching task identity and weights (when the answers give them), and at least two
-    distinct values per group (a group whose values are all equal cannot be scored by rank correlation).
+    Also requires matching task identity and weights (when the answers give them). A group whose values
+    all tie, or that holds one experiment, is accepted: it carries no order, and any valid order of it
+    scores 0 (``environment.grading.group_rho``).
     """
     if answers.task_id != task.task_id or answers.task_version != task.task_version:
         raise TaskError(
@@ -347,10 +348,6 @@ def check_answers(task: Task, answers: Answers) -> None:
             raise TaskError(
                 f"group {group.group_id!r}: answers lack values for {missing} and have unknown experiments "
                 f"{extra}"
-            )
-        if len({given.values[e] for e in group.experiment_ids}) < 2:
-            raise TaskError(
-                f"group {group.group_id!r}: all measured values are equal, so no order can be scored"
             )
 
 

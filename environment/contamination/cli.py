@@ -42,11 +42,19 @@ def audit_command(
     null_splits: Annotated[
         int, typer.Option(help="Random halvings averaged for the null (1 = a single split).")
     ] = 20,
+    honest_sims: Annotated[
+        int,
+        typer.Option(
+            help="Simulations of the honest-noise control per cell: a predictor with the model's own error "
+            "spread and no retrieval (0 = off)."
+        ),
+    ] = 200,
     fail_on_flag: Annotated[bool, typer.Option(help="Exit 1 when any cell is flagged.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Digit-level retention audit: nested matches at 1, 2, 3 significant figures per cell, retentions R12
-    and R23 tested against the molecule-blind null, Benjamini-Hochberg across the run."""
+    and R23 tested against the molecule-blind null, Benjamini-Hochberg across the run; which test flagged
+    each cell, and an honest-noise control showing what the model's accuracy alone would retain."""
     from environment.contamination.audit import load_table, run_audit
     from environment.contamination.report import markdown_table, write_csv, write_heatmap
 
@@ -54,6 +62,8 @@ def audit_command(
         raise fail(f"{table}: no such file")
     if null_splits < 1:
         raise fail("--null-splits must be at least 1")
+    if honest_sims < 0:
+        raise fail("--honest-sims must be 0 (off) or more")
     try:
         result = run_audit(
             load_table(table),
@@ -61,6 +71,7 @@ def audit_command(
             seed=seed,
             min_label_figures=min_label_figures,
             null_splits=null_splits,
+            honest_sims=honest_sims,
         )
     except (ValueError, UnicodeDecodeError, csv.Error) as exc:
         raise fail(str(exc)) from None

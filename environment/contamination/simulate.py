@@ -1,10 +1,12 @@
 """Simulated audit cells with a known amount of planted retrieval, for checking an audit's power and its
 false discovery rate on a given set of labels before spending model calls.
 
-Three predictors: ``planted`` copies the published label verbatim for a share of items and guesses the
+Four predictors: ``planted`` copies the published label verbatim for a share of items and guesses the
 rest; ``random`` guesses every item; ``coarse`` knows each label's first significant figure exactly and
-writes two random digits below it. Guesses are drawn from the label values themselves (a molecule-blind
-predictor that knows the label distribution), written to three significant figures.
+writes two random digits below it; ``honest`` predicts every label with normal error of SD ``noise`` (in
+the label's units) and never retrieves: accurate enough, it retains second figures above the null.
+Guesses are drawn from the label values themselves (a molecule-blind predictor that knows the label
+distribution), written to three significant figures.
 """
 
 from __future__ import annotations
@@ -42,10 +44,13 @@ def simulated_cell(
     share: float = 0.0,
     model: str = "sim",
     benchmark: str = "bench",
+    noise: float = 0.15,
 ) -> list[Prediction]:
-    """One cell of audit rows for ``labels`` from the named predictor (``planted``, ``random``, ``coarse``).
+    """One cell of audit rows for ``labels`` from the named predictor (``planted``, ``random``, ``coarse``,
+    ``honest``).
 
-    For ``planted``, each item is copied verbatim with probability ``share`` and guessed otherwise.
+    For ``planted``, each item is copied verbatim with probability ``share`` and guessed otherwise; for
+    ``honest``, each prediction is the label plus normal error of SD ``noise``.
     """
     values = [float(y) for y in labels]
     rows = []
@@ -56,8 +61,10 @@ def simulated_cell(
             prediction = _guess(values, rng)
         elif predictor == "coarse":
             prediction = _coarse(label, rng)
+        elif predictor == "honest":
+            prediction = format_figures(values[i] + float(rng.normal(0.0, noise)))
         else:
-            raise ValueError(f"unknown predictor {predictor!r}: use planted, random or coarse")
+            raise ValueError(f"unknown predictor {predictor!r}: use planted, random, coarse or honest")
         rows.append(
             Prediction(
                 model=model, benchmark=benchmark, item_id=f"{i:05d}", prediction=prediction, label=label

@@ -230,8 +230,10 @@ USER {AGENT_USER}
 
 TEST_SH = f"""#!/usr/bin/env bash
 # Harbor verifier (separate container, no network): grade the agent's submission with the hidden answers
-# through `spu grade`, then write Harbor's reward file. The reward is the SPU task score: the weighted
-# Spearman correlation over groups, -1 for a missing or invalid file (and per invalid group).
+# through `spu grade`, then write Harbor's reward file. The reward is the strict SPU task score (the
+# benchmark's official score): the weighted Spearman correlation over groups, -1 for a missing or rejected
+# file (a schema departure anywhere rejects it) and per invalid group. `recovered_score` beside it is the
+# score after recovering schema departures (equal to the reward for a file the strict grader accepts).
 set -uo pipefail
 SUBMISSION=${{SPU_SUBMISSION:-{CONTAINER_OUTPUT_DIR}/rankings.json}}
 TESTS_DIR=$(cd "$(dirname "$0")" && pwd)
@@ -249,10 +251,11 @@ fi
 python3 - "$LOGS/grade.json" "$LOGS/reward.json" <<'PY'
 import json, sys
 grade = json.load(open(sys.argv[1], encoding="utf-8"))
-reward = {{"reward": float(grade["score"]), "strict_score": float(grade["strict_score"]),
+reward = {{"reward": float(grade["score"]), "recovered_score": float(grade["recovered_score"]),
           "valid": 1 if grade["valid"] else 0}}
 json.dump(reward, open(sys.argv[2], "w", encoding="utf-8"))
-print(f"reward {{reward['reward']:.4f}} (valid: {{bool(reward['valid'])}})")
+print(f"reward {{reward['reward']:.4f}} (valid: {{bool(reward['valid'])}}; "
+      f"recovered score {{reward['recovered_score']:.4f}})")
 PY
 """
 

@@ -70,7 +70,7 @@ def test_audit_fail_on_flag_and_usage_errors(app, runner, audit_table, tmp_path)
         app, ["contamination", "audit", str(audit_table), "-o", str(tmp_path), "--fail-on-flag"]
     )
     assert result.exit_code == 1
-    assert "**yes**" in result.stdout
+    assert "**R12+R23**, beyond honest" in result.stdout  # which test flagged, and the honest control
     bad = tmp_path / "bad.csv"
     bad.write_text("model,item_id,prediction,label\nm,1,1.00,1.00\n")
     result = runner.invoke(app, ["contamination", "audit", str(bad), "-o", str(tmp_path)])

@@ -86,13 +86,14 @@ def test_recovered_file_scores_and_strict_score_is_minus_one(two_group_task, tmp
     path = tmp_path / "rankings.json"
     path.write_text(json.dumps(data))
     result = grade(path, task, answers)
-    assert result.score == pytest.approx(0.5 * math.sqrt(0.95) + 0.5)
-    assert result.strict_score == -1.0 and result.recovered
+    assert result.score == -1.0 and result.strict_score == -1.0 and result.rejected
+    assert result.recovered_score == pytest.approx(0.5 * math.sqrt(0.95) + 0.5)
+    assert result.departures and result.recovery_accepted
     strict = grade(path, task, answers, recover=False)
-    assert strict.score == -1.0
+    assert strict.score == -1.0 and strict.recovered_score == -1.0 and strict.recovery_accepted is None
 
 
-def test_group_level_departure_under_strict_grading_fails_only_that_group(two_group_task):
+def test_group_level_departure_rejects_the_whole_file_under_strict_grading(two_group_task):
     task, answers, *_ = two_group_task
     data = {
         "task_id": task.task_id,
@@ -103,8 +104,10 @@ def test_group_level_departure_under_strict_grading_fails_only_that_group(two_gr
         ],
     }
     result = grade(data, task, answers)
-    assert result.strict_score == pytest.approx(0.5 * -1.0 + 0.5 * 1.0)
-    assert result.score == pytest.approx(0.5 * math.sqrt(0.95) + 0.5)
+    # the paper's grader rejects the file (-1), not only group a (which would give 0.5 * -1 + 0.5 * 1 = 0)
+    assert result.score == -1.0 and result.rejected
+    assert all(g.rho == -1.0 for g in result.groups)
+    assert result.recovered_score == pytest.approx(0.5 * math.sqrt(0.95) + 0.5)
 
 
 def test_per_group_diagnostics(two_group_task):

@@ -50,6 +50,12 @@ def test_check_warns_on_presented_order_and_monotone_condition(condition_task):
     assert quiet["groups"][0]["condition_rhos"]["temperature_c"] == pytest.approx(0.3714, abs=1e-4)
 
 
+def test_check_accepts_a_one_experiment_group_without_nan(tmp_path):
+    task_dir, _ = write_task(tmp_path, {"g": {"a": 1.0, "b": 2.0, "c": 3.0}, "s": {"only": 1.0}})
+    result = ranking_check(CheckInput(task_dir=str(task_dir), draft=fallback_submission(load_task(task_dir))))
+    assert result["strict_valid"] and result["groups"][1]["presented_order_rho"] is None
+
+
 def test_check_reports_errors_and_recoveries(condition_task, tmp_path):
     task = load_task(condition_task)
     keyed = {"task_id": task.task_id, "rankings": {"g": ["e0", "e1"], "h": ["v", "u"]}}

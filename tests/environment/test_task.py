@@ -68,7 +68,7 @@ def _mutate_contract(task_dir, change):
         (lambda c: c["groups"][0].update(weight=0.7), "give a weight for every group or for none"),
         (lambda c: [g.update(weight=0.4) for g in c["groups"]], "sum to 0.8"),
         (lambda c: c["groups"][0].update(experiment_ids=["x", "x"]), "more than once"),
-        (lambda c: c["groups"][0].update(experiment_ids=["x"]), "at least two"),
+        (lambda c: c["groups"][0].update(experiment_ids=[]), "at least one"),
         (lambda c: c["groups"][0]["experiment_ids"].append("q"), "no row for 1 experiment"),
     ],
 )
@@ -115,8 +115,7 @@ def test_answers_must_cover_the_task(make_task, tmp_path):
         check_answers(task, load_answers(tmp_path / "short.json"))
     data["groups"][0]["values"] = {"x": 1, "y": 1, "z": 1}
     (tmp_path / "flat.json").write_text(json.dumps(data))
-    with pytest.raises(TaskError, match="all measured values are equal"):
-        check_answers(task, load_answers(tmp_path / "flat.json"))
+    check_answers(task, load_answers(tmp_path / "flat.json"))  # all tied: loads, scores 0 (grading tests)
     data["groups"][0]["values"] = {"x": 1, "y": "high", "z": 1}
     (tmp_path / "text.json").write_text(json.dumps(data))
     with pytest.raises(TaskError, match="finite number"):

@@ -101,7 +101,9 @@ def test_verifier_script_grades_with_spu_grade(tmp_path, spu_env):
     solve = (out / "solution" / "solve.sh").read_text()
     oracle = json.loads(solve.split("<<'JSON'\n", 1)[1].split("\nJSON", 1)[0])
     env = {**spu_env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{spu_env['PATH']}"}
-    cases = {"oracle": oracle, "missing": None}
+    # the oracle's orders under an object keyed by group id: a schema departure the strict grader rejects
+    departure = {**oracle, "rankings": {r["group_id"]: r["order"] for r in oracle["rankings"]}}
+    cases = {"oracle": oracle, "missing": None, "departure": departure}
     rewards = {}
     for name, submission in cases.items():
         logs = tmp_path / f"logs-{name}"
@@ -119,8 +121,10 @@ def test_verifier_script_grades_with_spu_grade(tmp_path, spu_env):
         assert proc.returncode == 0, proc.stderr
         rewards[name] = json.loads((logs / "reward.json").read_text())
     # the measured order scores the attainable maximum, 1.0 here (no ties in this task's answers)
-    assert rewards["oracle"] == {"reward": 1.0, "strict_score": 1.0, "valid": 1}
-    assert rewards["missing"] == {"reward": -1.0, "strict_score": -1.0, "valid": 0}
+    assert rewards["oracle"] == {"reward": 1.0, "recovered_score": 1.0, "valid": 1}
+    assert rewards["missing"] == {"reward": -1.0, "recovered_score": -1.0, "valid": 0}
+    # the reward is the strict (official) score; the recovered figure rides beside it
+    assert rewards["departure"] == {"reward": -1.0, "recovered_score": 1.0, "valid": 0}
 
 
 @needs_harbor

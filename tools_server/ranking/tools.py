@@ -65,7 +65,8 @@ def _follow_warnings(task, group_id: str, order: list[str]) -> tuple[dict[str, A
     info: dict[str, Any] = {"group_id": group_id, "n": n}
     warnings: list[dict[str, Any]] = []
     presented_rho = spearman_of_values(list(range(n)), submitted)
-    info["presented_order_rho"] = round(presented_rho, 4)
+    # None for a one-experiment group: no order to compare (never NaN in a tool result)
+    info["presented_order_rho"] = None if math.isnan(presented_rho) else round(presented_rho, 4)
     if order == list(group.experiment_ids) and n >= 3:
         warnings.append(
             {
