@@ -29,10 +29,11 @@ def test_cache_hit_on_second_call(job_server):
 
 def test_long_job_returns_running_then_job_wait(job_server):
     out = job_server.call_ok("test_sleep", {"seconds": 3, "wait_s": 0.5})
-    assert out["status"] == "running" and out["job_id"].startswith("test_sleep-")
+    # queued while a worker is still starting (a loaded machine), running once it has the job
+    assert out["status"] in ("queued", "running") and out["job_id"].startswith("test_sleep-")
     assert 0 <= out["progress"] < 1
     listed = job_server.call_ok("jobs")["jobs"]
-    assert any(j["job_id"] == out["job_id"] and j["status"] == "running" for j in listed)
+    assert any(j["job_id"] == out["job_id"] and j["status"] in ("queued", "running") for j in listed)
     done = job_server.call_ok("job_wait", {"job_id": out["job_id"], "wait_s": 30})
     assert done["slept_s"] == 3
 
