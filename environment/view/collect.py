@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import csv
 import datetime as dt
+import gzip
 import io
 import json
 import math
@@ -223,19 +224,23 @@ def _run_entry(path: Path, root: Path, grader: Grader | None) -> dict[str, Any]:
     run["label"] = rel
     parts = Path(rel).parts
     run["configuration"] = parts[0] if len(parts) >= 2 else (run.get("model") or "run")
+    if not run.get("task_id") and len(parts) >= 2:
+        run["task_id"] = parts[1]  # RUNS_DIR/<configuration>/<task_id>[/<run>]
     if grader is not None:
         grader.grade_run(run, path)
     return run
 
 
-def overview(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per task and configuration: mean score of the runs, chance threshold, attainable max, runs."""
+def overview(runs: list[dict[str, Any]], chance: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Per task and configuration: mean score of the runs, chance threshold, attainable max, runs.
+
+    ``chance`` (by task id) takes precedence over the thresholds computed for each run."""
     configs = sorted({r["configuration"] for r in runs})
     tasks: dict[str, dict[str, Any]] = {}
     for index, run in enumerate(runs):
         task_id = run.get("task_id") or "(unknown task)"
         entry = tasks.setdefault(task_id, {"task_id": task_id, "chance": run.get("chance"), "cells": {}})
-        entry["chance"] = entry["chance"] or run.get("chance")
+        entry["chance"] = (chance or {}).get(task_id) or entry["chance"] or run.get("chance")
         cell = entry["cells"].setdefault(run["configuration"], {"runs": [], "scores": []})
         cell["runs"].append(index)
         if run.get("score") and run["score"]["score"] is not None:
@@ -253,6 +258,18 @@ def overview(runs: list[dict[str, Any]]) -> dict[str, Any]:
         ]
         coverage[config] = {"tasks": len(tasks), "scored": len(scored), "above_chance": len(above)}
     return {"configurations": configs, "tasks": sorted(tasks.values(), key=lambda t: t["task_id"]), "coverage": coverage}
+
+
+def _report_chance(outputs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Chance thresholds from a ``spu report`` summary, by task id, so the runs page and report agree."""
+    found: dict[str, dict[str, Any]] = {}
+    for out in outputs:
+        for task in (out.get("summary") or {}).get("tasks") or []:
+            if isinstance(task, dict) and isinstance(task.get("chance_threshold"), int | float):
+                found[str(task.get("task_id"))] = {
+                    k: task.get(k) for k in ("chance_threshold", "attainable_max", "presented_order_score")
+                }
+    return found
 
 
 def collect(
@@ -303,6 +320,7 @@ def collect(
                 "`spu report --out`",
             )
         )
+    view = overview(runs, _report_chance(outputs)) if runs else None
     single = len(runs) == 1 and run_paths[0] == root
     return {
         "title": root.name,
@@ -311,15 +329,17 @@ def collect(
         "single_run": single,
         "problems": problems,
         "runs": runs,
-        "overview": overview(runs) if runs else None,
+        "overview": view,
         "outputs": outputs,
         "categories": {k: {"label": v[0], "color": v[1]} for k, v in CATEGORIES.items()},
     }
 
 
-def to_json(data: dict[str, Any]) -> str:
-    """JSON for a ``<script>`` element: no ``</`` inside, so no text can close the element early."""
+def encode_data(data: Any) -> str:
+    """The data as gzip-compressed JSON in base64, for a ``<script>`` element the page inflates.
+
+    Compression keeps a 10,000-step run's page small enough for the browser to read and parse at once;
+    base64 holds no ``<``, so no text in a run can close the element early.
+    """
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
-    return text.replace("</", "<\\/").replace("<!--", "<\\!--").replace("\u2028", "\\u2028").replace(
-        "\u2029", "\\u2029"
-    )
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=5, mtime=0)).decode("ascii")

@@ -11,7 +11,7 @@ import html
 from importlib import resources
 from typing import Any
 
-from environment.view.collect import to_json
+from environment.view.collect import encode_data
 
 CSP = (
     "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
@@ -33,8 +33,40 @@ def _problems_html(problems: list[dict[str, str]]) -> str:
     return f'<section class="problems"><ul>{items}</ul></section>'
 
 
+#: fields of a timeline row kept out of the main data (arguments, output, provenance), read on demand
+DETAIL_KEYS = ("a", "o", "p")
+#: timeline rows per separately compressed block of details
+DETAIL_CHUNK = 500
+
+
+def split_details(data: dict[str, Any]) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    """The data without the rows' bulky fields, and those fields in blocks of ``DETAIL_CHUNK`` rows.
+
+    The page parses only the light part before drawing its first screen; a block is inflated when a row
+    in it is opened (or a text filter needs it), so the first screen does not wait for 10,000 outputs.
+    """
+    runs, blocks = [], []
+    for run_index, run in enumerate(data["runs"]):
+        rows = []
+        for start in range(0, len(run["rows"]), DETAIL_CHUNK):
+            part = run["rows"][start : start + DETAIL_CHUNK]
+            blocks.append(
+                (
+                    f"{run_index}-{start // DETAIL_CHUNK}",
+                    [{k: row[k] for k in DETAIL_KEYS if row.get(k)} for row in part],
+                )
+            )
+            rows.extend(
+                {"i": start + j, **{k: v for k, v in row.items() if k not in DETAIL_KEYS}}
+                for j, row in enumerate(part)
+            )
+        runs.append({**run, "rows": rows, "detail_chunk": DETAIL_CHUNK})
+    return {**data, "runs": runs}, blocks
+
+
 def render_page(data: dict[str, Any]) -> str:
     """The whole page for the data of :func:`environment.view.collect.collect`."""
+    light, blocks = split_details(data)
     title = html.escape(f"spu view · {data['title']}")
     script = _static("page.js").replace("</", "<\\/")
     return (
@@ -51,6 +83,12 @@ def render_page(data: dict[str, Any]) -> str:
         "</main>\n"
         f'<footer>Written by <code>spu view</code> on {html.escape(data["generated"])} from '
         f"<code>{html.escape(data['title'])}</code>. Self-contained: it loads nothing from the network.</footer>\n"
-        f'<script type="application/json" id="spu-data">{to_json(data)}</script>\n'
-        f"<script>{script}</script>\n</body></html>\n"
+        f'<script type="application/octet-stream" id="spu-data" data-encoding="gzip+base64">'
+        f"{encode_data(light)}</script>\n"
+        + "".join(
+            f'<script type="application/octet-stream" id="spu-detail-{key}" data-encoding="gzip+base64">'
+            f"{encode_data(block)}</script>\n"
+            for key, block in blocks
+        )
+        + f"<script>{script}</script>\n</body></html>\n"
     )

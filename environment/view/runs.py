@@ -307,7 +307,11 @@ def read_run(path: Path) -> dict[str, Any]:
         except OSError as exc:
             problems.append(problem("error", "report.md", f"cannot be read: {exc}"))
     end = ending(records, run_json)
-    task_id = start.get("task_id") or (run_json.get("task_id") if isinstance(run_json, dict) else None)
+    task_id = (
+        start.get("task_id")
+        or (run_json.get("task_id") if isinstance(run_json, dict) else None)
+        or (rankings.get("task_id") if isinstance(rankings, dict) else None)
+    )
     return {
         "task_id": task_id,
         "task_dir": start.get("task_dir"),

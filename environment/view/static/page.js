@@ -1,8 +1,29 @@
 /* spu view: draws the runs page and the run pages from the JSON in #spu-data. No network, no libraries.
    Every text from a run goes in through textContent (never innerHTML), so a tool output cannot inject. */
 "use strict";
-(function () {
-  const DATA = JSON.parse(document.getElementById("spu-data").textContent);
+async function spuInflate(node) {
+  // gzip-compressed JSON in base64 (see environment/view/collect.py: encode_data)
+  const b64 = node.textContent.trim();
+  if (node.dataset.encoding !== "gzip+base64") return JSON.parse(b64);
+  const raw = atob(b64);
+  const bytes = new Uint8Array(raw.length);
+  for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return JSON.parse(await new Response(stream).text());
+}
+spuInflate(document.getElementById("spu-data")).then(spuView, (err) => {
+  const app = document.getElementById("app");
+  app.textContent = "";
+  const box = document.createElement("section");
+  box.className = "problems";
+  box.setAttribute("data-testid", "render-error");
+  box.textContent = "The page's data could not be read (" + err + "). Open the file in a current browser " +
+    "(Chrome, Edge, Firefox 113+, Safari 16.4+), or write it again with spu view --out.";
+  app.append(box);
+  window.spuRendered = performance.now();
+});
+function spuView(DATA) {
+  window.spuParsed = performance.now();
   const CATS = DATA.categories;
   const EXTRA_CATS = {
     model: { label: "model turn", color: "#ffffff" },
@@ -86,13 +107,14 @@
   // -- minimal markdown (headings, tables, lists, code, images from the figures) ---------------------
   function inline(text, figures) {
     const out = document.createDocumentFragment();
-    const re = /(`[^`]+`|\*\*[^*]+\*\*|!\[[^\]]*\]\([^)]+\)|\[[^\]]+\]\([^)]+\))/g;
+    const re = /(`[^`]+`|\*\*[^*]+\*\*|\*[^*\s][^*]*\*|!\[[^\]]*\]\([^)]+\)|\[[^\]]+\]\([^)]+\))/g;
     let last = 0, m;
     while ((m = re.exec(text))) {
       out.append(text.slice(last, m.index));
       const t = m[0];
       if (t[0] === "`") out.append(el("code", { text: t.slice(1, -1) }));
       else if (t.startsWith("**")) out.append(el("b", { text: t.slice(2, -2) }));
+      else if (t[0] === "*") out.append(el("i", { text: t.slice(1, -1) }));
       else if (t[0] === "!") {
         const name = t.slice(t.indexOf("(") + 1, -1).split("/").pop();
         const fig = (figures || []).find((f) => f.name === name);
@@ -244,7 +266,7 @@
     cards.append(card("wall time", fmtDur(e.elapsed_s), "time"));
     page.append(cards);
     page.append(activity(run));
-    const tabs = [["timeline", "Timeline", () => timelineView(run)], ["drafts", "Drafts", () => draftsView(run)], ["sources", "Sources", () => sourcesView(run)], ["report", "Report", () => reportView(run)]];
+    const tabs = [["timeline", "Timeline", () => timelineView(run, index)], ["drafts", "Drafts", () => draftsView(run)], ["sources", "Sources", () => sourcesView(run)], ["report", "Report", () => reportView(run)]];
     const bar = el("div", { class: "tabs", role: "tablist" });
     const body = el("div", { "data-testid": "tab-body" });
     const show = (key) => {
@@ -287,11 +309,32 @@
     return wrap;
   }
 
-  function rowMatches(r, q, cat, errorsOnly) {
+  // Arguments, outputs and provenance live in compressed blocks of rows, inflated on first use.
+  const blocks = {};
+  function block(runIndex, k) {
+    const key = runIndex + "-" + k;
+    if (!blocks[key]) {
+      const node = document.getElementById("spu-detail-" + key);
+      blocks[key] = node ? spuInflate(node) : Promise.resolve([]);
+    }
+    return blocks[key];
+  }
+  async function detailOf(runIndex, r) {
+    const size = DATA.runs[runIndex].detail_chunk;
+    return (await block(runIndex, Math.floor(r.i / size)))[r.i % size] || {};
+  }
+  async function allDetails(runIndex) {
+    const run = DATA.runs[runIndex];
+    const parts = [];
+    for (let k = 0; k * run.detail_chunk < run.rows.length; k++) parts.push(block(runIndex, k));
+    return (await Promise.all(parts)).flat();
+  }
+
+  function rowMatches(r, q, cat, errorsOnly, d) {
     if (cat && r.c !== cat) return false;
     if (errorsOnly && !r.e && r.k !== "event") return false;
     if (!q) return true;
-    return (r.n + " " + (r.x || "") + " " + (r.a || "") + " " + (r.o || "")).toLowerCase().includes(q);
+    return (r.n + " " + (r.x || "") + " " + (d.a || "") + " " + (d.o || "")).toLowerCase().includes(q);
   }
 
   function rowSummary(r) {
@@ -306,19 +349,19 @@
       el("span", { class: r.e && r.e !== "withheld" ? "err" : "muted", text: text.slice(0, 300) }));
   }
 
-  function rowBody(r) {
+  function rowBody(r, d) {
     const body = el("div", { class: "body" });
-    const block = (title, text) => text ? [el("div", { class: "small muted", text: title }), el("pre", { text })] : [];
-    if (r.k === "turn") { body.append(...block("model text", r.x), ...block("reasoning", r.a)); }
+    const part = (title, text) => text ? [el("div", { class: "small muted", text: title }), el("pre", { text })] : [];
+    if (r.k === "turn") { body.append(...part("model text", r.x), ...part("reasoning", d.a)); }
     else if (r.k === "call") {
       body.append(el("div", { class: "small" }, "category: ", catOf(r.c).label, r.e ? el("span", { class: "err" }, " · " + r.e) : null));
-      body.append(...block("arguments", r.a), ...block("output (as the model read it; long outputs cut)", r.o), ...block("provenance", r.p));
-    } else body.append(...block("text", r.o || r.x));
+      body.append(...part("arguments", d.a), ...part("output (as the model read it; long outputs cut)", d.o), ...part("provenance", d.p));
+    } else body.append(...part("text", d.o || r.x));
     if (!body.childNodes.length) body.append(el("span", { class: "muted", text: "nothing more recorded" }));
     return body;
   }
 
-  function timelineView(run) {
+  function timelineView(run, runIndex) {
     const wrap = el("div", { class: "tl", "data-testid": "timeline" });
     if (!run.rows.length) { wrap.append(el("p", { class: "muted", text: "No trajectory records to show." })); return wrap; }
     const q = el("input", { type: "search", placeholder: "filter: tool, text, output …", "data-testid": "filter" });
@@ -335,7 +378,11 @@
       for (const r of rows.slice(shown, shown + CHUNK)) {
         const d = el("details", { class: r.k });
         d.append(rowSummary(r));
-        d.addEventListener("toggle", () => { if (d.open && d.childNodes.length === 1) d.append(rowBody(r)); }, { once: false });
+        d.addEventListener("toggle", async () => {
+          if (!d.open || d.dataset.filled) return;
+          d.dataset.filled = "1";
+          d.append(rowBody(r, await detailOf(runIndex, r)));
+        });
         frag.append(d);
       }
       shown = Math.min(rows.length, shown + CHUNK);
@@ -344,10 +391,15 @@
       more.textContent = "show more (" + fmtInt(rows.length - shown) + " left)";
       count.textContent = fmtInt(rows.length) + " of " + fmtInt(run.rows.length) + " records";
     };
-    const refilter = () => {
+    let generation = 0;
+    const refilter = async () => {
+      const mine = ++generation;
       const text = q.value.trim().toLowerCase();
-      rows = run.rows.filter((r) => rowMatches(r, text, sel.value, errs.checked));
+      const details = text ? await allDetails(runIndex) : [];
+      if (mine !== generation) return; // a newer keystroke started its own filtering
+      rows = run.rows.filter((r) => rowMatches(r, text, sel.value, errs.checked, details[r.i] || {}));
       shown = 0; list.replaceChildren(); addChunk();
+      list.dataset.filtered = String(mine);
     };
     q.addEventListener("input", refilter); sel.addEventListener("change", refilter); errs.addEventListener("change", refilter);
     more.addEventListener("click", addChunk);
@@ -359,7 +411,7 @@
   }
 
   function draftsView(run) {
-    const wrap = el("div", { "data-testid": "drafts" });
+    const wrap = el("div", { "data-testid": "drafts-view" });
     if (!run.drafts.length) {
       wrap.append(el("p", { class: "muted", text: "The agent accepted no draft: the submission is " + ((run.ending || {}).submission || "the fallback (experiments in their presented order)") + "." }));
       return wrap;
@@ -449,7 +501,7 @@
   }
 
   const nav = document.getElementById("nav");
-  if (!DATA.single_run && (DATA.runs.length || DATA.outputs.length)) nav.append(el("a", { href: "#/" }, "runs"));
+  if (!DATA.single_run && (DATA.runs.length || DATA.outputs.length)) nav.append(el("a", { href: "#/" }, "all runs"));
   window.addEventListener("hashchange", () => { try { render(); } catch (err) { fail(err); } });
   function fail(err) {
     app.replaceChildren(el("section", { class: "problems", "data-testid": "render-error" }, el("h2", { text: "This page could not be drawn" }),
@@ -457,4 +509,4 @@
     window.spuRendered = performance.now();
   }
   try { render(); } catch (err) { fail(err); }
-})();
+}
