@@ -45,43 +45,91 @@ def write_run(root: Path, steps: int) -> Path:
     tools = sorted(TOOL_CATEGORY)
     t = 0.0
     lines = [
-        {"type": "run_start", "time": "2026-01-01T00:00:00Z", "elapsed_s": 0.0, "run_id": "bench",
-         "task_id": "bench-task", "model": "bench:model", "tools": []},
-        {"type": "message", "time": "2026-01-01T00:00:00Z", "elapsed_s": 0.0, "kind": "task",
-         "message": {"role": "user", "content": "Rank the experiments. " * 200}},
+        {
+            "type": "run_start",
+            "time": "2026-01-01T00:00:00Z",
+            "elapsed_s": 0.0,
+            "run_id": "bench",
+            "task_id": "bench-task",
+            "model": "bench:model",
+            "tools": [],
+        },
+        {
+            "type": "message",
+            "time": "2026-01-01T00:00:00Z",
+            "elapsed_s": 0.0,
+            "kind": "task",
+            "message": {"role": "user", "content": "Rank the experiments. " * 200},
+        },
     ]
     n_drafts = 0
     for step in range(1, steps + 1):
         tool = tools[step % len(tools)]
         t += 2.5
         lines.append(
-            {"type": "model_turn", "time": "2026-01-01T00:00:00Z", "elapsed_s": round(t, 3), "step": step,
-             "model": "bench:model",
-             "message": {"role": "assistant", "content": f"Step {step}: I will now call {tool} to check "
-                         "the substituent effect on the ranking. " * 3,
-                         "tool_calls": [{"id": f"c{step}", "name": tool, "arguments": {"x": step}}]},
-             "usage": {"input_tokens": 1200 + step, "output_tokens": 150, "cache_read_tokens": 30000},
-             "cost_usd": 0.0125, "latency_s": 2.1, "attempts": 1}
+            {
+                "type": "model_turn",
+                "time": "2026-01-01T00:00:00Z",
+                "elapsed_s": round(t, 3),
+                "step": step,
+                "model": "bench:model",
+                "message": {
+                    "role": "assistant",
+                    "content": f"Step {step}: I will now call {tool} to check "
+                    "the substituent effect on the ranking. " * 3,
+                    "tool_calls": [{"id": f"c{step}", "name": tool, "arguments": {"x": step}}],
+                },
+                "usage": {"input_tokens": 1200 + step, "output_tokens": 150, "cache_read_tokens": 30000},
+                "cost_usd": 0.0125,
+                "latency_s": 2.1,
+                "attempts": 1,
+            }
         )
         t += 0.4 + (step % 7)
-        output = json.dumps({"result": [{"index": i, "value": i * 0.137, "smiles": "OC(=O)c1ccccc1"}
-                                        for i in range(4 + step % 80)],
-                             "provenance": {"tool": tool, "tool_version": "1", "engine": "bench"}})
+        output = json.dumps(
+            {
+                "result": [
+                    {"index": i, "value": i * 0.137, "smiles": "OC(=O)c1ccccc1"} for i in range(4 + step % 80)
+                ],
+                "provenance": {"tool": tool, "tool_version": "1", "engine": "bench"},
+            }
+        )
         lines.append(
-            {"type": "tool_result", "time": "2026-01-01T00:00:00Z", "elapsed_s": round(t, 3), "step": step,
-             "tool_call_id": f"c{step}", "name": tool, "arguments": {"x": step}, "content": output,
-             "is_error": step % 97 == 0, "wall_s": 0.4 + (step % 7)}
+            {
+                "type": "tool_result",
+                "time": "2026-01-01T00:00:00Z",
+                "elapsed_s": round(t, 3),
+                "step": step,
+                "tool_call_id": f"c{step}",
+                "name": tool,
+                "arguments": {"x": step},
+                "content": output,
+                "is_error": step % 97 == 0,
+                "wall_s": 0.4 + (step % 7),
+            }
         )
         if step % 500 == 0:
             n_drafts += 1
             order = GROUP[step // 500 % 8 :] + GROUP[: step // 500 % 8]
             (run / "drafts" / f"draft-{n_drafts:03d}.json").write_text(
-                json.dumps({"task_id": "bench-task", "task_version": "1",
-                            "rankings": [{"group_id": "g1", "order": order}]})
+                json.dumps(
+                    {
+                        "task_id": "bench-task",
+                        "task_version": "1",
+                        "rankings": [{"group_id": "g1", "order": order}],
+                    }
+                )
             )
-    end = {"exit_status": "limit_reached", "reason": f"step limit {steps} reached", "submission": "fallback",
-           "drafts": n_drafts, "steps": steps, "elapsed_s": t, "cost_usd": 0.0125 * steps,
-           "usage": {"input_tokens": 1200 * steps, "output_tokens": 150 * steps}}
+    end = {
+        "exit_status": "limit_reached",
+        "reason": f"step limit {steps} reached",
+        "submission": "fallback",
+        "drafts": n_drafts,
+        "steps": steps,
+        "elapsed_s": t,
+        "cost_usd": 0.0125 * steps,
+        "usage": {"input_tokens": 1200 * steps, "output_tokens": 150 * steps},
+    }
     lines.append({"type": "run_end", "time": "2026-01-01T00:00:00Z", "elapsed_s": t, **end})
     (run / "trajectory.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     (run / "run.json").write_text(json.dumps(end))

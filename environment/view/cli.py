@@ -19,7 +19,10 @@ DEFAULT_PORT = 8777
 
 def view_cmd(
     path: Annotated[
-        Path, typer.Argument(help="A run directory, a directory of runs, or a `spu report` / `spu analyze` output.")
+        Path,
+        typer.Argument(
+            help="A run directory, a directory of runs, or a `spu report` / `spu analyze` output."
+        ),
     ],
     port: Annotated[
         int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: any free port).")
@@ -47,7 +50,10 @@ def view_cmd(
         data = collect(path, tasks_dir=tasks, answers=answers)
     except ViewError as exc:
         typer.echo(f"error: {exc}", err=True)
-        typer.echo("hint: give the directory of `spu agent run --out`, `spu batch --out` or `spu report --out`", err=True)
+        typer.echo(
+            "hint: give the directory of `spu agent run --out`, `spu batch --out` or `spu report --out`",
+            err=True,
+        )
         raise typer.Exit(EXIT_USAGE) from None
     if out is not None:
         text = render_page(data)
@@ -55,12 +61,18 @@ def view_cmd(
         tmp = out.with_name(f".{out.name}.tmp")
         tmp.write_text(text, encoding="utf-8")
         tmp.replace(out)
-        summary = {"out": str(out), "bytes": len(text.encode("utf-8")), "runs": len(data["runs"]),
-                   "problems": len(data["problems"]) + sum(len(r["problems"]) for r in data["runs"])}
+        summary = {
+            "out": str(out),
+            "bytes": len(text.encode("utf-8")),
+            "runs": len(data["runs"]),
+            "problems": len(data["problems"]) + sum(len(r["problems"]) for r in data["runs"]),
+        }
         if as_json:
             typer.echo(json.dumps(summary))
         else:
-            typer.echo(f"wrote {out} ({summary['bytes']:,} bytes, {summary['runs']} run(s)); open it in a browser")
+            typer.echo(
+                f"wrote {out} ({summary['bytes']:,} bytes, {summary['runs']} run(s)); open it in a browser"
+            )
         return
     from environment.view.server import make_server
 

@@ -257,7 +257,11 @@ def overview(runs: list[dict[str, Any]], chance: dict[str, dict[str, Any]] | Non
             if t["chance"] is not None and t["cells"][config]["mean"] > t["chance"]["chance_threshold"]
         ]
         coverage[config] = {"tasks": len(tasks), "scored": len(scored), "above_chance": len(above)}
-    return {"configurations": configs, "tasks": sorted(tasks.values(), key=lambda t: t["task_id"]), "coverage": coverage}
+    return {
+        "configurations": configs,
+        "tasks": sorted(tasks.values(), key=lambda t: t["task_id"]),
+        "coverage": coverage,
+    }
 
 
 def _report_chance(outputs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -304,9 +308,7 @@ def collect(
         outputs.extend(read_outputs(p, problems) for p in _output_dirs(root))
     grader = None
     if grade and run_paths:
-        grader = Grader(
-            Path(tasks_dir) if tasks_dir else None, Path(answers) if answers else None, runs_root
-        )
+        grader = Grader(Path(tasks_dir) if tasks_dir else None, Path(answers) if answers else None, runs_root)
         problems.extend(problem("warning", "grading", note) for note in grader.notes)
     runs = [_run_entry(p, runs_root, grader) for p in run_paths]
     if not runs and not outputs:

@@ -401,9 +401,7 @@ def read_jsonl_plain(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def read_sources(
-    path: Path, records: list[dict[str, Any]], problems: list[dict[str, str]]
-) -> dict[str, Any]:
+def read_sources(path: Path, records: list[dict[str, Any]], problems: list[dict[str, str]]) -> dict[str, Any]:
     """Searches and sources with their outcome: fetched, withheld by the detector, refused, failed."""
     data = read_json_file(path / "sources.json", problems, "sources.json")
     data = data if isinstance(data, dict) else {}

@@ -105,7 +105,9 @@ def make_runs_dir(demo_run: Path, root: Path) -> Path:
     from environment.submission import fallback_submission, write_submission_atomic
     from environment.task import load_task
 
-    write_submission_atomic(fallback / "rankings.json", fallback_submission(load_task(demo_task_dir("aromatic-acidity"))))
+    write_submission_atomic(
+        fallback / "rankings.json", fallback_submission(load_task(demo_task_dir("aromatic-acidity")))
+    )
     return runs
 
 
@@ -120,9 +122,15 @@ def make_analyze_dir(folder: Path) -> None:
     (folder / "activities.csv").write_text(
         "run,step,t_norm,category,tool\nreplay_demo/demo-aromatic-acidity/run-1,1,0.1,chemistry,chem_parse\n"
     )
-    (folder / "drafts.csv").write_text("run,draft_index,step,t_norm,score\nreplay_demo/demo-aromatic-acidity/run-1,1,5,0.9,1.0\n")
-    (folder / "agreement.csv").write_text("task_id,configuration_a,configuration_b,kendall_tau\ndemo-aromatic-acidity,fallback,replay_demo,0.125\n")
-    (folder / "summary.md").write_text("# Trajectory analysis\n\n| runs | drafts |\n|---|---|\n| 2 | 1 |\n\n![activities](activities.png)\n")
+    (folder / "drafts.csv").write_text(
+        "run,draft_index,step,t_norm,score\nreplay_demo/demo-aromatic-acidity/run-1,1,5,0.9,1.0\n"
+    )
+    (folder / "agreement.csv").write_text(
+        "task_id,configuration_a,configuration_b,kendall_tau\ndemo-aromatic-acidity,fallback,replay_demo,0.125\n"
+    )
+    (folder / "summary.md").write_text(
+        "# Trajectory analysis\n\n| runs | drafts |\n|---|---|\n| 2 | 1 |\n\n![activities](activities.png)\n"
+    )
     fig, ax = plt.subplots(figsize=(4, 2))
     ax.bar(["chemistry", "code"], [1, 1])
     fig.savefig(folder / "activities.png", dpi=60)
@@ -283,3 +291,58 @@ def test_markup_in_tool_output_is_shown_as_text_and_loads_nothing(tab, demo_run,
         assert tab.off_loopback() == [] and all(not u.startswith(watcher.url) for u in tab.requests)
     finally:
         watcher.close()
+
+
+def test_the_filter_searches_outputs_and_the_sources_tab_shows_outcomes(tab, demo_run, artifacts, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    (run / "sources.json").write_text(
+        json.dumps(
+            {
+                "schema": "spu.sources/1",
+                "audit_log": {"file": "audit.jsonl", "records": 4, "head": "0" * 64, "verified": True},
+                "searches": [
+                    {
+                        "seq": 0,
+                        "tool": "web_search",
+                        "provider": "searxng",
+                        "query": "pKa of benzoic acids",
+                        "n_results": 3,
+                    }
+                ],
+                "sources": [
+                    {
+                        "seq": 1,
+                        "tool": "web_fetch",
+                        "url": "https://example.org/table",
+                        "status": 200,
+                        "title": "Table",
+                        "flagged": False,
+                    },
+                    {
+                        "seq": 2,
+                        "tool": "web_fetch",
+                        "url": "https://example.org/source-study",
+                        "status": 200,
+                        "flagged": True,
+                    },
+                ],
+                "flags": [{"seq": 2, "tool": "web_fetch", "kinds": ["doi"]}],
+            }
+        )
+    )
+    tab.page.goto(write_html(run, tmp_path / "run.html").as_uri())
+    page = tab.page
+    page.fill("[data-testid=filter]", "n_molecules")  # only in chem_parse's output, inflated on demand
+    page.wait_for_function("document.querySelector('[data-testid=rows]').dataset.filtered")
+    assert page.eval_on_selector_all("[data-testid=rows] details", "els => els.map(e => e.className)") == [
+        "call"
+    ]
+    assert "chem_parse" in page.inner_text("[data-testid=rows]")
+    page.click("[data-testid=tab-sources]")
+    text = page.inner_text("[data-testid=sources]")
+    assert "pKa of benzoic acids" in text and "chain verified" in text
+    assert "fetched: 1 · withheld: 1" in text
+    assert page.inner_text(".outcome-withheld") == "withheld by the detector"
+    shot(tab, artifacts, "sources")
+    assert tab.errors == [] and tab.off_loopback() == []
