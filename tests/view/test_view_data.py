@@ -246,3 +246,20 @@ def test_a_report_directory_finds_the_runs_beside_it(demo_run, tmp_path):
         "configuration_means.png",
     ]
     assert Path(data["path"]).name == "_report"
+
+
+def test_the_viewer_imports_neither_the_tool_server_nor_the_agent(demo_run):
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from environment.view.collect import collect\n"
+        "from environment.view.page import render_page\n"
+        "import environment.view.cli, environment.view.server\n"
+        f"render_page(collect({str(demo_run)!r}))\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'tools_server', 'scaffold'}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
