@@ -122,6 +122,19 @@ def _output_dirs(root: Path) -> list[Path]:
     return [p for p in children if is_report_dir(p) or is_analyze_dir(p)]
 
 
+def _beside_runs(output: Path) -> bool:
+    """Whether a report or analyze output sits in its runs directory: named ``_…`` (``RUNS_DIR/_report``)
+    or beside the configurations its ``runs.csv`` names."""
+    if output.name.startswith("_"):
+        return True
+    try:
+        with open(output / "runs.csv", newline="", encoding="utf-8") as handle:
+            configs = {row.get("configuration") or "" for row in csv.DictReader(handle)}
+    except (OSError, csv.Error):
+        return False
+    return any(c and (output.parent / c).is_dir() for c in configs)
+
+
 class Grader:
     """Finds each run's task and answers and grades drafts and submissions; silent when it cannot."""
 
@@ -299,10 +312,19 @@ def collect(
     if is_report_dir(root) or is_analyze_dir(root):
         outputs.append(read_outputs(root, problems))
         runs_root = root.parent
-        run_paths = find_runs(runs_root) if not is_run_dir(runs_root) else [runs_root]
-        for sibling in _output_dirs(runs_root):
-            if sibling != root:
-                outputs.append(read_outputs(sibling, problems))
+        run_paths = []
+        if _beside_runs(root):
+            run_paths = find_runs(runs_root) if not is_run_dir(runs_root) else [runs_root]
+            outputs.extend(read_outputs(p, problems) for p in _output_dirs(runs_root) if p != root)
+        else:
+            problems.append(
+                problem(
+                    "warning",
+                    root.name,
+                    "is not inside the runs directory it describes, so its runs are not linked",
+                    "`spu view RUNS_DIR` shows the runs with the reports inside RUNS_DIR (such as _report)",
+                )
+            )
     else:
         run_paths = find_runs(root)
         outputs.extend(read_outputs(p, problems) for p in _output_dirs(root))

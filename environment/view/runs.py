@@ -8,6 +8,7 @@ the page always says something. Long texts are cut here (``MAX_TEXT`` characters
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import math
 from pathlib import Path
@@ -247,6 +248,113 @@ def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> l
     return rows
 
 
+def _seconds_since(start: dt.datetime | None, stamp: Any) -> float | None:
+    if start is None or not isinstance(stamp, str):
+        return None
+    try:
+        return round((dt.datetime.fromisoformat(stamp) - start).total_seconds(), 3)
+    except ValueError:
+        return None
+
+
+def atif_records(atif: Any, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """Trajectory records rebuilt from an ATIF ``trajectory.json`` (Harbor's format, any agent).
+
+    Used when a run has no ``trajectory.jsonl``: model turns from agent steps (with their metrics), tool
+    results from each step's observation, messages from system and user steps.
+    """
+    steps = atif.get("steps") if isinstance(atif, dict) else None
+    if not isinstance(steps, list):
+        problems.append(problem("error", "trajectory.json", "holds no ATIF `steps` list"))
+        return []
+    agent = atif.get("agent") if isinstance(atif.get("agent"), dict) else {}
+    start = None
+    for step in steps:
+        if isinstance(step, dict) and isinstance(step.get("timestamp"), str):
+            try:
+                start = dt.datetime.fromisoformat(step["timestamp"])
+            except ValueError:
+                continue
+            break
+    records: list[dict[str, Any]] = [
+        {
+            "type": "run_start",
+            "run_id": atif.get("session_id"),
+            "model": agent.get("model_name"),
+            "task_id": (agent.get("extra") or {}).get("task_id")
+            if isinstance(agent.get("extra"), dict)
+            else None,
+            "time": steps[0].get("timestamp") if steps and isinstance(steps[0], dict) else None,
+        }
+    ]
+    n_turns = 0
+    for step in steps:
+        if not isinstance(step, dict):
+            continue
+        t = _seconds_since(start, step.get("timestamp"))
+        if step.get("source") != "agent":
+            extra = step.get("extra") if isinstance(step.get("extra"), dict) else {}
+            records.append(
+                {
+                    "type": "message",
+                    "elapsed_s": t,
+                    "kind": extra.get("kind") or step.get("source"),
+                    "message": {"role": step.get("source"), "content": step.get("message")},
+                }
+            )
+            continue
+        n_turns += 1
+        metrics = step.get("metrics") if isinstance(step.get("metrics"), dict) else {}
+        extra = metrics.get("extra") if isinstance(metrics.get("extra"), dict) else {}
+        calls = [c for c in step.get("tool_calls") or [] if isinstance(c, dict)]
+        records.append(
+            {
+                "type": "model_turn",
+                "elapsed_s": t,
+                "step": n_turns,
+                "message": {
+                    "content": step.get("message"),
+                    "reasoning": step.get("reasoning_content"),
+                    "tool_calls": [
+                        {"id": c.get("tool_call_id"), "name": c.get("function_name")} for c in calls
+                    ],
+                },
+                "usage": {
+                    "input_tokens": metrics.get("prompt_tokens"),
+                    "output_tokens": metrics.get("completion_tokens"),
+                },
+                "cost_usd": metrics.get("cost_usd"),
+                "latency_s": extra.get("latency_s"),
+            }
+        )
+        by_id = {c.get("tool_call_id"): c for c in calls}
+        observation = step.get("observation") if isinstance(step.get("observation"), dict) else {}
+        for result in observation.get("results") or []:
+            if not isinstance(result, dict):
+                continue
+            call = by_id.get(result.get("source_call_id"), {})
+            rextra = result.get("extra") if isinstance(result.get("extra"), dict) else {}
+            records.append(
+                {
+                    "type": "tool_result",
+                    "elapsed_s": t,
+                    "step": n_turns,
+                    "name": call.get("function_name") or "?",
+                    "arguments": call.get("arguments"),
+                    "content": result.get("content"),
+                    "is_error": bool(rextra.get("is_error")),
+                    "wall_s": rextra.get("wall_s"),
+                }
+            )
+    final = atif.get("final_metrics") if isinstance(atif.get("final_metrics"), dict) else {}
+    fextra = final.get("extra") if isinstance(final.get("extra"), dict) else {}
+    if fextra.get("exit_status"):
+        records.append(
+            {"type": "run_end", **fextra, "steps": n_turns, "cost_usd": final.get("total_cost_usd")}
+        )
+    return records
+
+
 def ending(records: list[dict[str, Any]], run_json: Any) -> dict[str, Any]:
     """How the run ended: ``run.json`` first, else the trajectory's ``run_end``, else 'did not finish'."""
     end = run_json if isinstance(run_json, dict) else None
@@ -292,6 +400,17 @@ def read_run(path: Path) -> dict[str, Any]:
         if not records and not any(p["where"].startswith("trajectory.jsonl") for p in problems):
             problems.append(
                 problem("error", "trajectory.jsonl", "is empty", "the run stopped before its first record")
+            )
+    elif (path / "trajectory.json").is_file():
+        atif = read_json_file(path / "trajectory.json", problems, "trajectory.json")
+        if atif is not None:
+            records = atif_records(atif, problems)
+            problems.append(
+                problem(
+                    "warning",
+                    "trajectory.jsonl",
+                    "is missing: the timeline comes from the ATIF trajectory.json",
+                )
             )
     elif present:
         problems.append(problem("warning", "trajectory.jsonl", "is missing: no timeline to show"))

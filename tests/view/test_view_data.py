@@ -263,3 +263,32 @@ def test_the_viewer_imports_neither_the_tool_server_nor_the_agent(demo_run):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_a_report_elsewhere_is_shown_alone_with_a_note(demo_run, tmp_path):
+    from environment.report import build_report
+
+    runs = tmp_path / "runs"
+    shutil.copytree(demo_run, runs / "replay" / "demo-aromatic-acidity")
+    (tmp_path / "elsewhere").mkdir()
+    build_report(runs, tmp_path / "elsewhere" / "report", n_boot=200, draws=500)
+    shutil.copytree(demo_run, tmp_path / "elsewhere" / "unrelated-run")  # not a configuration of the report
+    data = collect(tmp_path / "elsewhere" / "report")
+    assert data["runs"] == [] and [o["kind"] for o in data["outputs"]] == ["report"]
+    assert "not inside the runs directory" in data["problems"][0]["message"]
+    beside = collect(runs)  # the runs directory itself
+    assert len(beside["runs"]) == 1
+
+
+def test_a_run_with_only_the_atif_trajectory_gets_its_timeline_from_it(demo_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    full = collect(run)["runs"][0]
+    (run / "trajectory.jsonl").unlink()
+    (run / "run.json").unlink()
+    atif = collect(run)["runs"][0]
+    calls = lambda r: [(x["n"], x["c"], x["e"]) for x in r["rows"] if x["k"] == "call"]
+    assert calls(atif) == calls(full)
+    assert [x["n"] for x in atif["rows"] if x["k"] == "msg"] == ["system", "task"]
+    assert atif["ending"]["exit_status"] == "submitted" and atif["model"] == "replay:demo-aromatic-acidity"
+    assert "from the ATIF trajectory.json" in atif["problems"][0]["message"]
