@@ -525,9 +525,19 @@ def read_sources(path: Path, records: list[dict[str, Any]], problems: list[dict[
     data = read_json_file(path / "sources.json", problems, "sources.json")
     data = data if isinstance(data, dict) else {}
     items: list[dict[str, Any]] = []
+    kinds = {
+        f.get("seq"): ", ".join(map(str, f.get("kinds") or []))
+        for f in data.get("flags") or []
+        if isinstance(f, dict)
+    }
     for src in data.get("sources") or []:
         if not isinstance(src, dict):
             continue
+        flagged = (
+            f"identifier kinds found: {kinds[src.get('seq')]}"
+            if src.get("flagged") and kinds.get(src.get("seq"))
+            else None
+        )
         items.append(
             {
                 "outcome": "withheld" if src.get("flagged") else "fetched",
@@ -535,7 +545,7 @@ def read_sources(path: Path, records: list[dict[str, Any]], problems: list[dict[
                 "url": src.get("final_url") or src.get("url"),
                 "detail": " · ".join(
                     str(x)
-                    for x in (src.get("status"), src.get("content_type"), src.get("title"))
+                    for x in (src.get("status"), src.get("content_type"), src.get("title"), flagged)
                     if x not in (None, "")
                 ),
                 "seq": src.get("seq"),

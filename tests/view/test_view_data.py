@@ -152,6 +152,7 @@ def test_sources_say_what_was_fetched_withheld_and_refused(demo_run, tmp_path):
         ("refused", "http://10.0.0.1/x"),
     ]
     assert items[2]["detail"] == "private address"
+    assert items[1]["detail"].endswith("identifier kinds found: doi")
 
 
 def test_broken_files_are_named_with_what_is_wrong(tmp_path):

@@ -298,6 +298,7 @@ function spuView(DATA) {
       const laneH = (H - 14) / lanes.length;
       g.font = "10px sans-serif"; g.fillStyle = "#888";
       g.fillText("0", 2, H - 2); g.fillText(fmtDur(end), W - 50, H - 2);
+      lanes.forEach((c, lane) => g.fillText(catOf(c).label, 4, lane * laneH + Math.min(laneH - 3, 12)));
       for (const c of calls) {
         const lane = lanes.indexOf(c.c);
         const x1 = ((c.t - (c.d || 0)) / end) * (W - 4) + 2;
