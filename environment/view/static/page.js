@@ -265,6 +265,9 @@ function spuView(DATA) {
     cards.append(card("cost", fmtUsd(e.cost_usd), "cost"));
     cards.append(card("wall time", fmtDur(e.elapsed_s), "time"));
     page.append(cards);
+    if (run.score) {
+      page.append(el("p", { class: "small muted", "data-testid": "score-help" }, "The score is the Spearman correlation between the submitted order and the measured one, weighted over the task's groups: 1 is the measured order, 0 no relation, −1 reversed. The chance threshold is what 5% of random rankings beat; the maximum is the best any ranking can reach (ties in the measurements can keep it below 1)."));
+    }
     page.append(activity(run));
     const tabs = [["timeline", "Timeline", () => timelineView(run, index)], ["drafts", "Drafts", () => draftsView(run)], ["sources", "Sources", () => sourcesView(run)], ["report", "Report", () => reportView(run)]];
     const bar = el("div", { class: "tabs", role: "tablist" });
