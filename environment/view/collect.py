@@ -122,17 +122,42 @@ def _output_dirs(root: Path) -> list[Path]:
     return [p for p in children if is_report_dir(p) or is_analyze_dir(p)]
 
 
-def _beside_runs(output: Path) -> bool:
-    """Whether a report or analyze output sits in its runs directory: named ``_…`` (``RUNS_DIR/_report``)
-    or beside the configurations its ``runs.csv`` names."""
+def _named_runs(output: Path) -> set[str]:
+    """Configurations and run paths named in an output's CSV files (``configuration``, ``run`` columns)."""
+    names: set[str] = set()
+    for table in ("runs.csv", "activities.csv", "drafts.csv"):
+        try:
+            with open(output / table, newline="", encoding="utf-8") as handle:
+                for k, row in enumerate(csv.DictReader(handle)):
+                    if k >= 1000:
+                        break
+                    for key in ("configuration", "run"):
+                        value = (row.get(key) or "").strip().strip("/")
+                        if value and ".." not in Path(value).parts:
+                            names.add(value)
+        except (OSError, csv.Error, UnicodeDecodeError):
+            continue
+    return names
+
+
+def runs_root_of(output: Path) -> Path | None:
+    """The runs directory a report or analyze output describes, when it can be found next to it.
+
+    Inside it (``RUNS_DIR/_report``), or a directory beside the output (or its parent) that holds the
+    configurations or runs named in the output's CSV files."""
     if output.name.startswith("_"):
-        return True
+        return output.parent
+    names = _named_runs(output)
+    if not names:
+        return None
     try:
-        with open(output / "runs.csv", newline="", encoding="utf-8") as handle:
-            configs = {row.get("configuration") or "" for row in csv.DictReader(handle)}
-    except (OSError, csv.Error):
-        return False
-    return any(c and (output.parent / c).is_dir() for c in configs)
+        siblings = sorted(p for p in output.parent.iterdir() if p.is_dir() and p != output)
+    except OSError:
+        siblings = []
+    for candidate in (output.parent, *siblings):
+        if any((candidate / name).is_dir() for name in names):
+            return candidate
+    return None
 
 
 class Grader:
@@ -311,17 +336,18 @@ def collect(
     runs_root = root
     if is_report_dir(root) or is_analyze_dir(root):
         outputs.append(read_outputs(root, problems))
-        runs_root = root.parent
+        found = runs_root_of(root)
+        runs_root = found or root.parent
         run_paths = []
-        if _beside_runs(root):
-            run_paths = find_runs(runs_root) if not is_run_dir(runs_root) else [runs_root]
-            outputs.extend(read_outputs(p, problems) for p in _output_dirs(runs_root) if p != root)
+        if found is not None:
+            run_paths = find_runs(found)
+            outputs.extend(read_outputs(p, problems) for p in _output_dirs(found) if p != root)
         else:
             problems.append(
                 problem(
                     "warning",
                     root.name,
-                    "is not inside the runs directory it describes, so its runs are not linked",
+                    "its runs were not found (not inside it, nor beside it under the names its CSV files give)",
                     "`spu view RUNS_DIR` shows the runs with the reports inside RUNS_DIR (such as _report)",
                 )
             )

@@ -276,9 +276,16 @@ def test_a_report_elsewhere_is_shown_alone_with_a_note(demo_run, tmp_path):
     shutil.copytree(demo_run, tmp_path / "elsewhere" / "unrelated-run")  # not a configuration of the report
     data = collect(tmp_path / "elsewhere" / "report")
     assert data["runs"] == [] and [o["kind"] for o in data["outputs"]] == ["report"]
-    assert "not inside the runs directory" in data["problems"][0]["message"]
-    beside = collect(runs)  # the runs directory itself
-    assert len(beside["runs"]) == 1
+    assert "its runs were not found" in data["problems"][0]["message"]
+    # an analyze output beside the runs directory finds it by the run paths in its CSV files
+    analysis = tmp_path / "analysis"
+    analysis.mkdir()
+    (analysis / "activities.csv").write_text(
+        "run,step,t_norm,category,tool\nreplay/demo-aromatic-acidity,1,0.1,chemistry,chem_parse\n"
+    )
+    beside = collect(analysis)
+    assert [r["label"] for r in beside["runs"]] == ["replay/demo-aromatic-acidity"]
+    assert beside["problems"] == [] and Path(beside["runs"][0]["label"]).parts[0] == "replay"
 
 
 def test_a_run_with_only_the_atif_trajectory_gets_its_timeline_from_it(demo_run, tmp_path):
