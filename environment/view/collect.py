@@ -123,7 +123,7 @@ def _output_dirs(root: Path) -> list[Path]:
 
 
 def _named_runs(output: Path) -> set[str]:
-    """Configurations and run paths named in an output's CSV files (``configuration``, ``run`` columns)."""
+    """Configurations and run paths named in an output's CSV files (``configuration``, ``config``, ``run``)."""
     names: set[str] = set()
     for table in ("runs.csv", "activities.csv", "drafts.csv"):
         try:
@@ -131,7 +131,7 @@ def _named_runs(output: Path) -> set[str]:
                 for k, row in enumerate(csv.DictReader(handle)):
                     if k >= 1000:
                         break
-                    for key in ("configuration", "run"):
+                    for key in ("configuration", "config", "run"):
                         value = (row.get(key) or "").strip().strip("/")
                         if value and ".." not in Path(value).parts:
                             names.add(value)
