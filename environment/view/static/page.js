@@ -147,7 +147,7 @@ function spuView(DATA) {
           if (k === 1 && /^[\s|:-]+$/.test(r)) return;
           table.append(el("tr", {}, cells(r).map((c) => el(k === 0 ? "th" : "td", {}, inline(c, figures)))));
         });
-        root.append(table); continue;
+        root.append(el("div", { class: "scroll" }, table)); continue;
       }
       if (/^\s*[-*]\s+/.test(line)) {
         const ul = el("ul");
@@ -166,7 +166,7 @@ function spuView(DATA) {
   function csvTable(t) {
     const table = el("table", { class: "small" }, el("tr", {}, t.columns.map((c) => el("th", { text: c }))));
     for (const row of t.rows) table.append(el("tr", {}, row.map((c) => el("td", { text: c }))));
-    return el("div", {}, el("h3", { text: t.name + (t.total > t.rows.length ? " (first " + t.rows.length + " of " + t.total + " rows)" : "") }), table);
+    return el("div", {}, el("h3", { text: t.name + (t.total > t.rows.length ? " (first " + t.rows.length + " of " + t.total + " rows)" : "") }), el("div", { class: "scroll" }, table));
   }
 
   // -- runs page -------------------------------------------------------------------------------------
@@ -199,7 +199,7 @@ function spuView(DATA) {
         cov.append(el("td", { text: v.scored + "/" + v.tasks + " scored, " + v.above_chance + " above chance" }));
       }
       table.append(cov);
-      page.append(table);
+      page.append(el("div", { class: "scroll" }, table));
     }
     if (DATA.runs.length) {
       page.append(el("h2", { text: "All runs" }));
@@ -212,7 +212,7 @@ function spuView(DATA) {
           el("td", { class: "num", text: fmtInt(e.steps) }), el("td", { class: "num", text: fmtInt(e.tokens) }), el("td", { class: "num", text: fmtUsd(e.cost_usd) }),
           el("td", { class: "num", text: fmtDur(e.elapsed_s) })));
       });
-      page.append(table);
+      page.append(el("div", { class: "scroll" }, table));
     }
     for (const out of DATA.outputs) page.append(outputSection(out));
     if (!DATA.outputs.length && DATA.runs.length > 1) {
