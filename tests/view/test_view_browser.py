@@ -126,7 +126,7 @@ def make_analyze_dir(folder: Path) -> None:
         "run,draft_index,step,t_norm,score\nreplay_demo/demo-aromatic-acidity/run-1,1,5,0.9,1.0\n"
     )
     (folder / "agreement.csv").write_text(
-        "task_id,configuration_a,configuration_b,kendall_tau\ndemo-aromatic-acidity,fallback,replay_demo,0.125\n"
+        "task,group,config_a,config_b,scope,n_pairs,mean_spearman\ndemo-aromatic-acidity,g1,fallback,replay_demo,between,1,0.125\n"
     )
     (folder / "summary.md").write_text(
         "# Trajectory analysis\n\n| runs | drafts |\n|---|---|\n| 2 | 1 |\n\n![activities](activities.png)\n"
@@ -157,7 +157,7 @@ def test_the_runs_page_shows_scores_against_chance_with_report_and_analyze_figur
     assert "1/1 scored, 0 above chance" in overview and "1/1 scored, 1 above chance" in overview
     assert page.locator("[data-testid=output-report] img[alt='scores_vs_chance.png']").count() == 1
     assert page.locator("[data-testid=output-analyze] img[alt='activities.png']").count() == 1
-    assert "kendall_tau" in page.inner_text("[data-testid=output-analyze]")
+    assert "mean_spearman" in page.inner_text("[data-testid=output-analyze]")
     shot(tab, artifacts, "runs-page")
     page.click("[data-testid=run-list] a >> text=replay_demo/demo-aromatic-acidity/run-1")
     check_run_page(tab)
