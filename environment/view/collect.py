@@ -171,14 +171,18 @@ class Grader:
         self.answers: dict[str, Any] = {}
         self.notes: list[str] = []
         self._chance: dict[str, dict[str, Any]] = {}
-        for folder in (None, runs_root / "_tasks" if runs_root else None, tasks_dir):
-            if folder is not None and not folder.is_dir():
-                continue
+        if tasks_dir is not None and not tasks_dir.is_dir():
+            self.notes.append(f"--tasks {tasks_dir} is not a directory; ignored")
+        # the demo tasks (None), then the copies spu batch keeps, then --tasks: later ones win
+        folders = [f for f in (runs_root / "_tasks" if runs_root else None, tasks_dir) if f and f.is_dir()]
+        for folder in [None, *folders]:
             try:
                 self.tasks.update(discover_tasks(folder))
             except TaskError as exc:
-                self.notes.append(f"tasks under {folder}: {exc}")
-        for source in (None, answers):
+                self.notes.append(f"tasks under {folder or 'the demo tasks'}: {exc}")
+        if answers is not None and not answers.exists():
+            self.notes.append(f"--answers {answers} does not exist; ignored")
+        for source in [None, *([answers] if answers is not None and answers.exists() else [])]:
             try:
                 self.answers.update(discover_answers(source))
             except TaskError as exc:

@@ -7,7 +7,6 @@ binds the loopback address only and answers ``GET /`` (the page); anything else 
 from __future__ import annotations
 
 import http.server
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -45,16 +44,3 @@ def make_server(render: Callable[[], str], port: int = 0) -> http.server.Threadi
     server = http.server.ThreadingHTTPServer((HOST, port), handler)
     server.daemon_threads = True
     return server
-
-
-def serve_in_thread(render: Callable[[], str], port: int = 0) -> tuple[str, Callable[[], None]]:
-    """Start a server in a background thread; returns its URL and a function that stops it."""
-    server = make_server(render, port)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-
-    return f"http://{HOST}:{server.server_address[1]}/", stop
