@@ -1,7 +1,7 @@
 """`spu view` on a 10,000-step run: time to the first screen in headless Chromium, against a 100-step run.
 
 Writes a synthetic run directory (each step a model turn with text and tokens, and one tool call from
-every category in turn with a 0.3–6 KB output, a draft every 500 steps), builds the self-contained HTML
+every category in turn with a 0.3-6 KB output, a draft every 500 steps), builds the self-contained HTML
 with `spu view --out`'s code, opens it from disk in the system Chromium (Playwright, no network) and reads
 the page's own mark: the time from navigation start until the run page (header, cards, activity strip,
 first rows of the timeline) is in the document and painted. The same is measured for a 100-step run as
@@ -173,7 +173,7 @@ def main() -> None:
             browser = pw.chromium.launch(
                 executable_path=shutil.which(executable) or executable, headless=True, args=LOOPBACK_ONLY_ARGS
             )
-            for steps, result in results.items():
+            for result in results.values():
                 first_screen_ms(browser, result["html"])  # warm-up: first launch of the renderer
                 result["ms"] = statistics.median(
                     first_screen_ms(browser, result["html"]) for _ in range(args.repeat)

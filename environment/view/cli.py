@@ -13,7 +13,6 @@ from typing import Annotated
 
 import typer
 
-EXIT_USAGE = 2
 DEFAULT_PORT = 8777
 
 
@@ -40,6 +39,8 @@ def view_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print what was done as JSON.")] = False,
 ) -> None:
     """Show agent runs in the browser: timeline of steps and tool calls, drafts, sources, scores."""
+    from environment.console import fail
+    from environment.jsonfiles import atomic_write_text
     from environment.view.collect import ViewError, collect
     from environment.view.page import render_page
 
@@ -49,18 +50,13 @@ def view_cmd(
     try:
         data = collect(path, tasks_dir=tasks, answers=answers)
     except ViewError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        typer.echo(
-            "hint: give the directory of `spu agent run --out`, `spu batch --out` or `spu report --out`",
-            err=True,
-        )
-        raise typer.Exit(EXIT_USAGE) from None
+        raise fail(
+            f"{exc}\nhint: give the directory of `spu agent run --out`, `spu batch --out` or a report"
+        ) from None
     if out is not None:
         text = render_page(data)
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
+        atomic_write_text(out, text, fsync=False)
         summary = {
             "out": str(out),
             "bytes": len(text.encode("utf-8")),
@@ -80,9 +76,9 @@ def view_cmd(
         server = make_server(build, port)
     except OSError as exc:
         reason = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be opened ({exc.strerror})"
-        typer.echo(f"error: port {port} on 127.0.0.1 {reason}", err=True)
-        typer.echo("hint: --port 0 picks a free port, or --out FILE.html writes a file", err=True)
-        raise typer.Exit(EXIT_USAGE) from None
+        raise fail(
+            f"port {port} on 127.0.0.1 {reason}\nhint: --port 0 picks any free port; --out writes a file"
+        ) from None
     url = f"http://127.0.0.1:{server.server_address[1]}/"
     typer.echo(json.dumps({"url": url}) if as_json else f"spu view: {url}  (Ctrl-C to stop)")
     try:

@@ -123,7 +123,8 @@ def _output_dirs(root: Path) -> list[Path]:
 
 
 def _named_runs(output: Path) -> set[str]:
-    """Configurations and run paths named in an output's CSV files (``configuration``, ``config``, ``run``)."""
+    """Configurations and run paths named in an output's CSV files (columns ``configuration``, ``config``,
+    ``run``)."""
     names: set[str] = set()
     for table in ("runs.csv", "activities.csv", "drafts.csv"):
         try:
@@ -351,7 +352,7 @@ def collect(
                 problem(
                     "warning",
                     root.name,
-                    "its runs were not found (not inside it, nor beside it under the names its CSV files give)",
+                    "its runs were not found (not inside it, nor beside it under the names in its CSV files)",
                     "`spu view RUNS_DIR` shows the runs with the reports inside RUNS_DIR (such as _report)",
                 )
             )

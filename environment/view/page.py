@@ -82,7 +82,8 @@ def render_page(data: dict[str, Any]) -> str:
         "<noscript><p>This page needs JavaScript (inlined in the file; nothing is downloaded).</p></noscript>"
         "</main>\n"
         f"<footer>Written by <code>spu view</code> on {html.escape(data['generated'])} from "
-        f"<code>{html.escape(data['title'])}</code>. Self-contained: it loads nothing from the network.</footer>\n"
+        f"<code>{html.escape(data['title'])}</code>. Self-contained: it loads nothing from the network."
+        "</footer>\n"
         f'<script type="application/octet-stream" id="spu-data" data-encoding="gzip+base64">'
         f"{encode_data(light)}</script>\n"
         + "".join(

@@ -24,7 +24,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         try:
             body = type(self).render().encode("utf-8")
-        except Exception as exc:  # noqa: BLE001 - a broken file must give a message, not a dead server
+        except Exception as exc:  # a broken file must give a message, not a dead server
             self.send_error(500, f"the page could not be built: {type(exc).__name__}: {exc}")
             return
         self.send_response(200)

@@ -295,7 +295,10 @@ def test_a_run_with_only_the_atif_trajectory_gets_its_timeline_from_it(demo_run,
     (run / "trajectory.jsonl").unlink()
     (run / "run.json").unlink()
     atif = collect(run)["runs"][0]
-    calls = lambda r: [(x["n"], x["c"], x["e"]) for x in r["rows"] if x["k"] == "call"]
+
+    def calls(r):
+        return [(x["n"], x["c"], x["e"]) for x in r["rows"] if x["k"] == "call"]
+
     assert calls(atif) == calls(full)
     assert [x["n"] for x in atif["rows"] if x["k"] == "msg"] == ["system", "task"]
     assert atif["ending"]["exit_status"] == "submitted" and atif["model"] == "replay:demo-aromatic-acidity"
