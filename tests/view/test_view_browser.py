@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import SPU, spu
+from view_testing import SPU, spu
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import spu
+from view_testing import spu
 
 from environment.view.categories import CATEGORIES, TOOL_CATEGORY, category_of
 from environment.view.collect import ViewError, collect
