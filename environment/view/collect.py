@@ -294,12 +294,27 @@ def overview(runs: list[dict[str, Any]], chance: dict[str, dict[str, Any]] | Non
     coverage = {}
     for config in configs:
         scored = [t for t in tasks.values() if (t["cells"].get(config) or {}).get("mean") is not None]
-        above = [
-            t
-            for t in scored
-            if t["chance"] is not None and t["cells"][config]["mean"] > t["chance"]["chance_threshold"]
+        # above chance is judged per run, against its task's threshold
+        mine = [r for r in runs if r["configuration"] == config]
+        graded = [
+            r
+            for r in mine
+            if r.get("score")
+            and r["score"]["score"] is not None
+            and tasks[r["task_id"] or "(unknown task)"]["chance"]
         ]
-        coverage[config] = {"tasks": len(tasks), "scored": len(scored), "above_chance": len(above)}
+        above = [
+            r
+            for r in graded
+            if r["score"]["score"] > tasks[r["task_id"] or "(unknown task)"]["chance"]["chance_threshold"]
+        ]
+        coverage[config] = {
+            "tasks": len(tasks),
+            "scored": len(scored),
+            "runs": len(mine),
+            "graded_runs": len(graded),
+            "runs_above_chance": len(above),
+        }
     return {
         "configurations": configs,
         "tasks": sorted(tasks.values(), key=lambda t: t["task_id"]),

@@ -154,7 +154,8 @@ def test_the_runs_page_shows_scores_against_chance_with_report_and_analyze_figur
     assert "1.000" in overview  # the replayed run
     assert "(unknown task)" not in overview
     # the fallback (presented order) scores below chance; the replayed run above it
-    assert "1/1 scored, 0 above chance" in overview and "1/1 scored, 1 above chance" in overview
+    assert "1/1 tasks scored · 0/1 runs above chance" in overview
+    assert "1/1 tasks scored · 1/1 runs above chance" in overview
     assert page.locator("[data-testid=output-report] img[alt='scores_vs_chance.png']").count() == 1
     assert page.locator("[data-testid=output-analyze] img[alt='activities.png']").count() == 1
     assert "mean_spearman" in page.inner_text("[data-testid=output-analyze]")

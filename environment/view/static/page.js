@@ -176,7 +176,7 @@ function spuView(DATA) {
     const ov = DATA.overview;
     const nTasks = ov ? ov.tasks.length : 0;
     page.append(el("p", { class: "muted" }, DATA.runs.length + " run(s), " + nTasks + " task(s), " + (ov ? ov.configurations.length : 0) + " configuration(s). " +
-      "Scores are Spearman correlations weighted over groups, from −1 to 1; a dot right of the black tick beats chance (95th percentile of random rankings), the grey tick is the best attainable."));
+      "Scores are Spearman correlations weighted over groups, from −1 to 1; a dot right of the black tick beats chance (95th percentile of random rankings), the grey tick is the best attainable. Each cell shows the mean over the configuration's runs of the task; above chance is counted per run."));
     if (ov && ov.tasks.length) {
       page.append(el("h2", { text: "Scores against the chance threshold" }));
       const table = el("table", { "data-testid": "overview" });
@@ -196,7 +196,7 @@ function spuView(DATA) {
       const cov = el("tr", {}, el("th", { text: "coverage" }), el("td"), el("td"));
       for (const c of ov.configurations) {
         const v = ov.coverage[c];
-        cov.append(el("td", { text: v.scored + "/" + v.tasks + " scored, " + v.above_chance + " above chance" }));
+        cov.append(el("td", { text: v.scored + "/" + v.tasks + " tasks scored · " + v.runs_above_chance + "/" + v.graded_runs + " runs above chance" }));
       }
       table.append(cov);
       page.append(el("div", { class: "scroll" }, table));
