@@ -255,6 +255,7 @@ def _grade_dict(result: Any) -> dict[str, Any]:
     return {
         "score": _finite(result.score),
         "strict_score": _finite(result.strict_score),
+        "recovered_score": _finite(getattr(result, "recovered_score", result.score)),
         "valid": bool(result.valid),
         "groups": {g.group_id: _finite(g.rho) for g in result.groups},
         "file_errors": list(result.file_errors),

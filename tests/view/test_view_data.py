@@ -303,3 +303,14 @@ def test_a_run_with_only_the_atif_trajectory_gets_its_timeline_from_it(demo_run,
     assert [x["n"] for x in atif["rows"] if x["k"] == "msg"] == ["system", "task"]
     assert atif["ending"]["exit_status"] == "submitted" and atif["model"] == "replay:demo-aromatic-acidity"
     assert "from the ATIF trajectory.json" in atif["problems"][0]["message"]
+
+
+def test_a_recovered_submission_shows_the_strict_score_and_the_recovered_one(demo_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    data = json.loads((run / "rankings.json").read_text())
+    data["rankings"] = {g["group_id"]: g["order"] for g in data["rankings"]}  # departure 1 of Appendix E.1
+    (run / "rankings.json").write_text(json.dumps(data))
+    score = collect(run)["runs"][0]["score"]
+    assert score["score"] == -1.0  # the strict grader rejects the file: the official score
+    assert score["recovered_score"] == pytest.approx(1.0)  # the same orders, mapped back

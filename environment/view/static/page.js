@@ -256,6 +256,7 @@ function spuView(DATA) {
     if (run.score) {
       const s = el("span", {}, fmt(run.score.score), " ");
       if (run.chance) s.append(el("span", { class: "small muted", text: "chance " + fmt(run.chance.chance_threshold) + " · max " + fmt(run.chance.attainable_max) }));
+      if (run.score.recovered_score !== null && run.score.recovered_score !== run.score.score) s.append(el("div", { class: "small muted", text: "after recovering schema departures: " + fmt(run.score.recovered_score) }));
       cards.append(card("score", s, "score"));
     } else if (run.grading) cards.append(card("score", el("span", { class: "small muted", text: run.grading }), "score"));
     cards.append(card("model turns", fmtInt(run.rows.filter((r) => r.k === "turn").length), "turns"));
