@@ -13,3 +13,5 @@ set -x
 "$SPU" agent run --task "$TASK/task" --out "$OUT" --model replay:demo-aromatic-acidity
 "$SPU" validate "$OUT/rankings.json" --task "$TASK/task"
 "$SPU" grade "$OUT/rankings.json" --task "$TASK/task" --answers "$TASK/answers.json"
+{ set +x; } 2>/dev/null
+echo "demo: look at the run with: $SPU view $OUT   (or: $SPU view $OUT --out $OUT.html)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: set up everything the tests use, then run the whole suite.
 #   .venv (all engines and test tools), .harbor-venv (Harbor, Python >= 3.12), .npm-clients (Claude Code,
-#   Codex, MCP Inspector); each step is idempotent and fast once done.
+#   Codex, MCP Inspector), Chromium (apt, for the browser tests); each step is idempotent and fast once done.
 # Extra arguments go to pytest (e.g. -m "not slow", tests/core). SPU_TEST_SETUP=venv skips the clients and
 # Harbor (their tests then skip, saying why) for a quick local run.
 set -euo pipefail
@@ -11,6 +11,7 @@ bash scripts/setup.sh
 if [ "${SPU_TEST_SETUP:-all}" != "venv" ]; then
   bash scripts/setup-harbor.sh
   bash scripts/install-npm-clients.sh
+  bash scripts/setup-browser.sh   # headless Chromium from apt for tests/view (they skip without it)
 fi
 set +e
 .venv/bin/python -m pytest "$@"

@@ -20,6 +20,7 @@ MODULES = (
     "tools_server.web.cli",
     "environment.cli",
     "environment.contamination.cli",
+    "environment.view.cli",
     "scaffold.agent.cli",
     "scaffold.harbor_cli",
 )
@@ -32,6 +33,7 @@ PARTS = {
     "doctor": "tools_server.core.doctor_cli",
     "audit": "tools_server.web.cli",
     "contamination": "environment.contamination.cli",
+    "view": "environment.view.cli",
     "agent": "scaffold.agent.cli",
     "harbor": "scaffold.harbor_cli",
     "batch": "scaffold.harbor_cli",

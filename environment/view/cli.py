@@ -1,0 +1,94 @@
+"""``spu view PATH [--port N] [--out FILE.html]``: runs, trajectories and reports in the browser.
+
+Exit codes: 0 the page was written or served, 2 usage error (PATH missing, port taken). A run
+directory that is empty, cut short or malformed is not an error here: the page says what is wrong.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+DEFAULT_PORT = 8777
+
+
+def view_cmd(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A run directory, a directory of runs, or a `spu report` / `spu analyze` output."
+        ),
+    ],
+    port: Annotated[
+        int, typer.Option("--port", min=0, max=65535, help="Port on 127.0.0.1 (0: any free port).")
+    ] = DEFAULT_PORT,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Write one self-contained HTML file instead of serving."),
+    ] = None,
+    tasks: Annotated[
+        Path | None, typer.Option("--tasks", help="Directory searched for task dirs (to grade drafts).")
+    ] = None,
+    answers: Annotated[
+        Path | None, typer.Option("--answers", help="answers.json file or directory searched for them.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print what was done as JSON.")] = False,
+) -> None:
+    """Show agent runs in the browser: timeline of steps and tool calls, drafts, sources, scores."""
+    from environment.console import fail
+    from environment.jsonfiles import atomic_write_text
+    from environment.view.collect import ViewError, collect
+    from environment.view.page import render_page
+
+    def build() -> str:
+        return render_page(collect(path, tasks_dir=tasks, answers=answers))
+
+    try:
+        data = collect(path, tasks_dir=tasks, answers=answers)
+    except ViewError as exc:
+        raise fail(
+            f"{exc}\nhint: give the directory of `spu agent run --out`, `spu batch --out` or a report"
+        ) from None
+    if out is not None:
+        text = render_page(data)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out, text, fsync=False)
+        summary = {
+            "out": str(out),
+            "bytes": len(text.encode("utf-8")),
+            "runs": len(data["runs"]),
+            "problems": len(data["problems"]) + sum(len(r["problems"]) for r in data["runs"]),
+        }
+        if as_json:
+            typer.echo(json.dumps(summary))
+        else:
+            typer.echo(
+                f"wrote {out} ({summary['bytes']:,} bytes, {summary['runs']} run(s)); open it in a browser"
+            )
+        return
+    from environment.view.server import make_server
+
+    try:
+        server = make_server(build, port)
+    except OSError as exc:
+        reason = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be opened ({exc.strerror})"
+        raise fail(
+            f"port {port} on 127.0.0.1 {reason}\nhint: --port 0 picks any free port; --out writes a file"
+        ) from None
+    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    typer.echo(json.dumps({"url": url}) if as_json else f"spu view: {url}  (Ctrl-C to stop)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``spu view`` to the root ``spu`` app."""
+    app.command("view")(view_cmd)

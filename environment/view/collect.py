@@ -1,0 +1,416 @@
+"""What ``spu view PATH`` shows, gathered from PATH into one JSON-ready dict.
+
+PATH is one run directory, a directory of runs (any depth: ``RUNS_DIR/<configuration>/<task_id>[/<run>]``),
+a ``spu report`` output or a ``spu analyze`` output. Report and analyze outputs are also picked up inside
+a runs directory (sub-directories whose names start with ``_``, such as ``_report``) and beside it.
+Runs are graded when the task and its answers can be found (the run's own task directory, ``--tasks``,
+``RUNS_DIR/_tasks``, the demo tasks; answers from ``--answers`` or the demo answers); without answers the
+pages show everything but scores.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime as dt
+import gzip
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from environment.view.categories import CATEGORIES
+from environment.view.runs import is_run_dir, problem, read_json_file, read_run
+
+#: files that make a directory a ``spu report`` output
+REPORT_FILES = ("summary.json", "report.md")
+#: files that make a directory a ``spu analyze`` output
+ANALYZE_FILES = ("activities.csv", "drafts.csv", "agreement.csv", "consensus.csv", "summary.md")
+#: figures shown, in this order, when present
+FIGURES = ("scores_vs_chance.png", "configuration_means.png", "activities.png", "drafts.png")
+#: CSV tables shown (first rows), when present
+TABLES = ("runs.csv", "agreement.csv", "consensus.csv")
+MAX_TABLE_ROWS = 200
+MAX_DEPTH = 4
+
+
+class ViewError(Exception):
+    """PATH cannot be shown at all (it does not exist); everything else becomes a problem on the page."""
+
+
+def is_report_dir(path: Path) -> bool:
+    return all((path / name).is_file() for name in REPORT_FILES)
+
+
+def is_analyze_dir(path: Path) -> bool:
+    return any((path / name).is_file() for name in ANALYZE_FILES) and not is_run_dir(path)
+
+
+def find_runs(root: Path) -> list[Path]:
+    """Run directories at or under ``root`` (skipping names starting with ``.`` or ``_``), sorted."""
+    if is_run_dir(root):
+        return [root]
+    found: list[Path] = []
+
+    def walk(folder: Path, depth: int) -> None:
+        if depth > MAX_DEPTH:
+            return
+        try:
+            children = sorted(p for p in folder.iterdir() if p.is_dir())
+        except OSError:
+            return
+        for child in children:
+            if child.name.startswith((".", "_")):
+                continue
+            if is_run_dir(child):
+                found.append(child)
+            else:
+                walk(child, depth + 1)
+
+    walk(root, 0)
+    return found
+
+
+def _image(path: Path) -> str:
+    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _table(path: Path, problems: list[dict[str, str]]) -> dict[str, Any] | None:
+    try:
+        rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8", errors="replace"))))
+    except (OSError, csv.Error) as exc:
+        problems.append(problem("error", path.name, f"cannot be read as CSV: {exc}"))
+        return None
+    if not rows:
+        return None
+    return {
+        "name": path.name,
+        "columns": rows[0],
+        "rows": rows[1 : MAX_TABLE_ROWS + 1],
+        "total": len(rows) - 1,
+    }
+
+
+def read_outputs(folder: Path, problems: list[dict[str, str]]) -> dict[str, Any]:
+    """A ``spu report`` or ``spu analyze`` output: its markdown, figures and tables."""
+    kind = "report" if is_report_dir(folder) else "analyze"
+    markdown = ""
+    for name in ("report.md", "summary.md"):
+        if (folder / name).is_file():
+            markdown = (folder / name).read_text(encoding="utf-8", errors="replace")[:200_000]
+            break
+    figures = [{"name": n, "src": _image(folder / n)} for n in FIGURES if (folder / n).is_file()]
+    tables = [t for n in TABLES if (folder / n).is_file() and (t := _table(folder / n, problems))]
+    summary = read_json_file(folder / "summary.json", problems, f"{folder.name}/summary.json")
+    return {
+        "kind": kind,
+        "name": folder.name,
+        "markdown": markdown,
+        "figures": figures,
+        "tables": tables,
+        "summary": summary if isinstance(summary, dict) else None,
+    }
+
+
+def _output_dirs(root: Path) -> list[Path]:
+    """Report and analyze outputs inside a runs directory (``_report``, ``_analyze`` …)."""
+    try:
+        children = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("_"))
+    except OSError:
+        return []
+    return [p for p in children if is_report_dir(p) or is_analyze_dir(p)]
+
+
+def _named_runs(output: Path) -> set[str]:
+    """Configurations and run paths named in an output's CSV files (columns ``configuration``, ``config``,
+    ``run``)."""
+    names: set[str] = set()
+    for table in ("runs.csv", "activities.csv", "drafts.csv"):
+        try:
+            with open(output / table, newline="", encoding="utf-8") as handle:
+                for k, row in enumerate(csv.DictReader(handle)):
+                    if k >= 1000:
+                        break
+                    for key in ("configuration", "config", "run"):
+                        value = (row.get(key) or "").strip().strip("/")
+                        if value and ".." not in Path(value).parts:
+                            names.add(value)
+        except (OSError, csv.Error, UnicodeDecodeError):
+            continue
+    return names
+
+
+def runs_root_of(output: Path) -> Path | None:
+    """The runs directory a report or analyze output describes, when it can be found next to it.
+
+    Inside it (``RUNS_DIR/_report``), or a directory beside the output (or its parent) that holds the
+    configurations or runs named in the output's CSV files."""
+    if output.name.startswith("_"):
+        return output.parent
+    names = _named_runs(output)
+    if not names:
+        return None
+    try:
+        siblings = sorted(p for p in output.parent.iterdir() if p.is_dir() and p != output)
+    except OSError:
+        siblings = []
+    for candidate in (output.parent, *siblings):
+        if any((candidate / name).is_dir() for name in names):
+            return candidate
+    return None
+
+
+class Grader:
+    """Finds each run's task and answers and grades drafts and submissions; silent when it cannot."""
+
+    def __init__(self, tasks_dir: Path | None, answers: Path | None, runs_root: Path | None) -> None:
+        from environment.report import discover_answers, discover_tasks
+        from environment.task import TaskError
+
+        self.tasks: dict[str, Any] = {}
+        self.answers: dict[str, Any] = {}
+        self.notes: list[str] = []
+        self._chance: dict[str, dict[str, Any]] = {}
+        if tasks_dir is not None and not tasks_dir.is_dir():
+            self.notes.append(f"--tasks {tasks_dir} is not a directory; ignored")
+        # the demo tasks (None), then the copies spu batch keeps, then --tasks: later ones win
+        folders = [f for f in (runs_root / "_tasks" if runs_root else None, tasks_dir) if f and f.is_dir()]
+        for folder in [None, *folders]:
+            try:
+                self.tasks.update(discover_tasks(folder))
+            except TaskError as exc:
+                self.notes.append(f"tasks under {folder or 'the demo tasks'}: {exc}")
+        if answers is not None and not answers.exists():
+            self.notes.append(f"--answers {answers} does not exist; ignored")
+        for source in [None, *([answers] if answers is not None and answers.exists() else [])]:
+            try:
+                self.answers.update(discover_answers(source))
+            except TaskError as exc:
+                self.notes.append(f"answers {source}: {exc}")
+
+    def task_for(self, task_id: str | None, task_dir: str | None) -> Any:
+        from environment.task import TaskError, load_task
+
+        if task_id in self.tasks:
+            return self.tasks[task_id]
+        if task_dir and Path(task_dir).is_dir():
+            try:
+                task = load_task(Path(task_dir))
+            except TaskError:
+                return None
+            self.tasks[task.task_id] = task
+            return task
+        return None
+
+    def chance(self, task: Any, answers: Any) -> dict[str, Any]:
+        from environment.chance import chance_threshold
+
+        if task.task_id not in self._chance:
+            result = chance_threshold(task, answers, draws=2000, seed=0)
+            self._chance[task.task_id] = {
+                k: result[k] for k in ("chance_threshold", "attainable_max", "presented_order_score")
+            }
+        return self._chance[task.task_id]
+
+    def grade_run(self, run: dict[str, Any], path: Path) -> None:
+        """Add ``score`` (with chance threshold and attainable maximum), draft scores and true ranks."""
+        from environment.grading import grade
+        from environment.task import TaskError
+
+        task = self.task_for(run.get("task_id"), run.get("task_dir"))
+        answers = self.answers.get(task.task_id) if task is not None else None
+        if task is None or answers is None:
+            run["grading"] = (
+                "not graded: "
+                + ("the task was not found" if task is None else f"no answers for {task.task_id}")
+                + " (give --tasks and --answers)"
+            )
+            return
+        try:
+            run["chance"] = self.chance(task, answers)
+            if (path / "rankings.json").is_file():
+                run["score"] = _grade_dict(grade(path / "rankings.json", task, answers))
+            for draft in run["drafts"]:
+                draft["score"] = _grade_dict(grade(path / draft["file"], task, answers))
+        except TaskError as exc:
+            run["grading"] = f"not graded: {exc}"
+            return
+        truth: dict[str, dict[str, int]] = {}
+        for group in answers.groups:
+            ordered = sorted(group.values, key=lambda k: group.values[k])
+            truth[group.group_id] = {exp: i + 1 for i, exp in enumerate(ordered)}
+        run["truth"] = truth
+        run["groups"] = [
+            {"group_id": g.group_id, "weight": g.weight, "endpoint": g.endpoint, "n": len(g.experiment_ids)}
+            for g in task.groups
+        ]
+
+
+def _finite(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _grade_dict(result: Any) -> dict[str, Any]:
+    return {
+        "score": _finite(result.score),
+        "strict_score": _finite(result.strict_score),
+        "recovered_score": _finite(getattr(result, "recovered_score", result.score)),
+        "valid": bool(result.valid),
+        "groups": {g.group_id: _finite(g.rho) for g in result.groups},
+        "file_errors": list(result.file_errors),
+    }
+
+
+def _run_entry(path: Path, root: Path, grader: Grader | None) -> dict[str, Any]:
+    run = read_run(path)
+    rel = path.relative_to(root).as_posix() if path != root else path.name
+    run["label"] = rel
+    parts = Path(rel).parts
+    run["configuration"] = parts[0] if len(parts) >= 2 else (run.get("model") or "run")
+    if not run.get("task_id") and len(parts) >= 2:
+        run["task_id"] = parts[1]  # RUNS_DIR/<configuration>/<task_id>[/<run>]
+    if grader is not None:
+        grader.grade_run(run, path)
+    return run
+
+
+def overview(runs: list[dict[str, Any]], chance: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Per task and configuration: mean score of the runs, chance threshold, attainable max, runs.
+
+    ``chance`` (by task id) takes precedence over the thresholds computed for each run."""
+    configs = sorted({r["configuration"] for r in runs})
+    tasks: dict[str, dict[str, Any]] = {}
+    for index, run in enumerate(runs):
+        task_id = run.get("task_id") or "(unknown task)"
+        entry = tasks.setdefault(task_id, {"task_id": task_id, "chance": run.get("chance"), "cells": {}})
+        entry["chance"] = (chance or {}).get(task_id) or entry["chance"] or run.get("chance")
+        cell = entry["cells"].setdefault(run["configuration"], {"runs": [], "scores": []})
+        cell["runs"].append(index)
+        if run.get("score") and run["score"]["score"] is not None:
+            cell["scores"].append(run["score"]["score"])
+    for entry in tasks.values():
+        for cell in entry["cells"].values():
+            cell["mean"] = sum(cell["scores"]) / len(cell["scores"]) if cell["scores"] else None
+    coverage = {}
+    for config in configs:
+        scored = [t for t in tasks.values() if (t["cells"].get(config) or {}).get("mean") is not None]
+        # above chance is judged per run, against its task's threshold
+        mine = [r for r in runs if r["configuration"] == config]
+        graded = [
+            r
+            for r in mine
+            if r.get("score")
+            and r["score"]["score"] is not None
+            and tasks[r["task_id"] or "(unknown task)"]["chance"]
+        ]
+        above = [
+            r
+            for r in graded
+            if r["score"]["score"] > tasks[r["task_id"] or "(unknown task)"]["chance"]["chance_threshold"]
+        ]
+        coverage[config] = {
+            "tasks": len(tasks),
+            "scored": len(scored),
+            "runs": len(mine),
+            "graded_runs": len(graded),
+            "runs_above_chance": len(above),
+        }
+    return {
+        "configurations": configs,
+        "tasks": sorted(tasks.values(), key=lambda t: t["task_id"]),
+        "coverage": coverage,
+    }
+
+
+def _report_chance(outputs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Chance thresholds from a ``spu report`` summary, by task id, so the runs page and report agree."""
+    found: dict[str, dict[str, Any]] = {}
+    for out in outputs:
+        for task in (out.get("summary") or {}).get("tasks") or []:
+            if isinstance(task, dict) and isinstance(task.get("chance_threshold"), int | float):
+                found[str(task.get("task_id"))] = {
+                    k: task.get(k) for k in ("chance_threshold", "attainable_max", "presented_order_score")
+                }
+    return found
+
+
+def collect(
+    path: str | Path,
+    *,
+    tasks_dir: str | Path | None = None,
+    answers: str | Path | None = None,
+    grade: bool = True,
+) -> dict[str, Any]:
+    """The viewer's data for PATH. Raises :class:`ViewError` only when PATH does not exist."""
+    root = Path(path)
+    if not root.exists():
+        raise ViewError(f"{root} does not exist")
+    if root.is_file():
+        if root.name in ("trajectory.jsonl", "run.json", "rankings.json"):
+            root = root.parent
+        else:
+            raise ViewError(f"{root} is a file; give a run directory, a runs directory or a report directory")
+    root = root.absolute()
+    problems: list[dict[str, str]] = []
+    outputs: list[dict[str, Any]] = []
+    runs_root = root
+    if is_report_dir(root) or is_analyze_dir(root):
+        outputs.append(read_outputs(root, problems))
+        found = runs_root_of(root)
+        runs_root = found or root.parent
+        run_paths = []
+        if found is not None:
+            run_paths = find_runs(found)
+            outputs.extend(read_outputs(p, problems) for p in _output_dirs(found) if p != root)
+        else:
+            problems.append(
+                problem(
+                    "warning",
+                    root.name,
+                    "its runs were not found (not inside it, nor beside it under the names in its CSV files)",
+                    "`spu view RUNS_DIR` shows the runs with the reports inside RUNS_DIR (such as _report)",
+                )
+            )
+    else:
+        run_paths = find_runs(root)
+        outputs.extend(read_outputs(p, problems) for p in _output_dirs(root))
+    grader = None
+    if grade and run_paths:
+        grader = Grader(Path(tasks_dir) if tasks_dir else None, Path(answers) if answers else None, runs_root)
+        problems.extend(problem("warning", "grading", note) for note in grader.notes)
+    runs = [_run_entry(p, runs_root, grader) for p in run_paths]
+    if not runs and not outputs:
+        problems.append(
+            problem(
+                "error",
+                root.name,
+                "holds no agent run (no trajectory.jsonl, rankings.json, run.json or drafts/ at any depth) "
+                "and no `spu report` or `spu analyze` output",
+                "give `spu view` the directory of `spu agent run --out`, of `spu batch --out`, or of "
+                "`spu report --out`",
+            )
+        )
+    view = overview(runs, _report_chance(outputs)) if runs else None
+    single = len(runs) == 1 and run_paths[0] == root
+    return {
+        "title": root.name,
+        "path": str(root),
+        "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "single_run": single,
+        "problems": problems,
+        "runs": runs,
+        "overview": view,
+        "outputs": outputs,
+        "categories": {k: {"label": v[0], "color": v[1]} for k, v in CATEGORIES.items()},
+    }
+
+
+def encode_data(data: Any) -> str:
+    """The data as gzip-compressed JSON in base64, for a ``<script>`` element the page inflates.
+
+    Compression keeps a 10,000-step run's page small enough for the browser to read and parse at once;
+    base64 holds no ``<``, so no text in a run can close the element early.
+    """
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=5, mtime=0)).decode("ascii")

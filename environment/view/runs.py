@@ -1,0 +1,605 @@
+"""Read one agent run directory into the plain data the viewer's page draws.
+
+Everything a run directory can hold is optional, and every file may be cut short or malformed: each
+reader notes what is wrong in ``problems`` (with where and what to do) and keeps what it could read, so
+the page always says something. Long texts are cut here (``MAX_TEXT`` characters, head and tail) so a
+10,000-step run stays a page a browser opens at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from environment.view.categories import category_of
+
+#: files whose presence makes a directory a run directory
+RUN_MARKERS = ("trajectory.jsonl", "rankings.json", "run.json", "trajectory.json", "drafts")
+#: longest tool output, argument or message text kept per step (characters)
+MAX_TEXT = 4000
+#: longest report.md kept
+MAX_REPORT = 200_000
+
+
+def problem(level: str, where: str, message: str, hint: str = "") -> dict[str, str]:
+    return {"level": level, "where": where, "message": message, "hint": hint}
+
+
+def cut(text: Any, limit: int = MAX_TEXT) -> str:
+    """``text`` as a string of at most about ``limit`` characters: head and tail with a note between."""
+    if text is None:
+        return ""
+    if not isinstance(text, str):
+        text = json.dumps(text, ensure_ascii=False, indent=1, default=str)
+    if len(text) <= limit:
+        return text
+    head = text[: limit * 3 // 4]
+    tail = text[-(limit // 4) :]
+    return f"{head}\n… [{len(text) - len(head) - len(tail):,} characters cut of {len(text):,}] …\n{tail}"
+
+
+def is_run_dir(path: Path) -> bool:
+    return path.is_dir() and any((path / name).exists() for name in RUN_MARKERS)
+
+
+def read_json_file(path: Path, problems: list[dict[str, str]], where: str) -> Any:
+    """A JSON file's content, or None with a problem noted (absent files are not a problem here)."""
+    if not path.is_file():
+        return None
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        problems.append(problem("error", where, f"cannot be read: {exc}"))
+        return None
+    if not text.strip():
+        problems.append(problem("error", where, "is empty", "the run was probably killed while writing it"))
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        problems.append(
+            problem("error", where, f"is not valid JSON ({exc})", "the file was cut short or edited by hand")
+        )
+        return None
+
+
+def read_jsonl(path: Path, problems: list[dict[str, str]], where: str) -> list[dict[str, Any]]:
+    """Records of a JSON-lines file; a torn last line and malformed lines are noted and skipped."""
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        problems.append(problem("error", where, f"cannot be read: {exc}"))
+        return []
+    lines = raw.decode("utf-8", errors="replace").split("\n")
+    torn = bool(raw) and not raw.endswith(b"\n")
+    records: list[dict[str, Any]] = []
+    bad: list[int] = []
+    for lineno, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            if torn and lineno == len(lines):
+                problems.append(
+                    problem(
+                        "warning",
+                        f"{where} line {lineno}",
+                        "the last line is incomplete (a torn write): the run was cut off while writing it",
+                        "the records before it are shown",
+                    )
+                )
+            else:
+                bad.append(lineno)
+            continue
+        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
+            bad.append(lineno)
+            continue
+        records.append(record)
+    if bad:
+        shown = ", ".join(map(str, bad[:10])) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
+        problems.append(
+            problem(
+                "error",
+                f"{where} line{'s' if len(bad) > 1 else ''} {shown}",
+                "not a trajectory record (not a JSON object with a `type`); skipped",
+                "the file was edited or written by another program",
+            )
+        )
+    return records
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _tokens(usage: Any) -> int:
+    if not isinstance(usage, dict):
+        return 0
+    return int(
+        sum(
+            _num(usage.get(k)) or 0
+            for k in ("input_tokens", "cache_read_tokens", "cache_write_tokens", "output_tokens")
+        )
+    )
+
+
+def _provenance(data: Any, content: Any) -> str:
+    """The provenance block of a tool result (structured data first, else the JSON text the model read)."""
+    found = data.get("provenance") if isinstance(data, dict) else None
+    if found is None and isinstance(content, str) and '"provenance"' in content[:200_000]:
+        try:
+            parsed = json.loads(content)
+        except ValueError:
+            parsed = None
+        if isinstance(parsed, dict):
+            found = parsed.get("provenance")
+    return cut(found, 1500) if found else ""
+
+
+def _error_code(content: Any) -> str:
+    """The stable error code of an error result (``[code] message Hint: …``), or ''."""
+    if isinstance(content, str) and content.startswith("["):
+        end = content.find("]")
+        if 1 < end < 40:
+            return content[1:end]
+    return ""
+
+
+def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """One row per model turn, tool result, message and event, in the order they happened.
+
+    Row keys are short (the page holds thousands): ``k`` kind (turn, call, msg, event, end), ``s`` step,
+    ``t`` seconds since the start, ``n`` name, ``c`` category, ``d`` duration in seconds, ``tok`` tokens,
+    ``usd`` cost, ``e`` error code or flag, ``x`` short text, ``a`` arguments, ``o`` output, ``p``
+    provenance.
+    """
+    rows: list[dict[str, Any]] = []
+    step = 0
+    for rec in records:
+        kind = rec["type"]
+        t = _num(rec.get("elapsed_s"))
+        if kind == "model_turn":
+            step = int(_num(rec.get("step")) or step + 1)
+            msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
+            calls = msg.get("tool_calls") if isinstance(msg.get("tool_calls"), list) else []
+            names = [c.get("name") or "?" for c in calls if isinstance(c, dict)]
+            rows.append(
+                {
+                    "k": "turn",
+                    "s": step,
+                    "t": t,
+                    "n": "model",
+                    "c": "model",
+                    "d": _num(rec.get("latency_s")),
+                    "tok": _tokens(rec.get("usage")),
+                    "usd": _num(rec.get("cost_usd")) or 0.0,
+                    "x": cut(msg.get("content") or "", 600),
+                    "calls": names,
+                    "a": cut(msg.get("reasoning") or "", 1500),
+                }
+            )
+        elif kind == "tool_result":
+            name = str(rec.get("name") or "?")
+            content = rec.get("content")
+            is_error = bool(rec.get("is_error"))
+            data = rec.get("data")
+            withheld = isinstance(data, dict) and data.get("withheld") is True
+            rows.append(
+                {
+                    "k": "call",
+                    "s": int(_num(rec.get("step")) or step),
+                    "t": t,
+                    "n": name,
+                    "c": category_of(name),
+                    "d": _num(rec.get("wall_s")),
+                    "e": (_error_code(content) or "error") if is_error else ("withheld" if withheld else ""),
+                    "x": " ".join(str(content or "")[:240].split())[:160],
+                    "a": cut(rec.get("arguments")),
+                    "o": cut(content),
+                    "p": _provenance(data, content),
+                }
+            )
+        elif kind == "message":
+            msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
+            rows.append(
+                {
+                    "k": "msg",
+                    "s": step,
+                    "t": t,
+                    "n": str(rec.get("kind") or msg.get("role") or "message"),
+                    "c": "message",
+                    "x": cut(msg.get("content") or "", 600),
+                    "o": cut(msg.get("content") or ""),
+                }
+            )
+        elif kind == "event":
+            details = {k: v for k, v in rec.items() if k not in ("type", "time", "elapsed_s", "event")}
+            rows.append(
+                {
+                    "k": "event",
+                    "s": step,
+                    "t": t,
+                    "n": str(rec.get("event") or "event"),
+                    "c": "event",
+                    "o": cut(details),
+                }
+            )
+        elif kind == "run_end":
+            rows.append(
+                {
+                    "k": "end",
+                    "s": step,
+                    "t": t,
+                    "n": str(rec.get("exit_status") or "ended"),
+                    "c": "end",
+                    "x": cut(rec.get("reason") or "", 600),
+                }
+            )
+    if records and not any(r["type"] == "run_start" for r in records):
+        problems.append(
+            problem("warning", "trajectory.jsonl", "has no run_start record", "its first lines are missing")
+        )
+    return rows
+
+
+def _seconds_since(start: dt.datetime | None, stamp: Any) -> float | None:
+    if start is None or not isinstance(stamp, str):
+        return None
+    try:
+        return round((dt.datetime.fromisoformat(stamp) - start).total_seconds(), 3)
+    except ValueError:
+        return None
+
+
+def atif_records(atif: Any, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """Trajectory records rebuilt from an ATIF ``trajectory.json`` (Harbor's format, any agent).
+
+    Used when a run has no ``trajectory.jsonl``: model turns from agent steps (with their metrics), tool
+    results from each step's observation, messages from system and user steps.
+    """
+    steps = atif.get("steps") if isinstance(atif, dict) else None
+    if not isinstance(steps, list):
+        problems.append(problem("error", "trajectory.json", "holds no ATIF `steps` list"))
+        return []
+    agent = atif.get("agent") if isinstance(atif.get("agent"), dict) else {}
+    start = None
+    for step in steps:
+        if isinstance(step, dict) and isinstance(step.get("timestamp"), str):
+            try:
+                start = dt.datetime.fromisoformat(step["timestamp"])
+            except ValueError:
+                continue
+            break
+    records: list[dict[str, Any]] = [
+        {
+            "type": "run_start",
+            "run_id": atif.get("session_id"),
+            "model": agent.get("model_name"),
+            "task_id": (agent.get("extra") or {}).get("task_id")
+            if isinstance(agent.get("extra"), dict)
+            else None,
+            "time": steps[0].get("timestamp") if steps and isinstance(steps[0], dict) else None,
+        }
+    ]
+    n_turns = 0
+    for step in steps:
+        if not isinstance(step, dict):
+            continue
+        t = _seconds_since(start, step.get("timestamp"))
+        if step.get("source") != "agent":
+            extra = step.get("extra") if isinstance(step.get("extra"), dict) else {}
+            records.append(
+                {
+                    "type": "message",
+                    "elapsed_s": t,
+                    "kind": extra.get("kind") or step.get("source"),
+                    "message": {"role": step.get("source"), "content": step.get("message")},
+                }
+            )
+            continue
+        n_turns += 1
+        metrics = step.get("metrics") if isinstance(step.get("metrics"), dict) else {}
+        extra = metrics.get("extra") if isinstance(metrics.get("extra"), dict) else {}
+        calls = [c for c in step.get("tool_calls") or [] if isinstance(c, dict)]
+        records.append(
+            {
+                "type": "model_turn",
+                "elapsed_s": t,
+                "step": n_turns,
+                "message": {
+                    "content": step.get("message"),
+                    "reasoning": step.get("reasoning_content"),
+                    "tool_calls": [
+                        {"id": c.get("tool_call_id"), "name": c.get("function_name")} for c in calls
+                    ],
+                },
+                "usage": {
+                    "input_tokens": metrics.get("prompt_tokens"),
+                    "output_tokens": metrics.get("completion_tokens"),
+                },
+                "cost_usd": metrics.get("cost_usd"),
+                "latency_s": extra.get("latency_s"),
+            }
+        )
+        by_id = {c.get("tool_call_id"): c for c in calls}
+        observation = step.get("observation") if isinstance(step.get("observation"), dict) else {}
+        for result in observation.get("results") or []:
+            if not isinstance(result, dict):
+                continue
+            call = by_id.get(result.get("source_call_id"), {})
+            rextra = result.get("extra") if isinstance(result.get("extra"), dict) else {}
+            records.append(
+                {
+                    "type": "tool_result",
+                    "elapsed_s": t,
+                    "step": n_turns,
+                    "name": call.get("function_name") or "?",
+                    "arguments": call.get("arguments"),
+                    "content": result.get("content"),
+                    "is_error": bool(rextra.get("is_error")),
+                    "wall_s": rextra.get("wall_s"),
+                }
+            )
+    final = atif.get("final_metrics") if isinstance(atif.get("final_metrics"), dict) else {}
+    fextra = final.get("extra") if isinstance(final.get("extra"), dict) else {}
+    if fextra.get("exit_status"):
+        records.append(
+            {"type": "run_end", **fextra, "steps": n_turns, "cost_usd": final.get("total_cost_usd")}
+        )
+    return records
+
+
+def ending(records: list[dict[str, Any]], run_json: Any) -> dict[str, Any]:
+    """How the run ended: ``run.json`` first, else the trajectory's ``run_end``, else 'did not finish'."""
+    end = run_json if isinstance(run_json, dict) else None
+    if end is None:
+        end = next((r for r in reversed(records) if r.get("type") == "run_end"), None)
+    if end is None:
+        return {
+            "exit_status": "unfinished",
+            "reason": "no run.json and no run_end record: the run is still going or was killed",
+        }
+    usage = end.get("usage") if isinstance(end.get("usage"), dict) else {}
+    return {
+        "exit_status": str(end.get("exit_status") or "unknown"),
+        "reason": cut(end.get("reason") or "", 2000),
+        "submission": end.get("submission"),
+        "drafts": end.get("drafts"),
+        "steps": end.get("steps"),
+        "elapsed_s": _num(end.get("elapsed_s")),
+        "tokens": _tokens(usage),
+        "cost_usd": _num(end.get("cost_usd")),
+        "signal": end.get("signal"),
+    }
+
+
+def read_run(path: Path) -> dict[str, Any]:
+    """Everything the run page shows, from one run directory (no grading here: see ``score_drafts``)."""
+    problems: list[dict[str, str]] = []
+    present = [name for name in RUN_MARKERS if (path / name).exists()]
+    if not present:
+        problems.append(
+            problem(
+                "error",
+                path.name or str(path),
+                "holds none of the files an agent run leaves (trajectory.jsonl, rankings.json, run.json, "
+                "drafts/)",
+                "give `spu view` the directory passed to `spu agent run --out`",
+            )
+        )
+    records: list[dict[str, Any]] = []
+    traj = path / "trajectory.jsonl"
+    if traj.is_file():
+        records = read_jsonl(traj, problems, "trajectory.jsonl")
+        if not records and not any(p["where"].startswith("trajectory.jsonl") for p in problems):
+            problems.append(
+                problem("error", "trajectory.jsonl", "is empty", "the run stopped before its first record")
+            )
+    elif (path / "trajectory.json").is_file():
+        atif = read_json_file(path / "trajectory.json", problems, "trajectory.json")
+        if atif is not None:
+            records = atif_records(atif, problems)
+            problems.append(
+                problem(
+                    "warning",
+                    "trajectory.jsonl",
+                    "is missing: the timeline comes from the ATIF trajectory.json",
+                )
+            )
+    elif present:
+        problems.append(problem("warning", "trajectory.jsonl", "is missing: no timeline to show"))
+    run_json = read_json_file(path / "run.json", problems, "run.json")
+    start = next((r for r in records if r.get("type") == "run_start"), {})
+    rows = timeline(records, problems)
+    drafts = read_drafts(path, problems)
+    rankings = read_json_file(path / "rankings.json", problems, "rankings.json")
+    report = ""
+    if (path / "report.md").is_file():
+        try:
+            report = (path / "report.md").read_text(encoding="utf-8", errors="replace")[:MAX_REPORT]
+        except OSError as exc:
+            problems.append(problem("error", "report.md", f"cannot be read: {exc}"))
+    end = ending(records, run_json)
+    task_id = (
+        start.get("task_id")
+        or (run_json.get("task_id") if isinstance(run_json, dict) else None)
+        or (rankings.get("task_id") if isinstance(rankings, dict) else None)
+    )
+    return {
+        "task_id": task_id,
+        "task_dir": start.get("task_dir"),
+        "model": start.get("model") or (run_json.get("model") if isinstance(run_json, dict) else None),
+        "run_id": start.get("run_id"),
+        "started": start.get("time"),
+        "ending": end,
+        "rows": rows,
+        "drafts": drafts,
+        "rankings": rankings if isinstance(rankings, dict) else None,
+        "report_md": report,
+        "sources": read_sources(path, records, problems),
+        "problems": problems,
+        "members": sorted(p.name for p in (path / "members").glob("member-*") if p.is_dir())
+        if (path / "members").is_dir()
+        else [],
+    }
+
+
+def _orders(data: Any) -> dict[str, list[str]]:
+    """``{group_id: order}`` from a submission-shaped object; {} when it has no such shape."""
+    out: dict[str, list[str]] = {}
+    rankings = data.get("rankings") if isinstance(data, dict) else None
+    for entry in rankings if isinstance(rankings, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("order"), list):
+            out[str(entry.get("group_id"))] = [str(x) for x in entry["order"]]
+    return out
+
+
+def read_drafts(path: Path, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
+    drafts = []
+    for file in sorted((path / "drafts").glob("draft-*.json")):
+        where = f"drafts/{file.name}"
+        data = read_json_file(file, problems, where)
+        orders = _orders(data)
+        if data is not None and not orders:
+            problems.append(problem("error", where, "holds no `rankings` with group orders"))
+        drafts.append({"name": file.stem, "file": where, "orders": orders})
+    return drafts
+
+
+def _audit_refusals(path: Path, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """Refused and failed web calls from the tool server's audit log (``spu-work/audit/audit.jsonl``)."""
+    log = path / "spu-work" / "audit" / "audit.jsonl"
+    if not log.is_file():
+        return []
+    refused = []
+    for rec in read_jsonl_plain(log):
+        if rec.get("kind") == "http" and rec.get("error") == "url_refused":
+            refused.append(
+                {
+                    "outcome": "refused",
+                    "tool": rec.get("tool"),
+                    "url": rec.get("url"),
+                    "detail": rec.get("reason") or "url_refused",
+                    "seq": rec.get("seq"),
+                }
+            )
+        elif rec.get("kind") == "call" and rec.get("error") in ("policy_blocked",):
+            args = rec.get("args") if isinstance(rec.get("args"), dict) else {}
+            refused.append(
+                {
+                    "outcome": "refused",
+                    "tool": rec.get("tool"),
+                    "url": args.get("url") or args.get("query"),
+                    "detail": "policy_blocked: the information policy stopped web calls",
+                    "seq": rec.get("seq"),
+                }
+            )
+    return refused
+
+
+def read_jsonl_plain(path: Path) -> list[dict[str, Any]]:
+    """JSON objects of a JSON-lines file, skipping anything else (for the audit log's optional detail).
+
+    Unlike the audit log's own reader (``environment.audit_log``), this never raises: a page must still be
+    drawn for a run whose log was cut short; ``sources.json`` says whether the log verified."""
+    out = []
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def read_sources(path: Path, records: list[dict[str, Any]], problems: list[dict[str, str]]) -> dict[str, Any]:
+    """Searches and sources with their outcome: fetched, withheld by the detector, refused, failed."""
+    data = read_json_file(path / "sources.json", problems, "sources.json")
+    data = data if isinstance(data, dict) else {}
+    items: list[dict[str, Any]] = []
+    kinds = {
+        f.get("seq"): ", ".join(map(str, f.get("kinds") or []))
+        for f in data.get("flags") or []
+        if isinstance(f, dict)
+    }
+    for src in data.get("sources") or []:
+        if not isinstance(src, dict):
+            continue
+        flagged = (
+            f"identifier kinds found: {kinds[src.get('seq')]}"
+            if src.get("flagged") and kinds.get(src.get("seq"))
+            else None
+        )
+        items.append(
+            {
+                "outcome": "withheld" if src.get("flagged") else "fetched",
+                "tool": src.get("tool"),
+                "url": src.get("final_url") or src.get("url"),
+                "detail": " · ".join(
+                    str(x)
+                    for x in (src.get("status"), src.get("content_type"), src.get("title"), flagged)
+                    if x not in (None, "")
+                ),
+                "seq": src.get("seq"),
+            }
+        )
+    for flag in data.get("flags") or []:
+        if isinstance(flag, dict) and not any(i["seq"] == flag.get("seq") for i in items):
+            items.append(
+                {
+                    "outcome": "withheld",
+                    "tool": flag.get("tool"),
+                    "url": "",
+                    "detail": "identifier kinds found: " + ", ".join(map(str, flag.get("kinds") or [])),
+                    "seq": flag.get("seq"),
+                }
+            )
+    refused = _audit_refusals(path, problems)
+    if not refused:
+        # without the audit log, the trajectory's failed web calls say what was refused
+        for rec in records:
+            if rec.get("type") != "tool_result" or not rec.get("is_error"):
+                continue
+            if category_of(str(rec.get("name") or "")) not in ("literature", "database"):
+                continue
+            args = rec.get("arguments") if isinstance(rec.get("arguments"), dict) else {}
+            code = _error_code(rec.get("content"))
+            refused.append(
+                {
+                    "outcome": "refused" if code in ("url_refused", "policy_blocked") else "failed",
+                    "tool": rec.get("name"),
+                    "url": args.get("url") or args.get("query") or args.get("id"),
+                    "detail": cut(rec.get("content"), 300),
+                    "seq": None,
+                }
+            )
+    items.extend(refused)
+    searches = [
+        {
+            "tool": s.get("tool"),
+            "provider": s.get("provider"),
+            "query": s.get("query"),
+            "n_results": s.get("n_results"),
+        }
+        for s in data.get("searches") or []
+        if isinstance(s, dict)
+    ]
+    audit = data.get("audit_log") if isinstance(data.get("audit_log"), dict) else None
+    return {
+        "present": (path / "sources.json").is_file(),
+        "note": data.get("note"),
+        "audit": audit,
+        "searches": searches,
+        "items": items,
+    }
