@@ -13,12 +13,14 @@ import json
 import logging
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 
 from tools_server import __version__
 from tools_server.core.dispatch import Dispatcher
 from tools_server.core.errors import ToolError
+from tools_server.core.framing import guard_http, serve_stdio
 from tools_server.core.registry import ToolSpec
 from tools_server.core.server_tools import SERVER_TOOLS
 
@@ -116,7 +118,7 @@ def http_app(
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
-    app = server.streamable_http_app(transport_security=security, host=host)
+    app = guard_http(server.streamable_http_app(transport_security=security, host=host))
     if not token:
         return app
     expected = f"Bearer {token}".encode()
@@ -147,7 +149,7 @@ def run(
     server = SpuServer()
     try:
         if transport == "stdio":
-            server.run("stdio")
+            anyio.run(serve_stdio, server._lowlevel_server)
         else:
             import uvicorn
 
