@@ -153,8 +153,14 @@ HARDENING_POSITIVES = [
     ("doi", "https://example.org/view?id=jacs.5b01234"),
     ("preprint_doi", "https://chemrxiv.org/engage/chemrxiv/article-details/chemrxiv-2021-ab1cd"),
     ("title", "Enantioselective synthesis of chiral amines by iridium-cata-\nlysed asymmetric hydrogenation"),
-    ("title", "Enantio-\nselective synthesis of chiral amines by iridium-catalysed asymmetric hydro-\r\ngenation"),
-    ("title", "https://blog.example.org/EnantioselectiveSynthesisOfChiralAminesByIridiumCatalysedAsymmetricHydrogenation"),
+    (
+        "title",
+        "Enantio-\nselective synthesis of chiral amines by iridium-catalysed asymmetric hydro-\r\ngenation",
+    ),
+    (
+        "title",
+        "https://blog.example.org/EnantioselectiveSynthesisOfChiralAminesByIridiumCatalysedAsymmetricHydrogenation",
+    ),
     ("title", "EnantioselectiveSynthesisOfChiralAminesByIridiumCatalyzedAsymmetricHydrogenation.pdf"),
     ("preprint_title", "IridiumCatalystsForAsymmetricImineHydrogenationAMechanisticStudy"),
     ("title", "Enantioselective synthesis of chiral amines by iridium-catalysed asymmetric…"),  # truncated

@@ -95,7 +95,9 @@ def check_frame(raw: bytes | str) -> dict[str, Any]:
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise FrameError(PARSE_ERROR, f"Parse error: the frame is not valid UTF-8 (byte {exc.start})")
+            raise FrameError(
+                PARSE_ERROR, f"Parse error: the frame is not valid UTF-8 (byte {exc.start})"
+            ) from None
     else:
         text = raw
     try:
@@ -183,7 +185,8 @@ async def serve_stdio(lowlevel_server: Any) -> None:
                 except Exception as exc:
                     rid = _usable_id(checked.get("id")) if isinstance(checked, dict) else None
                     text = str(exc).splitlines()[0][:300]
-                    await write_line(_dump(FrameError(INVALID_REQUEST, f"Invalid request: {text}", rid).reply()))
+                    error = FrameError(INVALID_REQUEST, f"Invalid request: {text}", rid)
+                    await write_line(_dump(error.reply()))
                     continue
                 await read_writer.send(SessionMessage(message))
 
@@ -226,7 +229,8 @@ def guard_http(app: Any) -> Any:
             body = event.get("body", b"")
             size += len(body)
             if size > MAX_FRAME_BYTES:
-                await _http_error(send, FrameError(INVALID_REQUEST, f"body larger than {MAX_FRAME_BYTES} bytes"))
+                too_big = FrameError(INVALID_REQUEST, f"body larger than {MAX_FRAME_BYTES} bytes")
+                await _http_error(send, too_big)
                 return
             chunks.append(body)
             more = event.get("more_body", False)
