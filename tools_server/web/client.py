@@ -117,8 +117,12 @@ class Fetched:
 
 
 def redact_url(url: str) -> str:
-    """The URL with secret query parameters (api_key, token …) replaced by ``REDACTED``."""
-    parts = urlsplit(url)
+    """The URL with secret query parameters (api_key, token …) replaced by ``REDACTED``; a URL that
+    cannot be parsed loses its query (which may hold a secret) and is cut to 500 characters."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.split("?", 1)[0][:500]
     if not parts.query:
         return url
     query = [(k, "REDACTED" if k.lower() in _SECRET_PARAMS else v) for k, v in parse_qsl(parts.query, True)]
@@ -227,6 +231,7 @@ class AuditedClient:
             follow_redirects=False,
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
             headers={"User-Agent": user_agent, "Accept-Encoding": "gzip, deflate"},
+            event_hooks={"response": [_hide_location]},
         )
 
     def close(self) -> None:
@@ -459,13 +464,30 @@ class AuditedClient:
                 url=url,
                 final_url=url,
                 status=response.status_code,
-                headers={k.lower(): v for k, v in response.headers.items()},
+                headers=_headers_of(response),
                 content=b"".join(chunks),
                 elapsed_s=0.0,
             )
         finally:
             watchdog.cancel()
             response.close()
+
+
+def _hide_location(response: httpx.Response) -> None:
+    """Keep a redirect's Location away from httpx, which would parse it to build the next request (and
+    fail on a target it cannot parse, after the server answered but before the attempt is logged); the
+    client follows redirects itself, one audited hop at a time."""
+    location = response.headers.get("location")
+    if location is not None:
+        response.extensions["spu_location"] = location
+        del response.headers["location"]
+
+
+def _headers_of(response: httpx.Response) -> dict[str, str]:
+    headers = {k.lower(): v for k, v in response.headers.items()}
+    if (location := response.extensions.get("spu_location")) is not None:
+        headers["location"] = location
+    return headers
 
 
 class _Watchdog:
