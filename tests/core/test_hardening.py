@@ -233,6 +233,13 @@ def test_workers_die_when_the_server_is_killed(job_env):
             ]
             time.sleep(0.2)
         assert workers, "no worker started"
+        # kill the server only once the worker is inside the job (an idle worker exits on stdin EOF)
+        logs = Path(job_env["SPU_WORKDIR"]) / "workers"
+        while time.monotonic() < deadline and not any(
+            "--- job test_sleep" in p.read_text(errors="replace") for p in logs.glob("*.log")
+        ):
+            time.sleep(0.2)
+        time.sleep(1.0)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
         _, alive = psutil.wait_procs(workers, timeout=10)
