@@ -165,3 +165,15 @@ def test_verify_cli_explains_a_refused_log(tmp_path):
     )
     out = json.loads(res.stdout)
     assert res.returncode != 0 and not out["ok"] and any("truncated" in e for e in out["errors"])
+
+
+def test_web_call_on_a_tampered_log_opens_no_connection(make_gateway, farm, tmp_path):
+    log_path = tmp_path / "t" / "audit.jsonl"
+    gw = make_gateway(log=log_path)
+    gw.call("web_fetch", {"url": farm.url("/notes.txt")})
+    log_path.write_text("")  # emptied by someone
+    before = len(farm.paths())
+    with pytest.raises(ToolError) as info:
+        gw.call("web_fetch", {"url": farm.url("/notes.txt")})
+    assert info.value.code == "audit_log_invalid"
+    assert len(farm.paths()) == before and log_path.read_text() == ""

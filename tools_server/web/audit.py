@@ -193,5 +193,13 @@ class AuditLog:
                 prev, count = self._head(fh)
                 return self._write(fh, fields, prev, count)
 
+    def check(self) -> None:
+        """Raise ``ToolError`` ``audit_log_invalid`` when the log no longer matches its seal (called before
+        a web call opens any connection, so nothing goes out that could not be recorded)."""
+        with self._thread_lock, self._file_lock:
+            self.path.touch(exist_ok=True)
+            with open(self.path, "rb") as fh:
+                self._head(fh)
+
     def records(self) -> list[dict[str, Any]]:
         return list(read_records(self.path))

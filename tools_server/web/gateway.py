@@ -97,6 +97,7 @@ class Gateway:
         if op is None:
             raise ToolError("unknown_tool", f"{tool!r} is not a web tool.")
         call_id = call_id or uuid.uuid4().hex[:16]
+        self.audit.check()  # a log that no longer matches its seal: refuse before any connection
         try:
             parsed = op.input_model.model_validate(args)
         except ValidationError as exc:
