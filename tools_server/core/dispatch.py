@@ -60,7 +60,12 @@ class Dispatcher:
                 return result
             payload = {"result": result, "wall_s": time.perf_counter() - started}
             return self._finish(spec, params, params, {}, payload, None, "server")
-        canonical = _canonical_input(spec, args, params)
+        # a canonicalizer may read a molecule file (up to 50 MiB): keep it off the event loop
+        canonical = (
+            await anyio.to_thread.run_sync(_canonical_input, spec, args, params)
+            if spec.canonicalize
+            else params
+        )
         engines = self.registry.engine_versions(spec.engines)
         key = cache_key(spec.name, spec.version, canonical, engines) if spec.cacheable else None
         if key is not None and (hit := self.cache.get(key, spec.name, spec.version)) is not None:
