@@ -538,20 +538,29 @@ def cache_key(text: str) -> str:
     check_size(text)
     if kind == "smiles":
         return "smiles:" + text.strip()
-    if kind == "xyz":
-        rows = []
-        for ln in text.strip().splitlines()[2 if text.strip().split("\n", 1)[0].strip().isdigit() else 0 :]:
-            m = _XYZ_LINE.match(ln)
-            if not m:
-                break
-            try:
-                rows.append(f"{m.group(1)},{float(m.group(2)):.5f},{float(m.group(3)):.5f},{float(m.group(4)):.5f}")
-            except ValueError:
-                break
-        else:
-            if rows:
-                return "xyz:" + ";".join(rows)
+    if kind == "xyz" and (rounded := _rounded_xyz(text)) is not None:
+        return "xyz:" + rounded
     return "raw:" + hashlib.sha256(text.strip().encode()).hexdigest()
+
+
+def _rounded_xyz(text: str) -> str | None:
+    """``symbol,x,y,z;...`` with coordinates rounded to 1e-5 Å, in pure Python; None if not plain XYZ."""
+    lines = text.strip().splitlines()
+    if lines and lines[0].strip().isdigit():
+        lines = lines[2:]
+    rows = []
+    for ln in lines:
+        if not ln.strip():
+            continue
+        m = _XYZ_LINE.match(ln)
+        if not m:
+            return None
+        try:
+            x, y, z = (float(m.group(i)) for i in (2, 3, 4))
+        except ValueError:
+            return None
+        rows.append(f"{m.group(1)},{x:.5f},{y:.5f},{z:.5f}")
+    return ";".join(rows) or None
 
 
 #: Input size limits checked in pure Python before any engine sees a molecule (docs/server.md).
