@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 from typing import Any
 
@@ -55,35 +56,47 @@ def _usable_id(value: Any) -> Any:
     return value if isinstance(value, str | int) and not isinstance(value, bool) else None
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _has_lone_surrogate(text: str) -> int:
     """Index of the first lone surrogate in ``text``, or -1."""
-    for i, ch in enumerate(text):
-        if "\ud800" <= ch <= "\udfff":
-            return i
-    return -1
+    m = _SURROGATE.search(text)
+    return -1 if m is None else m.start()
 
 
 def _walk(value: Any) -> str | None:
-    """Depth, size and surrogate check without recursion; returns a problem or None."""
+    """Depth, size and surrogate check without recursion; returns a problem or None. Strings inside a
+    container are checked in place, not pushed, so long lists cost little more than parsing them."""
     stack: list[tuple[Any, int]] = [(value, 1)]
     seen = 0
     while stack:
         item, depth = stack.pop()
-        seen += 1
-        if seen > MAX_ITEMS:
-            return f"more than {MAX_ITEMS} values in one frame"
         if depth > MAX_DEPTH:
             return f"nesting deeper than {MAX_DEPTH} levels"
-        if isinstance(item, str):
-            if not item.isascii() and _has_lone_surrogate(item) >= 0:
-                return "a string holds a lone surrogate (invalid Unicode)"
-        elif isinstance(item, dict):
-            for k, v in item.items():
+        if isinstance(item, dict):
+            for k in item:
                 if not k.isascii() and _has_lone_surrogate(k) >= 0:
                     return "a key holds a lone surrogate (invalid Unicode)"
-                stack.append((v, depth + 1))
+            children: Any = item.values()
+            seen += len(item)
         elif isinstance(item, list):
-            stack.extend((v, depth + 1) for v in item)
+            children = item
+            seen += len(item)
+        elif isinstance(item, str):
+            if not item.isascii() and _has_lone_surrogate(item) >= 0:
+                return "a string holds a lone surrogate (invalid Unicode)"
+            continue
+        else:
+            continue
+        if seen > MAX_ITEMS:
+            return f"more than {MAX_ITEMS} values in one frame"
+        for child in children:
+            if isinstance(child, str):
+                if not child.isascii() and _has_lone_surrogate(child) >= 0:
+                    return "a string holds a lone surrogate (invalid Unicode)"
+            elif isinstance(child, dict | list):
+                stack.append((child, depth + 1))
     return None
 
 

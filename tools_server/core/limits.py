@@ -50,7 +50,51 @@ def _check_text(text: str, path: list[str | int]) -> None:
 
 
 def check_arguments(arguments: Any) -> None:
-    """Raise :class:`ToolError` when ``arguments`` break a limit above; iterative, so deep input is safe."""
+    """Raise :class:`ToolError` when ``arguments`` break a limit above; iterative, so deep input is safe.
+
+    A fast pass without paths runs first; only when it finds a problem does a second pass name the
+    argument (a list of 10,000 SMILES costs about as much as parsing its JSON)."""
+    if _fast_problem(arguments):
+        _explain(arguments)
+
+
+def _text_refused(text: str) -> bool:
+    return not text.isascii() and _REFUSED.search(text) is not None
+
+
+def _fast_problem(arguments: Any) -> bool:
+    total = 0
+    stack: list[tuple[Any, int]] = [(arguments, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        if isinstance(value, dict):
+            children: Any = value.values()
+            if any(isinstance(k, str) and _text_refused(k) for k in value):
+                return True
+        elif isinstance(value, list | tuple):
+            if len(value) > MAX_LIST_ITEMS:
+                return True
+            children = value
+        elif isinstance(value, str):
+            total += len(value)
+            if total > MAX_TOTAL_CHARS or _text_refused(value):
+                return True
+            continue
+        else:
+            continue
+        for child in children:
+            if isinstance(child, str):
+                total += len(child)
+                if total > MAX_TOTAL_CHARS or (not child.isascii() and _REFUSED.search(child)):
+                    return True
+            elif isinstance(child, dict | list | tuple):
+                stack.append((child, depth + 1))
+    return False
+
+
+def _explain(arguments: Any) -> None:
     total = 0
     stack: list[tuple[Any, list[str | int]]] = [(arguments, [])]
     while stack:
