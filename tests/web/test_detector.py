@@ -159,7 +159,8 @@ HARDENING_POSITIVES = [
     ),
     (
         "title",
-        "https://blog.example.org/EnantioselectiveSynthesisOfChiralAminesByIridiumCatalysedAsymmetricHydrogenation",
+        "https://blog.example.org/"
+        "EnantioselectiveSynthesisOfChiralAminesByIridiumCatalysedAsymmetricHydrogenation",
     ),
     ("title", "EnantioselectiveSynthesisOfChiralAminesByIridiumCatalyzedAsymmetricHydrogenation.pdf"),
     ("preprint_title", "IridiumCatalystsForAsymmetricImineHydrogenationAMechanisticStudy"),
