@@ -86,11 +86,13 @@ def test_bad_xyz_header_is_invalid_input():
     assert err.value.code == "invalid_input"
 
 
-def test_sdf_file_and_record_index(tmp_path):
+def test_sdf_file_and_record_index(tmp_path, monkeypatch):
+    monkeypatch.setenv("SPU_WORKDIR", str(tmp_path / "work"))
     from rdkit import Chem
     from rdkit.Chem import AllChem
 
-    path = tmp_path / "two.sdf"
+    path = tmp_path / "work" / "two.sdf"  # under SPU_WORKDIR: tools read files only under the allowed roots
+    path.parent.mkdir(parents=True, exist_ok=True)
     with Chem.SDWriter(str(path)) as w:
         for smi in ("O", "N"):
             m = Chem.AddHs(Chem.MolFromSmiles(smi))
@@ -102,8 +104,9 @@ def test_sdf_file_and_record_index(tmp_path):
         load_molecule(f"{path}#5")
 
 
-def test_cache_keys_canonicalise_smiles_and_round_coordinates():
-    assert cache_key("OCC") == cache_key("C(O)C")
+def test_cache_keys_are_cheap_text_keys_and_round_coordinates():
+    # computed in the server process without RDKit (issue 14): SMILES as written, stripped
+    assert cache_key(" OCC ") == cache_key("OCC") != cache_key("C(O)C")
     shifted = WATER_XYZ.replace("0.1173", "0.117300001")
     assert cache_key(WATER_XYZ) == cache_key(shifted)
     assert cache_key(WATER_XYZ) != cache_key(WATER_XYZ.replace("0.1173", "0.2173"))

@@ -212,7 +212,7 @@ def test_cache_is_safe_under_two_writer_processes(tmp_path):
     cache = ResultCache(tmp_path)
     entries = [cache.get(f"{i:064x}") for i in range(20)]
     assert all(e is not None and e["writer"] in ("a", "b") and len(e["pad"]) == 5000 for e in entries)
-    assert not list((tmp_path / "v1").glob("*/.tmp-*"))
+    assert not list((tmp_path / "v2").glob("*/.tmp-*"))
 
 
 def test_cache_cli_stats_and_clear(job_server, job_env):

@@ -641,6 +641,22 @@ def _retry_after(h, path, q, body):
     h._send(200, "after retry", "text/plain")
 
 
+def _drip(h, path, q, body):
+    """One byte every ``every`` seconds (default 0.8): each read finishes inside a 1 s read timeout."""
+    every = float(q.get("every", ["0.8"])[0])
+    h.send_response(200)
+    h.send_header("Content-Type", "text/plain")
+    h.send_header("Content-Length", "100")
+    h.end_headers()
+    try:
+        for _ in range(100):
+            h.wfile.write(b"x")
+            h.wfile.flush()
+            time.sleep(every)
+    except OSError:
+        pass
+
+
 def _always_503(h, path, q, body):
     h._send(503, "busy", "text/plain")
 
@@ -674,6 +690,7 @@ ROUTES = {
     "/retry-after": _retry_after,
     "/always-503": _always_503,
     "/redirect-to": _redirect_to,
+    "/drip": _drip,
 }
 PREFIX_ROUTES = {
     "/redirect/": _redirect,

@@ -133,3 +133,59 @@ def test_policy_validation(tmp_path):
     p = Policy.load(yaml_file)
     assert p.mode == "enforce" and p.dois == ("10.1/abc",) and p.pmcids == ("12",)
     assert Policy().empty
+
+
+# issue 14: misses and a false positive of the detector, each with variants of the same kind
+_DOI_PCT4 = "10.1021/jacs.5b01234"
+for _ in range(4):
+    _DOI_PCT4 = _DOI_PCT4.replace("%", "%25").replace("/", "%2F")
+
+HARDENING_POSITIVES = [
+    ("doi", "doi 10.1021 / jacs.5b01234"),  # spaces around the slash
+    ("doi", "10.1021 /jacs.5b01234 and 10.1021/ jacs.5b01234"),
+    ("doi", "10.1021\t/\tjacs.5b01234"),
+    ("doi", f"https://x.org/r?u={_DOI_PCT4}"),  # percent-encoded four times
+    ("doi", "10.1021/jacs.5b0\n1234 (PDF text)"),  # broken across lines in the middle of the suffix
+    ("doi", "10.10\n21/jacs.5b01234"),
+    ("doi", "10.1021/ja\r\n  cs.5b01234"),
+    ("doi", "https://pubs.acs.org/doi/full/jacs.5b01234"),  # the suffix alone in an article URL path
+    ("doi", "see https://www.example.org/articles/jacs.5b01234?tab=pdf"),
+    ("doi", "https://example.org/view?id=jacs.5b01234"),
+    ("preprint_doi", "https://chemrxiv.org/engage/chemrxiv/article-details/chemrxiv-2021-ab1cd"),
+    ("title", "Enantioselective synthesis of chiral amines by iridium-cata-\nlysed asymmetric hydrogenation"),
+    (
+        "title",
+        "Enantio-\nselective synthesis of chiral amines by iridium-catalysed asymmetric hydro-\r\ngenation",
+    ),
+    (
+        "title",
+        "https://blog.example.org/"
+        "EnantioselectiveSynthesisOfChiralAminesByIridiumCatalysedAsymmetricHydrogenation",
+    ),
+    ("title", "EnantioselectiveSynthesisOfChiralAminesByIridiumCatalyzedAsymmetricHydrogenation.pdf"),
+    ("preprint_title", "IridiumCatalystsForAsymmetricImineHydrogenationAMechanisticStudy"),
+    ("title", "Enantioselective synthesis of chiral amines by iridium-catalysed asymmetric…"),  # truncated
+    ("title", "<li>Enantioselective synthesis of chiral amines by iridium-catalysed asymmetric</li><li>Next"),
+]
+
+HARDENING_NEAR_MISSES = [
+    # another study's title: all words but the last (or first) equal
+    "Enantioselective synthesis of chiral amines by iridium-catalysed asymmetric hydroamination",
+    "Diastereoselective synthesis of chiral amines by iridium-catalysed asymmetric hydrogenation",
+    "Iridium catalysts for asymmetric imine hydrogenation: a mechanistic review",
+    # a different DOI suffix in a URL, and a short or digit-free suffix never matched alone
+    "https://pubs.acs.org/doi/full/jacs.5b012345",
+    "https://example.org/articles/jacs.5b01234x",
+    "https://example.org/jacs/5b01234",
+    "10.1021 / jacs.5b012345",
+]
+
+
+@pytest.mark.parametrize(("kind", "text"), HARDENING_POSITIVES)
+def test_flagged_hardening(kind, text):
+    assert kind in DETECTOR.scan(text)
+
+
+@pytest.mark.parametrize("text", HARDENING_NEAR_MISSES)
+def test_near_miss_not_flagged_hardening(text):
+    assert DETECTOR.scan(text) == []

@@ -182,18 +182,27 @@ def _looks_like_path(text: str) -> bool:
 
 
 def read_file_text(spec: str) -> tuple[str, str, int]:
-    """(text, suffix, record index) of a file reference ``path[#index]``."""
+    """(text, suffix, record index) of a file reference ``path[#index]``: a regular file under the allowed
+    roots (``tools_server.core.paths``), never a link leaving them."""
+    from tools_server.core.errors import ToolError
+    from tools_server.core.paths import readable_file
+
     base, _, index = spec.strip().partition("#")
-    path = Path(base).expanduser()
-    if not path.is_file():
-        raise MoleculeError("invalid_input", f"No such molecule file: {base}")
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise MoleculeError("invalid_input", f"{base} is larger than {MAX_FILE_BYTES // 2**20} MiB")
+    try:
+        path = readable_file(base, max_bytes=MAX_FILE_BYTES)
+    except ToolError as exc:
+        raise MoleculeError(exc.code, exc.message) from None
     try:
         record = int(index) if index else 0
     except ValueError:
         raise MoleculeError("invalid_input", f"Record index after '#' must be an integer: {spec}") from None
     return path.read_text(errors="replace"), path.suffix.lower(), record
+
+
+def _file_error(spec: str, exc: MoleculeError) -> MoleculeError:
+    """A parse error for file content, without quoting the content."""
+    base = spec.strip().partition("#")[0]
+    return MoleculeError(exc.code, f"Could not read a molecule from {base} (its content is not shown)")
 
 
 def _sdf_record(text: str, record: int) -> str:
@@ -217,9 +226,16 @@ def parse_rdkit(text: str, *, sanitize: bool = True) -> tuple[Any, list[str]]:
     kind = detect_format(text)
     if kind == "file":
         content, suffix, record = read_file_text(text)
-        if suffix == ".xyz":
-            return _rdkit_from_xyz(content), []
-        text, kind = _sdf_record(content, record), "molblock"
+        try:
+            if suffix == ".xyz":
+                return _rdkit_from_xyz(content), []
+            mol, messages = parse_rdkit(_sdf_record(content, record), sanitize=sanitize)
+        except MoleculeError as exc:
+            raise _file_error(text, exc) from None
+        return mol, messages
+    check_size(text)
+    if kind == "smiles":
+        check_smiles_text(text)
     with rdkit_messages() as messages:
         if kind == "molblock":
             mol = Chem.MolFromMolBlock(text, sanitize=sanitize, removeHs=True)
@@ -335,13 +351,21 @@ def load_molecule(
     kind = detect_format(text)
     if kind == "file":
         content, suffix, record = read_file_text(text)
-        if suffix == ".xyz":
-            mol = _molecule_from_xyz(content)
-            mol.source = "file"
-        else:
-            mol = _molecule_from_molblock(_sdf_record(content, record))
-            mol.source = "file"
-    elif kind == "molblock":
+        try:
+            check_size(content if suffix == ".xyz" else _sdf_record(content, record))
+            if suffix == ".xyz":
+                mol = _molecule_from_xyz(content)
+            else:
+                mol = _molecule_from_molblock(_sdf_record(content, record))
+        except MoleculeError as exc:
+            raise _file_error(text, exc) from None
+        mol.source = "file"
+        _apply_charge_and_spin(mol, charge, multiplicity)
+        return mol
+    check_size(text)
+    if kind == "smiles":
+        check_smiles_text(text)
+    if kind == "molblock":
         mol = _molecule_from_molblock(text)
     elif kind == "xyz":
         mol = _molecule_from_xyz(text)
@@ -500,22 +524,88 @@ def _molecule_from_xyz(text: str) -> Molecule:
 
 
 def cache_key(text: str) -> str:
-    """What a molecule string contributes to a cache key: canonical SMILES, or rounded coordinates.
-
-    Coordinates are rounded to 1e-5 Å; a file contributes a hash of its contents, not its path.
+    """What a molecule string contributes to a cache key, computed without RDKit or NumPy (it runs in the
+    server process, before any job starts): the SMILES as written (stripped), rounded coordinates for XYZ
+    text, a hash of the contents for a file or molblock. Two spellings of one molecule therefore get two
+    cache entries; nothing that can crash or take long runs in the server. Too-large input raises
+    :class:`MoleculeError` ``too_large``.
     """
     kind = detect_format(text)
-    try:
-        if kind == "smiles":
-            return "smiles:" + canonical_smiles(text)
-        if kind == "file":
+    if kind == "file":
+        try:
             content, suffix, record = read_file_text(text)
-            return f"file:{suffix}:{record}:" + hashlib.sha256(content.encode()).hexdigest()
-        if kind == "xyz":
-            numbers, coords = parse_xyz(text)
-            return "xyz:" + ";".join(
-                f"{z},{x:.5f},{y:.5f},{w:.5f}" for z, (x, y, w) in zip(numbers, coords, strict=True)
-            )
-    except MoleculeError:
-        pass
+        except MoleculeError:
+            return "raw:" + hashlib.sha256(text.strip().encode()).hexdigest()
+        return f"file:{suffix}:{record}:" + hashlib.sha256(content.encode()).hexdigest()
+    check_size(text)
+    if kind == "smiles":
+        return "smiles:" + text.strip()
+    if kind == "xyz" and (rounded := _rounded_xyz(text)) is not None:
+        return "xyz:" + rounded
     return "raw:" + hashlib.sha256(text.strip().encode()).hexdigest()
+
+
+def _rounded_xyz(text: str) -> str | None:
+    """``symbol,x,y,z;...`` with coordinates rounded to 1e-5 Å, in pure Python; None if not plain XYZ."""
+    lines = text.strip().splitlines()
+    if lines and lines[0].strip().isdigit():
+        lines = lines[2:]
+    rows = []
+    for ln in lines:
+        if not ln.strip():
+            continue
+        m = _XYZ_LINE.match(ln)
+        if not m:
+            return None
+        try:
+            x, y, z = (float(m.group(i)) for i in (2, 3, 4))
+        except ValueError:
+            return None
+        rows.append(f"{m.group(1)},{x:.5f},{y:.5f},{z:.5f}")
+    return ";".join(rows) or None
+
+
+#: Input size limits checked in pure Python before any engine sees a molecule (docs/server.md).
+MAX_ATOMS = 2000
+MAX_MOLECULE_CHARS = 2_000_000
+_SMILES_ATOM = re.compile(r"\[[^\]]*\]|Br|Cl|[BCNOPSFIbcnops*]")
+_INVISIBLE = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
+
+
+def estimate_atoms(text: str) -> int:
+    """An upper bound on the heavy atoms (SMILES) or atoms (XYZ, molblock) of a molecule string."""
+    kind = detect_format(text)
+    if kind == "smiles":
+        return len(_SMILES_ATOM.findall(text))
+    if kind == "molblock":
+        m = re.search(r"^\s*(\d{1,3})\s*(\d{1,3}).*V2000", text, flags=re.MULTILINE)
+        if m:
+            return int(m.group(1))
+        m = re.search(r"COUNTS\s+(\d+)", text)
+        return int(m.group(1)) if m else text.count("\n")
+    return text.count("\n") + 1
+
+
+def check_size(text: str) -> None:
+    """``too_large`` for a molecule string over :data:`MAX_MOLECULE_CHARS` or :data:`MAX_ATOMS`."""
+    if len(text) > MAX_MOLECULE_CHARS:
+        raise MoleculeError(
+            "too_large", f"The molecule text has {len(text)} characters (limit {MAX_MOLECULE_CHARS})"
+        )
+    n = estimate_atoms(text)
+    if n > MAX_ATOMS:
+        raise MoleculeError("too_large", f"The molecule has about {n} atoms (limit {MAX_ATOMS})")
+
+
+def check_smiles_text(text: str) -> None:
+    """SMILES is ASCII: RDKit silently skips other characters (``"C💥"`` would read as methane), so any
+    non-ASCII character is ``invalid_smiles``, named by its code point."""
+    smiles = text.strip()
+    if smiles.isascii():
+        return
+    pos, ch = next((i, c) for i, c in enumerate(smiles) if not c.isascii())
+    kind = "an invisible or direction control character" if _INVISIBLE.match(ch) else "a non-ASCII character"
+    raise MoleculeError(
+        "invalid_smiles",
+        f"Invalid SMILES: {kind} U+{ord(ch):04X} at position {pos}; SMILES uses ASCII characters only",
+    )

@@ -3,12 +3,19 @@
 Key: SHA-256 over canonical JSON of tool name and version, canonical input and engine versions. One file
 per entry, written to a temporary name and renamed into place, so two servers writing the same key at once
 both leave a complete entry and a reader never sees half a file.
+
+Each entry is ``{"sha256": ..., "result": {...}}``: the checksum covers the canonical JSON of the result.
+On read the checksum is verified and the result checked against the shape every tool result has (an
+object whose ``provenance`` names the tool and version asked for); an entry that fails (hand-edited,
+truncated, ``{}``) is deleted, reported as a miss with a reason (the dispatcher adds a warning to the
+recomputed result), and never served.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import shutil
 from pathlib import Path
 from typing import Any
@@ -16,7 +23,8 @@ from typing import Any
 from environment.jsonfiles import atomic_write_json, canonical_json
 from tools_server.core import settings
 
-_LAYOUT = "v1"
+log = logging.getLogger(__name__)
+_LAYOUT = "v2"
 
 
 def input_hash(value: Any) -> str:
@@ -27,22 +35,66 @@ def cache_key(tool: str, tool_version: str, canonical_input: Any, engines: dict[
     return input_hash({"tool": tool, "version": tool_version, "input": canonical_input, "engines": engines})
 
 
-class ResultCache:
-    def __init__(self, root: Path | None = None) -> None:
-        self.root = (root or settings.cache_dir()) / _LAYOUT
+def result_problem(result: Any, tool: str | None, version: str | None) -> str | None:
+    """Why ``result`` is not a valid stored result of ``tool`` at ``version``, or None."""
+    if not isinstance(result, dict):
+        return "the result is not an object"
+    if tool is None and version is None:
+        return None
+    provenance = result.get("provenance")
+    if not isinstance(provenance, dict):
+        return "the result has no provenance"
+    if tool is not None and provenance.get("tool") != tool:
+        return f"the entry belongs to {provenance.get('tool')!r}, not {tool!r}"
+    if version is not None and str(provenance.get("tool_version")) != str(version):
+        return "the entry was written by another tool version"
+    if not isinstance(provenance.get("input_hash"), str):
+        return "the provenance has no input hash"
+    return None
 
+
+class ResultCache:
     def _path(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = (root or settings.cache_dir()) / _LAYOUT
+        #: key -> why its entry was discarded on the last read (popped by the dispatcher)
+        self.discarded: dict[str, str] = {}
+
+    def get(self, key: str, tool: str | None = None, version: str | None = None) -> dict[str, Any] | None:
+        path = self._path(key)
         try:
-            with open(self._path(key), encoding="utf-8") as fh:
-                return json.load(fh)
-        except (FileNotFoundError, json.JSONDecodeError):
+            raw = path.read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        except (OSError, UnicodeDecodeError):
+            return self._discard(key, path, "unreadable")
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            return self._discard(key, path, "not valid JSON")
+        if not isinstance(entry, dict) or not isinstance(entry.get("result"), dict):
+            return self._discard(key, path, "no result in the entry")
+        result = entry["result"]
+        if entry.get("sha256") != input_hash(result):
+            return self._discard(key, path, "checksum mismatch (the entry was altered)")
+        problem = result_problem(result, tool, version)
+        if problem is not None:
+            return self._discard(key, path, problem)
+        return result
+
+    def _discard(self, key: str, path: Path, why: str) -> None:
+        log.warning("discarding cache entry %s: %s", path.name, why)
+        self.discarded[key] = why
+        path.unlink(missing_ok=True)
+        return None
 
     def put(self, key: str, result: dict[str, Any]) -> None:
-        atomic_write_json(self._path(key), result, indent=None, fsync=False, default=str)
+        # through JSON first, so the checksum covers exactly what a reader will load
+        clean = json.loads(json.dumps(result, default=str))
+        entry = {"sha256": input_hash(clean), "result": clean}
+        atomic_write_json(self._path(key), entry, indent=None, fsync=False, default=str)
 
     def stats(self) -> dict[str, Any]:
         entries = 0
@@ -53,8 +105,9 @@ class ResultCache:
                 entries += 1
                 size += path.stat().st_size
                 try:
-                    tool = json.loads(path.read_text(encoding="utf-8")).get("provenance", {}).get("tool", "?")
-                except (OSError, json.JSONDecodeError):
+                    entry = json.loads(path.read_text(encoding="utf-8"))
+                    tool = entry["result"]["provenance"]["tool"]
+                except (OSError, ValueError, KeyError, TypeError):
                     tool = "?"
                 per_tool[tool] = per_tool.get(tool, 0) + 1
         return {"path": str(self.root), "entries": entries, "bytes": size, "per_tool": per_tool}

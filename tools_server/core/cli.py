@@ -33,19 +33,36 @@ def serve(
     token: str = typer.Option(
         None, envvar="SPU_SERVER_TOKEN", help="Bearer token required on HTTP requests."
     ),
+    allowed_host: list[str] = typer.Option(
+        None,
+        "--allowed-host",
+        help="A host name (optionally host:port) clients use to reach a non-loopback bind; repeatable. "
+        "Requests with any other Host header get 421.",
+    ),
 ) -> None:
     """Run the MCP tool server."""
-    from tools_server.core.server import is_loopback, run
+    from tools_server.core.server import is_loopback, is_wildcard, run, token_problem
 
     if transport not in ("stdio", "http"):
         typer.echo(f"unknown transport {transport!r}: use stdio or http", err=True)
         raise typer.Exit(2)
-    if transport == "http" and not is_loopback(host) and not token:
-        typer.echo(
-            f"refusing to bind {host}: a non-loopback address needs --token (or SPU_SERVER_TOKEN)", err=True
-        )
-        raise typer.Exit(2)
-    run(transport, host, port, token)
+    if transport == "http" and not is_loopback(host):
+        if (problem := token_problem(token)) is not None:
+            typer.echo(
+                f"refusing to bind {host}: a non-loopback address needs --token (or SPU_SERVER_TOKEN) "
+                f"of at least 32 random characters: {problem}. "
+                'Make one with: python -c "import secrets; print(secrets.token_urlsafe(32))"',
+                err=True,
+            )
+            raise typer.Exit(2)
+        if is_wildcard(host) and not allowed_host:
+            typer.echo(
+                f"refusing to bind {host}: name the host names clients use with --allowed-host "
+                "(e.g. --allowed-host spu.example.org)",
+                err=True,
+            )
+            raise typer.Exit(2)
+    run(transport, host, port, token, list(allowed_host or []))
 
 
 @cache_app.command("stats")

@@ -14,9 +14,10 @@ from pydantic import ValidationError
 from tools_server import __version__
 from tools_server.core import settings
 from tools_server.core.cache import ResultCache, cache_key, input_hash
-from tools_server.core.errors import ToolError
+from tools_server.core.errors import ERROR_CODES, ToolError
 from tools_server.core.execute import run_tool, validation_error
 from tools_server.core.jobs import Job, JobManager
+from tools_server.core.limits import check_arguments
 from tools_server.core.registry import Registry, ToolSpec, load_registry
 from tools_server.core.waits import parse_wait_s
 
@@ -45,6 +46,7 @@ class Dispatcher:
         """Run tool ``name``; returns the structured result or raises :class:`ToolError`."""
         spec = self.registry.get(name)
         arguments = dict(arguments or {})
+        check_arguments(arguments)
         wait_s = parse_wait_s(arguments.pop("wait_s", None)) if spec.is_job else 0.0
         try:
             args = spec.input_model.model_validate(arguments)
@@ -58,10 +60,15 @@ class Dispatcher:
                 return result
             payload = {"result": result, "wall_s": time.perf_counter() - started}
             return self._finish(spec, params, params, {}, payload, None, "server")
-        canonical = spec.canonicalize(args) if spec.canonicalize else params
+        # a canonicalizer may read a molecule file (up to 50 MiB): keep it off the event loop
+        canonical = (
+            await anyio.to_thread.run_sync(_canonical_input, spec, args, params)
+            if spec.canonicalize
+            else params
+        )
         engines = self.registry.engine_versions(spec.engines)
         key = cache_key(spec.name, spec.version, canonical, engines) if spec.cacheable else None
-        if key is not None and (hit := self.cache.get(key)) is not None:
+        if key is not None and (hit := self.cache.get(key, spec.name, spec.version)) is not None:
             provenance = hit.setdefault("provenance", {})
             provenance["cache"] = "hit"
             # the job that computed it may be long gone: say when it was computed instead of naming it
@@ -69,10 +76,15 @@ class Dispatcher:
             provenance["job_id"] = None
             return hit
 
+        discarded = self.cache.discarded.pop(key, None) if key is not None else None
+
         def finish(job_id: str | None, payload: dict[str, Any], device: str) -> dict[str, Any]:
             result = self._finish(spec, params, canonical, engines, payload, job_id, device)
             if key is not None:
                 self.cache.put(key, result)
+            if discarded:
+                warning = f"a stored result for this call was discarded and recomputed: {discarded}"
+                result["warnings"] = [*result.get("warnings", []), warning]
             return result
 
         if not spec.is_job:
@@ -134,7 +146,8 @@ class Dispatcher:
             "engines": engines,
             "device": engine.get("device", device),
             **{k: v for k, v in engine.items() if k not in ("engine", "engine_version", "device")},
-            "params": params,
+            "params": params_preview(params),
+            "params_sha256": input_hash(params),
             "input_hash": input_hash(canonical),
             "wall_s": round(payload.get("wall_s", 0.0), 4),
             "cache": "miss",
@@ -142,6 +155,51 @@ class Dispatcher:
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         return fit_budget(spec.name, result, job_id or result["provenance"]["input_hash"][:12])
+
+
+#: Provenance keeps a preview of the arguments, not the arguments: strings over PREVIEW_CHARS characters
+#: and lists over PREVIEW_ITEMS items are cut, with a note of what was left out; ``params_sha256`` is the
+#: digest of the whole arguments.
+PREVIEW_CHARS = 200
+PREVIEW_ITEMS = 20
+
+
+def params_preview(value: Any, depth: int = 0) -> Any:
+    """A bounded copy of ``value`` for provenance (at most about 20 KB, whatever the input)."""
+    if isinstance(value, str):
+        if len(value) <= PREVIEW_CHARS:
+            return value
+        return f"{value[:PREVIEW_CHARS]}... [{len(value)} characters]"
+    if depth >= 4 and isinstance(value, dict | list):
+        return f"[{type(value).__name__} of {len(value)} items]"
+    if isinstance(value, dict):
+        items = list(value.items())
+        out = {str(k)[:PREVIEW_CHARS]: params_preview(v, depth + 1) for k, v in items[:PREVIEW_ITEMS]}
+        if len(items) > PREVIEW_ITEMS:
+            out["..."] = f"{len(items) - PREVIEW_ITEMS} more keys"
+        return out
+    if isinstance(value, list | tuple):
+        out_list = [params_preview(v, depth + 1) for v in value[:PREVIEW_ITEMS]]
+        if len(value) > PREVIEW_ITEMS:
+            out_list.append(f"... {len(value) - PREVIEW_ITEMS} more items")
+        return out_list
+    return value
+
+
+def _canonical_input(spec: ToolSpec, args: Any, params: dict[str, Any]) -> Any:
+    """The cache-key input; a domain error raised while computing it (a molecule over the size limits)
+    becomes a :class:`ToolError` with the domain's code."""
+    if spec.canonicalize is None:
+        return params
+    try:
+        return spec.canonicalize(args)
+    except ToolError:
+        raise
+    except Exception as exc:
+        code, message = getattr(exc, "code", None), getattr(exc, "message", None)
+        if isinstance(code, str) and isinstance(message, str):
+            raise ToolError(code if code in ERROR_CODES else "invalid_input", message) from None
+        raise
 
 
 def fit_budget(tool: str, result: dict[str, Any], stem: str) -> dict[str, Any]:

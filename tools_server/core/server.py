@@ -12,14 +12,17 @@ import hmac
 import ipaddress
 import json
 import logging
+import math
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 
 from tools_server import __version__
 from tools_server.core.dispatch import Dispatcher
 from tools_server.core.errors import ToolError
+from tools_server.core.framing import guard_http, serve_stdio
 from tools_server.core.registry import ToolSpec
 from tools_server.core.server_tools import SERVER_TOOLS
 
@@ -101,6 +104,39 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+#: Shortest bearer token accepted for a non-loopback bind, and the least estimated entropy (bits).
+MIN_TOKEN_CHARS = 32
+MIN_TOKEN_BITS = 128
+
+
+def token_problem(token: str | None) -> str | None:
+    """Why ``token`` is too weak to guard a public bind, or None. Entropy is estimated as length times
+    log2 of the number of distinct characters (a 32-character hex token scores 128 bits)."""
+    if not token:
+        return "no token given"
+    if token != token.strip() or any(c.isspace() for c in token):
+        return "the token holds white space"
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"the token has {len(token)} characters (at least {MIN_TOKEN_CHARS} needed)"
+    distinct = len(set(token))
+    bits = len(token) * math.log2(distinct) if distinct > 1 else 0.0
+    if distinct < 8 or bits < MIN_TOKEN_BITS:
+        return f"the token is low in entropy (about {bits:.0f} bits from {distinct} distinct characters)"
+    return None
+
+
+def is_wildcard(host: str) -> bool:
+    return host.strip("[]") in ("0.0.0.0", "::", "")
+
+
+def _host_entries(name: str, port: int) -> list[str]:
+    name = name.strip()
+    if name.startswith("[") or name.count(":") > 1:  # an IPv6 literal, bracketed or not
+        bare = name if name.startswith("[") else f"[{name}]"
+        return [bare, f"{bare}:{port}"] if "]:" not in bare else [bare]
+    return [name] if ":" in name else [name, f"{name}:{port}"]
+
+
 def http_app(
     server: SpuServer, host: str, port: int, token: str | None, allowed_hosts: list[str] | None = None
 ):
@@ -108,16 +144,16 @@ def http_app(
     token is given, a bearer-token check on every request."""
     from mcp.server.transport_security import TransportSecuritySettings
 
-    hosts = list(allowed_hosts or [])
+    hosts = [entry for name in allowed_hosts or [] for entry in _host_entries(name, port)]
     if is_loopback(host):
         hosts += [f"127.0.0.1:{port}", f"localhost:{port}", f"[::1]:{port}"]
-    else:
-        hosts.append(f"{host}:{port}")
+    elif not is_wildcard(host):
+        hosts += _host_entries(host, port)
     origins = [f"http://{h}" for h in hosts] + [f"https://{h}" for h in hosts]
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
-    app = server.streamable_http_app(transport_security=security, host=host)
+    app = guard_http(server.streamable_http_app(transport_security=security, host=host))
     if not token:
         return app
     expected = f"Bearer {token}".encode()
@@ -143,15 +179,21 @@ def http_app(
 
 
 def run(
-    transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, token: str | None = None
+    transport: str = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    token: str | None = None,
+    allowed_hosts: list[str] | None = None,
 ) -> None:
     server = SpuServer()
     try:
         if transport == "stdio":
-            server.run("stdio")
+            anyio.run(serve_stdio, server._lowlevel_server)
         else:
             import uvicorn
 
-            uvicorn.run(http_app(server, host, port, token), host=host, port=port, log_level="warning")
+            uvicorn.run(
+                http_app(server, host, port, token, allowed_hosts), host=host, port=port, log_level="warning"
+            )
     finally:
         server.dispatcher.jobs.shutdown()

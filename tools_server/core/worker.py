@@ -12,13 +12,44 @@ import faulthandler
 import json
 import os
 import sys
+import threading
+import time
 import traceback
 from typing import Any
 
 from tools_server.core.errors import ToolError
 
 
+def die_with_parent() -> None:
+    """End this worker and everything it started when the server goes, whatever the job is doing.
+
+    On Linux the kernel sends SIGKILL when the parent dies (``PR_SET_PDEATHSIG``; only when the server
+    started us from its main thread, since the signal follows the spawning thread). A heartbeat thread
+    also checks every second that the parent is still the server (a dead server's workers are re-parented)
+    and then kills the worker's process group, which takes the engine's own child processes along.
+    """
+    parent = int(os.environ.get("SPU_WORKER_PARENT") or os.getppid())
+    if sys.platform == "linux" and os.environ.get("SPU_WORKER_PDEATHSIG") == "1":
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1 = PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(0)  # the server died before the signal was armed
+
+    def heartbeat() -> None:
+        import signal
+
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+
+    threading.Thread(target=heartbeat, name="parent-heartbeat", daemon=True).start()
+
+
 def main() -> None:
+    die_with_parent()
     proto = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
     os.dup2(2, 1)
     sys.stdout = sys.stderr

@@ -13,6 +13,7 @@ DOMAIN = Domain(
         "http_error": "Check the URL or try again later.",
         "provider_key_missing": "Set the provider's API key in the environment or choose another provider.",
         "rate_limited": "Wait a little and try again.",
+        "audit_log_invalid": "Run `spu audit verify`; keep the damaged log and start a new one.",
         "policy_blocked": "The information policy forbids this; stop and record the step in your report.",
     },
 )

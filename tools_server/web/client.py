@@ -17,9 +17,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import hashlib
 import random
+import socket
 import ssl
 import threading
 import time
@@ -115,8 +117,12 @@ class Fetched:
 
 
 def redact_url(url: str) -> str:
-    """The URL with secret query parameters (api_key, token …) replaced by ``REDACTED``."""
-    parts = urlsplit(url)
+    """The URL with secret query parameters (api_key, token …) replaced by ``REDACTED``; a URL that
+    cannot be parsed loses its query (which may hold a secret) and is cut to 500 characters."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.split("?", 1)[0][:500]
     if not parts.query:
         return url
     query = [(k, "REDACTED" if k.lower() in _SECRET_PARAMS else v) for k, v in parse_qsl(parts.query, True)]
@@ -197,6 +203,7 @@ class AuditedClient:
         *,
         max_bytes: int = 20 * 1024 * 1024,
         timeout_s: float = 30.0,
+        call_timeout_s: float = 150.0,
         connect_timeout_s: float = 10.0,
         max_redirects: int = 5,
         max_retries: int = 3,
@@ -209,6 +216,8 @@ class AuditedClient:
         self.guard = guard or Guard.from_env()
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
+        self.call_timeout_s = call_timeout_s
+        self.connect_timeout_s = connect_timeout_s
         self.max_redirects = max_redirects
         self.max_retries = max_retries
         self.backoff_base_s = backoff_base_s
@@ -222,6 +231,7 @@ class AuditedClient:
             follow_redirects=False,
             timeout=httpx.Timeout(timeout_s, connect=connect_timeout_s),
             headers={"User-Agent": user_agent, "Accept-Encoding": "gzip, deflate"},
+            event_hooks={"response": [_hide_location]},
         )
 
     def close(self) -> None:
@@ -263,11 +273,14 @@ class AuditedClient:
         base = {"tool": tool, "call_id": call_id, "provider": provider, "purpose": purpose, "method": method}
         limit = max_bytes or self.max_bytes
         started = time.monotonic()
+        call_deadline = started + self.call_timeout_s
         redirects: list[str] = []
         current = url
         for hop in range(self.max_redirects + 1):
             self._check(current, base, hop)
-            response = self._send_with_retries(method, current, base, hop, json, data, headers, limit)
+            response = self._send_with_retries(
+                method, current, base, hop, json, data, headers, limit, call_deadline
+            )
             location = (
                 response.headers.get("location") if response.status in (301, 302, 303, 307, 308) else None
             )
@@ -276,7 +289,22 @@ class AuditedClient:
                 response.redirects = redirects
                 response.elapsed_s = time.monotonic() - started
                 return response
-            nxt = str(httpx.URL(current).join(location))
+            try:
+                nxt = str(httpx.URL(current).join(location))
+            except Exception:
+                # a target httpx cannot even parse: refused, logged, never retried
+                self._log(
+                    {
+                        **base,
+                        "url": redact_url(location[:500]),
+                        "hop": hop + 1,
+                        "error": "url_refused",
+                        "reason": "unparseable_redirect",
+                    }
+                )
+                raise ToolError(
+                    "url_refused", f"{redact_url(current)} redirects to an address that cannot be parsed"
+                ) from None
             redirects.append(nxt)
             if response.status in (301, 302, 303) and method != "HEAD":
                 method, json, data = "GET", None, None
@@ -305,15 +333,22 @@ class AuditedClient:
             )
             raise ToolError("url_refused", f"Refused {redact_url(url)}: {exc}") from None
 
-    def _send_with_retries(self, method, url, base, hop, json, data, headers, limit) -> Fetched:
+    def _send_with_retries(
+        self, method, url, base, hop, json, data, headers, limit, call_deadline
+    ) -> Fetched:
         gate = self._gate(base["provider"])
         attempt = 0
         while True:
             attempt += 1
-            deadline = time.monotonic() + self.timeout_s
+            if time.monotonic() >= call_deadline:
+                raise ToolError(
+                    "timeout", f"{redact_url(url)}: the call ran out of its {self.call_timeout_s:.0f} s"
+                )
+            deadline = min(time.monotonic() + self.timeout_s, call_deadline)
             record: dict[str, Any] = {**base, "url": redact_url(url), "hop": hop, "attempt": attempt}
             t0 = time.monotonic()
             retry_after: float | None = None
+            fetched: Fetched | None = None
             try:
                 with gate.slot(deadline):
                     fetched = self._send_once(method, url, json, data, headers, limit, deadline, record)
@@ -342,14 +377,27 @@ class AuditedClient:
                     return fetched
             backoff = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
             delay = retry_after if retry_after is not None else random.uniform(0.5 * backoff, backoff)
+            if time.monotonic() + delay >= call_deadline:
+                if fetched is not None:
+                    return fetched
+                raise ToolError(
+                    "timeout", f"{redact_url(url)}: no time left for another attempt in this call"
+                )
             time.sleep(delay)
 
     def _send_once(self, method, url, json, data, headers, limit, deadline, record) -> Fetched:
-        request = self._http.build_request(method, url, json=json, data=data, headers=headers)
+        remaining = max(0.05, deadline - time.monotonic())
+        timeout = httpx.Timeout(remaining, connect=min(self.connect_timeout_s, remaining))
         try:
+            request = self._http.build_request(
+                method, url, json=json, data=data, headers=headers, timeout=timeout
+            )
             response = self._http.send(request, stream=True)
         except AddressRefused as exc:
             record["reason"] = exc.reason
+            raise ToolError("url_refused", f"Refused {redact_url(url)}: {exc}") from None
+        except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+            record["reason"] = "unparseable_url"
             raise ToolError("url_refused", f"Refused {redact_url(url)}: {exc}") from None
         except httpx.TimeoutException:
             raise ToolError("timeout", f"{redact_url(url)} did not answer in time", retryable=True) from None
@@ -357,6 +405,7 @@ class AuditedClient:
             raise ToolError(
                 "http_error", f"could not reach {redact_url(url)}: {exc}", retryable=True
             ) from None
+        watchdog = _Watchdog(response, deadline)
         try:
             stream = response.extensions.get("network_stream")
             if stream is not None:
@@ -396,19 +445,74 @@ class AuditedClient:
             except httpx.TimeoutException:
                 raise ToolError("timeout", f"{redact_url(url)} stopped sending", retryable=True) from None
             except (httpx.TransportError, httpcore.NetworkError) as exc:
+                if watchdog.fired:
+                    raise ToolError(
+                        "timeout",
+                        f"{redact_url(url)} sent its body too slowly (over {self.timeout_s:.0f} s)",
+                        retryable=True,
+                    ) from None
                 raise ToolError(
                     "http_error", f"the connection to {redact_url(url)} broke: {exc}", retryable=True
                 ) from None
+            if watchdog.fired:
+                raise ToolError(
+                    "timeout",
+                    f"{redact_url(url)} sent its body too slowly (over {self.timeout_s:.0f} s)",
+                    retryable=True,
+                )
             return Fetched(
                 url=url,
                 final_url=url,
                 status=response.status_code,
-                headers={k.lower(): v for k, v in response.headers.items()},
+                headers=_headers_of(response),
                 content=b"".join(chunks),
                 elapsed_s=0.0,
             )
         finally:
+            watchdog.cancel()
             response.close()
+
+
+def _hide_location(response: httpx.Response) -> None:
+    """Keep a redirect's Location away from httpx, which would parse it to build the next request (and
+    fail on a target it cannot parse, after the server answered but before the attempt is logged); the
+    client follows redirects itself, one audited hop at a time."""
+    location = response.headers.get("location")
+    if location is not None:
+        response.extensions["spu_location"] = location
+        del response.headers["location"]
+
+
+def _headers_of(response: httpx.Response) -> dict[str, str]:
+    headers = {k.lower(): v for k, v in response.headers.items()}
+    if (location := response.extensions.get("spu_location")) is not None:
+        headers["location"] = location
+    return headers
+
+
+class _Watchdog:
+    """Shuts the response's socket down at ``deadline``: a server dripping one byte just inside the read
+    timeout cannot hold an attempt past its deadline (a blocked ``recv`` wakes on shutdown)."""
+
+    def __init__(self, response: httpx.Response, deadline: float) -> None:
+        self.fired = False
+        self._sock = None
+        stream = response.extensions.get("network_stream")
+        if stream is not None:
+            with contextlib.suppress(Exception):
+                self._sock = stream.get_extra_info("socket")
+        self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        self.fired = True
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+
+    def cancel(self) -> None:
+        self._timer.cancel()
 
 
 def _parse_retry_after(value: str | None) -> float | None:

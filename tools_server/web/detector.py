@@ -22,7 +22,16 @@ Matching rules (each returns the *kind* of identifier, never its value):
   spellings, the longest run of consecutive title words found in the text must cover at least 70% of the
   title's letters and at least four words (the whole title when it has four words or fewer). A truncated
   title (``First words of the title …``) is found; a title with one word changed in the middle, or words
-  found inside longer words, is not.
+  found inside longer words, is not. A partial run counts only where the text breaks off there (an
+  ellipsis, punctuation, a tag, a line end or the end of the text): a title with its first or last word
+  replaced by another word (another study's title) is not flagged. The text is also read with words
+  hyphenated across a line break joined (``Enantio-\nselective``) and with CamelCase split
+  (``EnantioselectiveSynthesisOf...`` in a URL slug).
+
+DOIs are also found with white space around the ``/``, broken across lines anywhere, percent-encoded up
+to eight times, and, inside a URL, as the DOI's suffix alone forming a path segment or query value
+(``nature.com/articles/s41586-...`` for ``10.1038/s41586-...``) when that suffix is distinctive (at least
+six characters with a digit and a letter).
 """
 
 from __future__ import annotations
@@ -49,6 +58,8 @@ _UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 _PCT = re.compile(r"%[0-9a-fA-F]{2}")
 _TAG = re.compile(r"<[^<>]{0,300}>")
 _BROKEN_AFTER_PUNCT = re.compile(r"([/.\-_])\s+")
+_SPACED_SLASH = re.compile(r"\s*/\s*")
+_LINE_BREAK = re.compile(r"[ \t]*\r?\n[ \t]*")
 _PMID_BEFORE = re.compile(
     r"(?:pmid|pubmed(?:[\s_]*id)?|medline|\bmed|\buids?|<id|ext_id|nih\.gov/(?:pubmed/)?)"
     r"(?:\s+[a-z_]+=\"[^\"]*\")*[^a-z0-9]{0,8}$"
@@ -81,7 +92,7 @@ def _decode_round(text: str) -> str:
 
 def normalize_text(text: str) -> str:
     """Decode escapes and fold Unicode and case: the form every identifier is matched in."""
-    for _ in range(3):
+    for _ in range(8):
         decoded = _decode_round(text)
         if decoded == text:
             break
@@ -159,7 +170,33 @@ class _Title:
         return cls(words, tuple(len(w) for w in words))
 
 
-def _title_found(text_words: list[str], index: dict[str, list[int]], title: _Title) -> bool:
+_TITLE_TOKEN = re.compile(r"[^\W_]+|(\.\.\.|[|;:!?,\"()\[\]\n\r]|\.(?=\s|$)|<[^<>]{0,300}>)")
+_HYPHEN_BREAK = re.compile(r"-[ \t]*\r?\n[ \t]*")
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_URL = re.compile(r"https?://[^\s\"'<>]+")
+
+
+def text_title_words(text: str) -> tuple[list[str], list[bool]]:
+    """The words of a (normalized) text as :func:`title_words` folds them, and for each word whether the
+    text breaks off after it (punctuation, an ellipsis, a tag, a line end, the end of the text)."""
+    words: list[str] = []
+    breaks: list[bool] = []
+    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    for m in _TITLE_TOKEN.finditer(plain.casefold()):
+        if m.group(1) is not None:
+            if breaks:
+                breaks[-1] = True
+            continue
+        words.append(_stem(m.group()))
+        breaks.append(False)
+    if breaks:
+        breaks[-1] = True
+    return words, breaks
+
+
+def _title_found(
+    text_words: list[str], index: dict[str, list[int]], title: _Title, breaks: list[bool] | None = None
+) -> bool:
     n = len(title.words)
     if n == 0:
         return False
@@ -179,11 +216,24 @@ def _title_found(text_words: list[str], index: dict[str, list[int]], title: _Tit
                 while j + k < n and i + k < len(text_words) and text_words[i + k] == title.words[j + k]:
                     weight += title.weights[j + k]
                     k += 1
-                if k >= min_words and weight > best:
-                    best = weight
-                    if best >= 0.7 * total:
-                        return True
+                if k >= min_words and weight > best and weight >= 0.7 * total:
+                    if breaks is not None and k < n:
+                        # a partial run must end where the text breaks off, not run into another word
+                        cut_after = j + k < n and i + k < len(text_words) and not breaks[i + k - 1]
+                        cut_before = j > 0 and i > 0 and not breaks[i - 1]
+                        if cut_after or cut_before:
+                            continue
+                    return True
     return False
+
+
+def _doi_suffix_in_urls(text: str, doi: str) -> bool:
+    """The DOI's suffix alone as a path segment or query value of a URL in ``text``."""
+    suffix = doi.split("/", 1)[1] if "/" in doi else ""
+    if len(suffix) < 6 or not re.search(r"\d", suffix) or not re.search(r"[a-z]", suffix):
+        return False
+    pattern = re.compile(rf"[/=]{re.escape(suffix)}(?![a-z0-9])")
+    return any(pattern.search(url) for url in _URL.findall(text))
 
 
 class Detector:
@@ -206,20 +256,33 @@ class Detector:
         found: set[str] = set()
         norm = normalize_text(raw)
         stripped = _TAG.sub(" ", norm)
-        variants = (norm, _BROKEN_AFTER_PUNCT.sub(r"\1", _TAG.sub("", norm)))
+        untagged = _TAG.sub("", norm)
+        variants = [norm, _BROKEN_AFTER_PUNCT.sub(r"\1", untagged)]
+        if "/" in norm:
+            variants.append(_SPACED_SLASH.sub("/", untagged))
+        if "\n" in norm:
+            variants.append(_SPACED_SLASH.sub("/", _LINE_BREAK.sub("", untagged)))
         for kind, dois in (("doi", p.dois), ("preprint_doi", p.preprint_dois)):
-            if any(_contains_doi(v, d) for d in dois for v in variants):
+            if any(_contains_doi(v, d) for d in dois for v in variants) or any(
+                _doi_suffix_in_urls(norm, d) for d in dois
+            ):
                 found.add(kind)
         if any(_contains_pmid(norm, x) for x in p.pmids):
             found.add("pmid")
         if any(_contains_pmcid(v, x) for x in p.pmcids for v in (norm, stripped)):
             found.add("pmcid")
         if self._titles:
-            words = title_words(stripped)
-            index: dict[str, list[int]] = {}
-            for i, w in enumerate(words):
-                index.setdefault(w, []).append(i)
-            for kind, title in self._titles:
-                if kind not in found and _title_found(words, index, title):
-                    found.add(kind)
+            texts = [norm]
+            if _HYPHEN_BREAK.search(norm):
+                texts.append(_HYPHEN_BREAK.sub("", norm))
+            if _CAMEL.search(raw):
+                texts.append(normalize_text(_CAMEL.sub(" ", raw)))
+            for text in texts:
+                words, breaks = text_title_words(text)
+                index: dict[str, list[int]] = {}
+                for i, w in enumerate(words):
+                    index.setdefault(w, []).append(i)
+                for kind, title in self._titles:
+                    if kind not in found and _title_found(words, index, title, breaks):
+                        found.add(kind)
         return found

@@ -24,7 +24,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from environment.audit_log import read_records
+from environment.audit_log import read_records, utc_now
+from environment.jsonfiles import atomic_write_json
 from tools_server.core.errors import ToolError
 from tools_server.web import fetch, scholarly, search
 from tools_server.web.audit import AuditLog
@@ -83,9 +84,8 @@ class Gateway:
         if self.client.audit is None:
             self.client.audit = self.audit
         self._lock = threading.Lock()
-        self._exposed = (
-            self.policy is not None and self.policy.mode == "enforce" and _any_flag(self.audit.path)
-        )
+        enforce = self.policy is not None and self.policy.mode == "enforce"
+        self._exposed = enforce and (exposure_path(self.audit.path).exists() or _any_flag(self.audit.path))
 
     @property
     def exposed(self) -> bool:
@@ -97,6 +97,7 @@ class Gateway:
         if op is None:
             raise ToolError("unknown_tool", f"{tool!r} is not a web tool.")
         call_id = call_id or uuid.uuid4().hex[:16]
+        self.audit.check()  # a log that no longer matches its seal: refuse before any connection
         try:
             parsed = op.input_model.model_validate(args)
         except ValidationError as exc:
@@ -151,6 +152,7 @@ class Gateway:
     def _flagged(self, tool: str) -> dict[str, Any]:
         if self.policy is not None and self.policy.mode == "enforce":
             self._exposed = True
+            _mark_exposed(self.audit.path, tool)
         return stop_notice(tool)
 
     def _scan(self, *items: Any) -> list[str]:
@@ -169,6 +171,18 @@ class Gateway:
                 **{k: v for k, v in fields.items() if v not in (None, [], {})},
             }
         )
+
+
+def exposure_path(log: Path) -> Path:
+    """The enforce-mode exposure marker beside the log: once written, web calls stay blocked even when
+    the flagged records are deleted from the log (which the seal check refuses anyway)."""
+    return log.with_name(log.name + ".exposed")
+
+
+def _mark_exposed(log: Path, tool: str) -> None:
+    path = exposure_path(log)
+    if not path.exists():
+        atomic_write_json(path, {"exposed": True, "tool": tool, "ts": utc_now()})
 
 
 def _any_flag(log: Path) -> bool:

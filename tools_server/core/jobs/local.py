@@ -38,6 +38,8 @@ class _Worker:
         # raise their own thread count from ctx.threads at run time.
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
             env.setdefault(var, "1")
+        env["SPU_WORKER_PARENT"] = str(os.getpid())  # the worker dies with this process (core/worker.py)
+        env["SPU_WORKER_PDEATHSIG"] = "1" if threading.current_thread() is threading.main_thread() else "0"
         if kind == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = env.get("SPU_CPU_WORKER_CUDA", "")
         self._stderr = open(self.stderr_path, "ab")  # noqa: SIM115 - the worker writes to it for its lifetime

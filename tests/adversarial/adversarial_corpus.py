@@ -1,0 +1,146 @@
+"""The adversarial corpus: frames and tool calls an attacker or a careless client sends, each with the
+one stable answer the server must give (a JSON-RPC error code, a tool error code, or a per-item code).
+
+Each case is ``Case(name, frame, expect)``: ``frame`` is the raw bytes of one JSON-RPC frame (no newline);
+``expect`` is ``("rpc", code)`` for a JSON-RPC error reply, ``("tool", code)`` for a tool error result
+(``structuredContent.error.code``) or ``("item", code)`` for the first item's error of a per-item batch
+tool. The ids run from 1000; the runner checks each reply carries the id it sent (``None`` for frames
+whose id cannot be read).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    frame: bytes
+    expect: tuple[str, Any]
+    reply_id: Any = "same"  # "same": the id of the request; else the id the reply must carry
+
+
+def _call(i: int, tool: str, arguments: Any, *, ensure_ascii: bool = True) -> bytes:
+    msg = {
+        "jsonrpc": "2.0",
+        "id": i,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
+    return json.dumps(msg, ensure_ascii=ensure_ascii).encode("utf-8")
+
+
+def _deep(levels: int) -> Any:
+    value: Any = "C"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def cases() -> list[Case]:
+    out = [
+        Case("parse_error", b"{not json", ("rpc", -32700), None),
+        Case("truncated_frame", b'{"jsonrpc":"2.0","id":1001,"method":"tools/list"', ("rpc", -32700), None),
+        Case(
+            "invalid_utf8",
+            b'{"jsonrpc":"2.0","id":1002,"method":"tools/list","x":"\xff"}',
+            ("rpc", -32700),
+            None,
+        ),
+        Case("jsonrpc_1_0", b'{"jsonrpc":"1.0","id":1003,"method":"tools/list"}', ("rpc", -32600)),
+        Case("no_jsonrpc", b'{"id":1004,"method":"tools/list"}', ("rpc", -32600)),
+        Case("object_id", b'{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}', ("rpc", -32600), None),
+        Case("bool_id", b'{"jsonrpc":"2.0","id":true,"method":"tools/list"}', ("rpc", -32600), None),
+        Case(
+            "string_params",
+            b'{"jsonrpc":"2.0","id":1007,"method":"tools/list","params":"x"}',
+            ("rpc", -32602),
+        ),
+        Case(
+            "array_params", b'{"jsonrpc":"2.0","id":1008,"method":"tools/call","params":[1]}', ("rpc", -32602)
+        ),
+        Case("batch", b'[{"jsonrpc":"2.0","id":1009,"method":"tools/list"}]', ("rpc", -32600), None),
+        Case("empty_batch", b"[]", ("rpc", -32600), None),
+        Case("scalar", b"42", ("rpc", -32600), None),
+        Case("number_method", b'{"jsonrpc":"2.0","id":1012,"method":7}', ("rpc", -32600)),
+        Case("no_method", b'{"jsonrpc":"2.0","id":1013}', ("rpc", -32600)),
+        Case("unknown_method", b'{"jsonrpc":"2.0","id":1014,"method":"no/such"}', ("rpc", -32601)),
+        Case(
+            "deep_nesting",
+            b'{"jsonrpc":"2.0","id":1015,"method":"tools/list","params":{"a":'
+            + b"[" * 5000
+            + b"]" * 5000
+            + b"}}",
+            ("rpc", -32600),
+            None,
+        ),
+        Case("nesting_65", _call(1016, "chem_parse", {"molecules": _deep(70)}), ("rpc", -32600)),
+        Case("lone_surrogate", _call(1017, "chem_parse", {"molecules": ["C\ud800"]}), ("rpc", -32602)),
+        Case(
+            "lone_low_surrogate_key",
+            b'{"jsonrpc":"2.0","id":1018,"method":"tools/call","params":{"name":'
+            b'"chem_parse","arguments":{"\\udc00":1}}}',
+            ("rpc", -32602),
+        ),
+        Case("unknown_tool", _call(1019, "no_such_tool", {}), ("tool", "unknown_tool")),
+        Case("missing_arguments", _call(1020, "chem_parse", {}), ("tool", "invalid_input")),
+        Case("wrong_type", _call(1021, "chem_parse", {"molecules": "CCO"}), ("tool", "invalid_input")),
+        Case(
+            "bidi_override",
+            _call(1022, "chem_parse", {"molecules": ["\u202eCCO"]}),
+            ("tool", "invalid_input"),
+        ),
+        Case(
+            "zero_width_space",
+            _call(1023, "chem_parse", {"molecules": ["CCO\u200b"]}),
+            ("tool", "invalid_input"),
+        ),
+        Case("bom", _call(1024, "chem_descriptors", {"molecules": ["\ufeffCCO"]}), ("tool", "invalid_input")),
+        Case(
+            "emoji_smiles",
+            _call(1025, "chem_parse", {"molecules": ["C\U0001f4a5"]}, ensure_ascii=False),
+            ("item", "invalid_smiles"),
+        ),
+        Case(
+            "accented_smiles", _call(1026, "chem_parse", {"molecules": ["CCé"]}), ("item", "invalid_smiles")
+        ),
+        Case(
+            "huge_smiles_descriptors",
+            _call(1027, "chem_descriptors", {"molecules": ["C" * 25_000]}),
+            ("tool", "too_large"),
+        ),
+        Case(
+            "huge_smiles_parse",
+            _call(1028, "chem_parse", {"molecules": ["C" * 25_000]}),
+            ("item", "too_large"),
+        ),
+        Case(
+            "huge_smiles_similarity",
+            _call(1029, "chem_similarity", {"molecules": ["CCO", "c1ccccc1" * 3000]}),
+            ("tool", "too_large"),
+        ),
+        Case(
+            "too_many_items", _call(1030, "chem_parse", {"molecules": ["C"] * 100_001}), ("tool", "too_large")
+        ),
+        Case("deep_arguments", _call(1031, "chem_parse", {"molecules": _deep(20)}), ("tool", "too_large")),
+        Case(
+            "missing_file",
+            _call(1032, "chem_parse", {"molecules": ["missing/nothing.xyz"]}),
+            ("item", "invalid_input"),
+        ),
+        Case(
+            "file_outside_roots",
+            _call(1033, "chem_parse", {"molecules": ["/etc/hostname.xyz"]}),
+            ("item", "invalid_input"),
+        ),
+        Case(
+            "negative_wait",
+            _call(1034, "chem_descriptors", {"molecules": ["CCO"], "wait_s": -5}),
+            ("tool", "invalid_input"),
+        ),
+        Case("job_not_found", _call(1035, "job_wait", {"job_id": "nope-123"}), ("tool", "job_not_found")),
+    ]
+    return out

@@ -1,0 +1,279 @@
+"""JSON-RPC framing checks shared by the stdio and HTTP transports.
+
+The MCP SDK drops some malformed frames without a reply (a parse error, ``"jsonrpc": "1.0"``, an object
+id, string params, a batch array, deep nesting, a lone surrogate), which leaves a client waiting for ever.
+Every frame is checked here before the SDK sees it; a frame that fails gets a JSON-RPC error reply
+(``-32700`` parse error, ``-32600`` invalid request, ``-32602`` invalid params) carrying the request's id
+when one can be read, else ``null``. Limits (also in ``docs/server.md``):
+
+* a frame is at most :data:`MAX_FRAME_BYTES` of UTF-8 (invalid UTF-8 is a parse error, never replaced);
+* JSON nesting at most :data:`MAX_DEPTH` levels, at most :data:`MAX_ITEMS` values in one frame;
+* no lone surrogate anywhere (``"\\ud800"`` is refused with ``-32602``).
+
+:func:`serve_stdio` is the stdio transport built on these checks; :func:`guard_http` wraps the
+streamable-HTTP ASGI app with them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+from typing import Any
+
+import anyio
+
+log = logging.getLogger(__name__)
+
+MAX_FRAME_BYTES = 16 * 2**20
+MAX_DEPTH = 64
+MAX_ITEMS = 1_000_000
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+
+
+class FrameError(Exception):
+    def __init__(self, code: int, message: str, request_id: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+
+    def reply(self) -> dict[str, Any]:
+        return {
+            "jsonrpc": "2.0",
+            "id": self.request_id,
+            "error": {"code": self.code, "message": self.message},
+        }
+
+
+def _usable_id(value: Any) -> Any:
+    return value if isinstance(value, str | int) and not isinstance(value, bool) else None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _has_lone_surrogate(text: str) -> int:
+    """Index of the first lone surrogate in ``text``, or -1."""
+    m = _SURROGATE.search(text)
+    return -1 if m is None else m.start()
+
+
+def _walk(value: Any) -> str | None:
+    """Depth, size and surrogate check without recursion; returns a problem or None. Strings inside a
+    container are checked in place, not pushed, so long lists cost little more than parsing them."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    seen = 0
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return f"nesting deeper than {MAX_DEPTH} levels"
+        if isinstance(item, dict):
+            for k in item:
+                if not k.isascii() and _has_lone_surrogate(k) >= 0:
+                    return "a key holds a lone surrogate (invalid Unicode)"
+            children: Any = item.values()
+            seen += len(item)
+        elif isinstance(item, list):
+            children = item
+            seen += len(item)
+        elif isinstance(item, str):
+            if not item.isascii() and _has_lone_surrogate(item) >= 0:
+                return "a string holds a lone surrogate (invalid Unicode)"
+            continue
+        else:
+            continue
+        if seen > MAX_ITEMS:
+            return f"more than {MAX_ITEMS} values in one frame"
+        for child in children:
+            if isinstance(child, str):
+                if not child.isascii() and _has_lone_surrogate(child) >= 0:
+                    return "a string holds a lone surrogate (invalid Unicode)"
+            elif isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+    return None
+
+
+def check_frame(raw: bytes | str) -> dict[str, Any]:
+    """The decoded JSON-RPC message of one frame, or :class:`FrameError` saying why it is refused."""
+    if len(raw) > MAX_FRAME_BYTES:
+        raise FrameError(INVALID_REQUEST, f"frame larger than {MAX_FRAME_BYTES} bytes")
+    if isinstance(raw, bytes):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FrameError(
+                PARSE_ERROR, f"Parse error: the frame is not valid UTF-8 (byte {exc.start})"
+            ) from None
+    else:
+        text = raw
+    try:
+        message = json.loads(text)
+    except RecursionError:
+        raise FrameError(INVALID_REQUEST, f"nesting deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:
+        raise FrameError(PARSE_ERROR, f"Parse error: {exc}") from None
+    if isinstance(message, list):
+        raise FrameError(INVALID_REQUEST, "batch requests are not supported: send one message per frame")
+    if not isinstance(message, dict):
+        raise FrameError(INVALID_REQUEST, "a JSON-RPC message must be a JSON object")
+    request_id = _usable_id(message.get("id"))
+    if message.get("jsonrpc") != "2.0":
+        raise FrameError(INVALID_REQUEST, 'Invalid request: "jsonrpc" must be "2.0"', request_id)
+    if "id" in message and message["id"] is not None and request_id is None:
+        raise FrameError(INVALID_REQUEST, "Invalid request: id must be a string or an integer")
+    if "method" in message:
+        if not isinstance(message["method"], str):
+            raise FrameError(INVALID_REQUEST, "Invalid request: method must be a string", request_id)
+        if "params" in message and not isinstance(message["params"], dict | type(None)):
+            raise FrameError(INVALID_PARAMS, "Invalid params: params must be an object", request_id)
+    elif not ("result" in message or "error" in message):
+        raise FrameError(INVALID_REQUEST, "Invalid request: no method, result or error", request_id)
+    problem = _walk(message)
+    if problem is not None:
+        code = INVALID_PARAMS if "surrogate" in problem else INVALID_REQUEST
+        raise FrameError(code, f"Invalid request: {problem}", request_id)
+    return message
+
+
+def _dump(message: Any) -> bytes:
+    return (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
+
+
+async def serve_stdio(lowlevel_server: Any) -> None:
+    """Serve MCP over stdin/stdout with every frame checked first (see the module docstring).
+
+    While serving, fd 0 reads the null device and fd 1 writes to stderr, so tool code and child processes
+    cannot read or corrupt the wire.
+    """
+    import mcp_types as types
+    from mcp.shared._context_streams import create_context_streams
+    from mcp.shared.message import SessionMessage
+
+    wire_in = os.fdopen(os.dup(0), "rb", buffering=0)
+    wire_out = os.fdopen(os.dup(1), "wb", buffering=0)
+    null_in = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null_in, 0)
+    os.close(null_in)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+
+    read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
+    write_stream, write_reader = create_context_streams[SessionMessage](0)
+    out_lock = anyio.Lock()
+
+    async def write_line(data: bytes) -> None:
+        async with out_lock:
+            await anyio.to_thread.run_sync(wire_out.write, data)
+
+    def read_frame() -> bytes | None:
+        """One line, or b"" at end of input; an over-long line is skipped to its end and returned cut."""
+        line = wire_in.readline(MAX_FRAME_BYTES + 1)
+        if len(line) > MAX_FRAME_BYTES and not line.endswith(b"\n"):
+            while (more := wire_in.readline(MAX_FRAME_BYTES)) and not more.endswith(b"\n"):
+                pass
+        return line
+
+    async def reader() -> None:
+        async with read_writer:
+            while True:
+                line = await anyio.to_thread.run_sync(read_frame, abandon_on_cancel=True)
+                if not line:
+                    return
+                if not line.strip():
+                    continue
+                checked: Any = None
+                try:
+                    checked = check_frame(line.rstrip(b"\r\n"))
+                    message = types.jsonrpc_message_adapter.validate_python(checked, by_name=False)
+                except FrameError as exc:
+                    await write_line(_dump(exc.reply()))
+                    continue
+                except Exception as exc:
+                    rid = _usable_id(checked.get("id")) if isinstance(checked, dict) else None
+                    text = str(exc).splitlines()[0][:300]
+                    error = FrameError(INVALID_REQUEST, f"Invalid request: {text}", rid)
+                    await write_line(_dump(error.reply()))
+                    continue
+                await read_writer.send(SessionMessage(message))
+
+    async def writer() -> None:
+        async with write_reader:
+            async for session_message in write_reader:
+                msg = session_message.message
+                try:
+                    data = (msg.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode("utf-8")
+                except Exception as exc:  # a reply that cannot be encoded must still answer its request
+                    log.warning("could not encode a reply: %s", exc)
+                    rid = _usable_id(getattr(msg, "id", None))
+                    if rid is None:
+                        continue
+                    data = _dump(FrameError(INTERNAL_ERROR, "the reply could not be encoded", rid).reply())
+                await write_line(data)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        await lowlevel_server.run(read_stream, write_stream, lowlevel_server.create_initialization_options())
+        tg.cancel_scope.cancel()
+
+
+def guard_http(app: Any) -> Any:
+    """ASGI wrapper: a POST body that fails :func:`check_frame` gets a JSON-RPC error (HTTP 400) and never
+    reaches the SDK."""
+
+    async def guarded(scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") != "POST":
+            await app(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            event = await receive()
+            if event["type"] == "http.disconnect":
+                return
+            body = event.get("body", b"")
+            size += len(body)
+            if size > MAX_FRAME_BYTES:
+                too_big = FrameError(INVALID_REQUEST, f"body larger than {MAX_FRAME_BYTES} bytes")
+                await _http_error(send, too_big)
+                return
+            chunks.append(body)
+            more = event.get("more_body", False)
+        raw = b"".join(chunks)
+        try:
+            check_frame(raw)
+        except FrameError as exc:
+            await _http_error(send, exc)
+            return
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return await receive()
+
+        await app(scope, replay, send)
+
+    return guarded
+
+
+async def _http_error(send, exc: FrameError) -> None:
+    body = _dump(exc.reply())
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 400,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
