@@ -74,7 +74,9 @@ def load_declaration(path: Path, task: Task) -> list[dict[str, Any]]:
     if not isinstance(data, dict) or not isinstance(data.get("proxies"), list):
         raise AnalysisError("baselines_invalid", f"{path}: expected an object with a 'proxies' list")
     if data.get("schema", SCHEMA) != SCHEMA:
-        raise AnalysisError("baselines_invalid", f"{path}: schema {data.get('schema')!r}, expected {SCHEMA!r}")
+        raise AnalysisError(
+            "baselines_invalid", f"{path}: schema {data.get('schema')!r}, expected {SCHEMA!r}"
+        )
     if data.get("task_id") not in (None, task.task_id):
         raise AnalysisError(
             "baselines_invalid",
@@ -122,7 +124,9 @@ def fill_template(template: Any, row: dict[str, Any]) -> Any:
         whole = _PLACEHOLDER.fullmatch(template)
         if whole:
             return row.get(whole.group(1))
-        return _PLACEHOLDER.sub(lambda m: "" if row.get(m.group(1)) is None else str(row[m.group(1)]), template)
+        return _PLACEHOLDER.sub(
+            lambda m: "" if row.get(m.group(1)) is None else str(row[m.group(1)]), template
+        )
     return template
 
 
@@ -244,7 +248,9 @@ def run_proxies(
         try:
             value = pick(structured, proxy["value"])
         except KeyError as exc:
-            errors[p_index].append(f"{gid}/{eid}: no {proxy['value']!r} in the result (missing {exc.args[0]!r})")
+            errors[p_index].append(
+                f"{gid}/{eid}: no {proxy['value']!r} in the result (missing {exc.args[0]!r})"
+            )
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
             errors[p_index].append(f"{gid}/{eid}: {proxy['value']!r} is {value!r}, not a number")
@@ -267,7 +273,9 @@ def run_proxies(
                 groups.append({"group_id": gid, "rho": None, "used": True})
                 continue
             sign = 1.0 if proxy["direction"] == "ascending" else -1.0
-            order = [e for _, _, e in sorted((sign * got[e], i, e) for i, e in enumerate(group.experiment_ids))]
+            order = [
+                e for _, _, e in sorted((sign * got[e], i, e) for i, e in enumerate(group.experiment_ids))
+            ]
             rho = spearman_of_order(order, answers.group(gid).values)
             total += group.weight * rho
             groups.append({"group_id": gid, "rho": rho, "used": True, "values": got})

@@ -103,27 +103,36 @@ CODE_TOOLS = {
 WRITE_TOOLS = {"write_file", "write", "edit", "multiedit", "apply_patch", "str_replace_based_edit_tool"}
 
 _DOMAIN_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
-    ("quantum", re.compile(r"\b(xtb|tblite|pyscf|gpu4pyscf|psi4|orca|gaussian|dftd[34]|semiempirical)\b", re.I)),
+    (
+        "quantum",
+        re.compile(
+            r"\b(xtb|tblite|pyscf|gpu4pyscf|psi4|orca|gaussian|dftd[34]|semiempirical)\b", re.IGNORECASE
+        ),
+    ),
     ("md", re.compile(r"\b(openmm|gromacs|gmx|lammps|mdtraj|MDAnalysis|openff|ase\.md)\b")),
-    ("protein", re.compile(r"\b(Bio\.|biopython|esm|esmfold|anarci|pdbfixer|prody)\b", re.I)),
-    ("chem", re.compile(r"\b(rdkit|openbabel|pybel|mordred|datamol|Chem\.MolFromSmiles)\b", re.I)),
+    ("protein", re.compile(r"\b(Bio\.|biopython|esm|esmfold|anarci|pdbfixer|prody)\b", re.IGNORECASE)),
+    ("chem", re.compile(r"\b(rdkit|openbabel|pybel|mordred|datamol|Chem\.MolFromSmiles)\b", re.IGNORECASE)),
     ("ml", re.compile(r"\b(sklearn|scikit-learn|xgboost|lightgbm|torch|tensorflow|jax)\b")),
 ]
-_DATABASE_URL = re.compile(r"(pubchem\.ncbi|rest\.uniprot|rcsb\.org|ebi\.ac\.uk/chembl|eutils\.ncbi)", re.I)
-_LITERATURE_CODE = re.compile(r"(curl|wget|requests\.get|urllib|httpx)\b.*https?://", re.I)
+_DATABASE_URL = re.compile(
+    r"(pubchem\.ncbi|rest\.uniprot|rcsb\.org|ebi\.ac\.uk/chembl|eutils\.ncbi)", re.IGNORECASE
+)
+_LITERATURE_CODE = re.compile(r"(curl|wget|requests\.get|urllib|httpx)\b.*https?://", re.IGNORECASE)
 _SUBMISSION_FILE = re.compile(r"(rankings\.json|report\.md)")
 _SUBMISSION_WRITE = re.compile(
     r"(>\s*\S*rankings\.json|rankings\.json['\"]?\s*,\s*['\"]w|open\([^)]*rankings\.json[^)]*['\"]w"
     r"|json\.dump\(|write_text\([^)]*\)|cp\s+\S+\s+\S*rankings\.json|tee\s+\S*rankings\.json)",
-    re.I,
+    re.IGNORECASE,
 )
 _READ_COMMAND = re.compile(r"^\s*(cat|head|tail|less|ls|find|wc|grep|sed -n|column|csvlook)\b")
-_GPU_PROBE = re.compile(r"(nvidia-smi|cuda\.is_available|cuda\.device_count|torch\.cuda\.get_device)", re.I)
+_GPU_PROBE = re.compile(
+    r"(nvidia-smi|cuda\.is_available|cuda\.device_count|torch\.cuda\.get_device)", re.IGNORECASE
+)
 _GPU_USE = re.compile(
     r"(\.cuda\(\)|\.to\(['\"]cuda|device\s*=\s*['\"]cuda|gpu4pyscf|getPlatformByName\(['\"]CUDA|cupy\.)",
-    re.I,
+    re.IGNORECASE,
 )
-_GPU_DEVICE = re.compile(r"\"device\"\s*:\s*\"(cuda|gpu)", re.I)
+_GPU_DEVICE = re.compile(r"\"device\"\s*:\s*\"(cuda|gpu)", re.IGNORECASE)
 
 
 def code_text(arguments: Any) -> str:

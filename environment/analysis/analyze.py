@@ -497,7 +497,11 @@ def plot_drafts(runs: list[RunAnalysis], path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4.2))
     configs = sorted({r.configuration for r in runs})
     for i, config in enumerate(configs):
-        points = [r.trajectory.t_norm(r.first_draft.call) * 100 for r in runs if r.configuration == config and r.first_draft]
+        points = [
+            r.trajectory.t_norm(r.first_draft.call) * 100
+            for r in runs
+            if r.configuration == config and r.first_draft
+        ]
         jitter = np.linspace(-0.15, 0.15, len(points)) if len(points) > 1 else np.zeros(len(points))
         left.scatter(points, i + jitter, s=18)
         if points:
@@ -552,15 +556,19 @@ def summary_markdown(
     lines = [
         "# Analysis of runs",
         "",
-        f"{len(runs)} runs of {len({r.task.task_id for r in runs})} tasks by "
-        f"{len({r.configuration for r in runs})} configurations, under `{runs_dir.name}`; "
-        f"{sum(len(r.labels) for r in runs)} tool calls. Each figure and table is explained in "
-        "`docs/analysis.md` of spu-scaffold.",
+        (
+            f"{len(runs)} runs of {len({r.task.task_id for r in runs})} tasks by "
+            f"{len({r.configuration for r in runs})} configurations, under `{runs_dir.name}`; "
+            f"{sum(len(r.labels) for r in runs)} tool calls. Each figure and table is explained in "
+            "`docs/analysis.md` of spu-scaffold."
+        ),
         "",
         "## Per configuration",
         "",
-        "| configuration | runs | mean score | median first draft (% of run) | runs with a draft | "
-        "mean revisions | runs following a field | tool errors | runs using the GPU |",
+        (
+            "| configuration | runs | mean score | median first draft (% of run) | runs with a draft | "
+            "mean revisions | runs following a field | tool errors | runs using the GPU |"
+        ),
         "|---|---|---|---|---|---|---|---|---|",
     ]
     by_config: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -614,7 +622,9 @@ def summary_markdown(
         )
         scores = _mean([r["final_score"] for r in rows])
         if scores is not None:
-            lines.append(f"For comparison, the mean score (agreement with the measured order) is {scores:.3f}.")
+            lines.append(
+                f"For comparison, the mean score (agreement with the measured order) is {scores:.3f}."
+            )
     else:
         lines.append("Fewer than two runs with a valid ranking on any task.")
     lines += ["", "## Consensus", ""]

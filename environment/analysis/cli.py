@@ -70,7 +70,9 @@ def baselines_cmd(
     task_dir: Annotated[Path, typer.Argument(help="A task directory, or a directory of tasks.")],
     answers: Annotated[
         Path | None,
-        typer.Option("--answers", help="answers.json (default: beside the task dir); a directory for several."),
+        typer.Option(
+            "--answers", help="answers.json (default: beside the task dir); a directory for several."
+        ),
     ] = None,
     proxies: Annotated[
         Path | None,
@@ -80,7 +82,9 @@ def baselines_cmd(
     server_command: Annotated[
         str | None, typer.Option("--server-command", help="Command that starts the MCP server over stdio.")
     ] = None,
-    draws: Annotated[int, typer.Option("--draws", min=1, help="Random submissions for the threshold.")] = 4000,
+    draws: Annotated[
+        int, typer.Option("--draws", min=1, help="Random submissions for the threshold.")
+    ] = 4000,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random submissions.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")] = False,
 ) -> None:

@@ -25,7 +25,6 @@ from typing import Any
 from environment.analysis.errors import AnalysisError
 
 
-
 @dataclass
 class ToolCall:
     """One tool call and its result."""
@@ -135,6 +134,8 @@ def read_jsonl(path: str | Path) -> Trajectory:
             "Is this a reference-agent trajectory.jsonl?",
         )
     start = records[0][1]
+    # the clock starts before the tool server is up; the run starts with its first record
+    origin = _number(start.get("elapsed_s")) or 0.0
     step = 0
     step_of_call: dict[str, int] = {}
     calls: list[ToolCall] = []
@@ -143,6 +144,7 @@ def read_jsonl(path: str | Path) -> Trajectory:
     for number, rec in records:
         elapsed = _number(rec.get("elapsed_s"))
         if elapsed is not None:
+            elapsed = max(elapsed - origin, 0.0)
             last_elapsed = max(last_elapsed, elapsed)
         kind = rec["type"]
         if kind == "model_turn":
@@ -175,6 +177,8 @@ def read_jsonl(path: str | Path) -> Trajectory:
         elif kind == "run_end":
             end = rec
     duration = _number(end.get("elapsed_s")) if end else None
+    if duration is not None:
+        duration = max(duration - origin, 0.0)
     return Trajectory(
         path=path,
         format="jsonl",
@@ -228,7 +232,9 @@ def read_atif(path: str | Path) -> Trajectory:
         where = f"{path}: steps[{i}]"
         if not isinstance(raw_step, dict) or not isinstance(raw_step.get("source"), str):
             raise AnalysisError(
-                "trajectory_malformed", f"{where} is not a step object with a 'source'", "Check the ATIF export."
+                "trajectory_malformed",
+                f"{where} is not a step object with a 'source'",
+                "Check the ATIF export.",
             )
         stamp = _timestamp(raw_step.get("timestamp"))
         if stamp is not None and t0 is None:
@@ -260,7 +266,9 @@ def read_atif(path: str | Path) -> Trajectory:
         results = observation.get("results") if isinstance(observation, dict) else None
         for k, result in enumerate(results or []):
             if not isinstance(result, dict):
-                raise AnalysisError("trajectory_malformed", f"{where}.observation.results[{k}] is not an object")
+                raise AnalysisError(
+                    "trajectory_malformed", f"{where}.observation.results[{k}] is not an object"
+                )
             target = by_id.get(str(result.get("source_call_id")))
             if target is None:
                 continue
@@ -318,7 +326,7 @@ def _timestamp(value: Any) -> float | None:
     if not isinstance(value, str) or not value:
         return None
     try:
-        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = dt.datetime.fromisoformat(value)
     except ValueError:
         return None
     if parsed.tzinfo is None:

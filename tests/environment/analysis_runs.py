@@ -71,7 +71,12 @@ def write_jsonl_run(
 def atif_trajectory(task_id: str | None, calls: list[Call], *, agent: str = "claude-code") -> dict[str, Any]:
     """An ATIF-v1.6 trajectory: a user step, then one agent step per call, a minute apart."""
     steps: list[dict[str, Any]] = [
-        {"step_id": 1, "timestamp": "2026-01-01T00:00:00Z", "source": "user", "message": "Rank the experiments."}
+        {
+            "step_id": 1,
+            "timestamp": "2026-01-01T00:00:00Z",
+            "source": "user",
+            "message": "Rank the experiments.",
+        }
     ]
     for i, call in enumerate(calls, start=1):
         name, args = call[0], call[1]
