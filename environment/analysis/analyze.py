@@ -124,6 +124,13 @@ def _harbor_result(run_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
+def _harbor_reward(run_dir: Path) -> float | None:
+    """The verifier's reward of a Harbor trial (the SPU score), for runs analysed without answers."""
+    data = _read_json_quiet(run_dir / "verifier" / "reward.json")
+    reward = data.get("reward") if isinstance(data, dict) else None
+    return float(reward) if isinstance(reward, int | float) and not isinstance(reward, bool) else None
+
+
 def _configuration(run_dir: Path, runs_dir: Path, traj: Trajectory) -> str:
     parts = run_dir.relative_to(runs_dir).parts
     if len(parts) >= 2:
@@ -196,6 +203,8 @@ def analyze_run(
     elif ans is not None:
         final_source = "none"
         final_score = -1.0  # the grader's score for a missing file
+    if final_score is None:
+        final_score = _harbor_reward(run_dir)
     labels = []
     for call in traj.calls:
         category, domain = classify(call)

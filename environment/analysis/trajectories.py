@@ -71,12 +71,11 @@ class Trajectory:
 
 
 def normalise_tool_name(name: str) -> str:
-    """``mcp__spu__chem_parse`` -> ``chem_parse``; other names unchanged."""
+    """``mcp__spu__chem_parse`` -> ``chem_parse``: the part after the last ``__``; other names unchanged."""
     name = name or ""
-    if name.startswith("mcp__"):
-        parts = name.split("__", 2)
-        if len(parts) == 3 and parts[2]:
-            return parts[2]
+    if "__" in name:  # mcp__spu__chem_parse (Claude Code, Codex), spu__chem_parse
+        tail = name.rsplit("__", 1)[1]
+        return tail or name
     return name
 
 
@@ -241,8 +240,8 @@ def read_atif(path: str | Path) -> Trajectory:
             t0 = stamp
         rel = stamp - t0 if (stamp is not None and t0 is not None) else None
         times.append(rel)
-        if raw_step["source"] != "agent":
-            continue
+        if raw_step["source"] != "agent" or raw_step.get("is_copied_context") is True:
+            continue  # copied context repeats earlier steps after a compaction
         step += 1
         tool_calls = raw_step.get("tool_calls") or []
         if not isinstance(tool_calls, list):
@@ -274,7 +273,9 @@ def read_atif(path: str | Path) -> Trajectory:
                 continue
             target.content = _text(result.get("content"))
             res_extra = result.get("extra") if isinstance(result.get("extra"), dict) else {}
-            target.is_error = bool(res_extra.get("is_error")) or _looks_like_error(target.content)
+            target.is_error = any(
+                res_extra.get(k) is True for k in ("is_error", "tool_result_is_error")
+            ) or _looks_like_error(target.content)
             wall = _number(res_extra.get("wall_s"))
             if wall is not None:
                 target.wall_s = wall
