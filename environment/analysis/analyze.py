@@ -317,7 +317,7 @@ def _fmt(value: Any) -> Any:
     if value is None:
         return ""
     if isinstance(value, float):
-        return "" if math.isnan(value) else f"{value:.6g}"
+        return "" if math.isnan(value) else f"{value:.10g}"
     if isinstance(value, bool):
         return "1" if value else "0"
     return value
