@@ -135,6 +135,20 @@ _GPU_USE = re.compile(
 _GPU_DEVICE = re.compile(r"\"device\"\s*:\s*\"(cuda|gpu)", re.IGNORECASE)
 
 
+_MONTE_CARLO = re.compile(
+    r"(np\.random|numpy\.random|default_rng|random\.(gauss|uniform|random|choice|shuffle)|monte.?carlo|bootstrap)",
+    re.IGNORECASE,
+)
+
+
+def method_families(call: ToolCall, category: str, domain: str) -> set[str]:
+    """Method families a call used: its computation domain, and ``monte_carlo`` for code that samples."""
+    families = {domain} if domain else set()
+    if call.name.lower() in CODE_TOOLS | WRITE_TOOLS and _MONTE_CARLO.search(code_text(call.arguments)):
+        families.add("monte_carlo")
+    return families
+
+
 def code_text(arguments: Any) -> str:
     """The code or command a call ran, as one string (arguments flattened)."""
     if isinstance(arguments, str):

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from environment.analysis.activities import CATEGORIES, classify, gpu_use
+from environment.analysis.activities import CATEGORIES, classify, gpu_use, method_families
 from environment.analysis.drafts import Draft, find_drafts, flipped_pairs
 from environment.analysis.errors import AnalysisError
 from environment.analysis.monotone import monotone_fields
@@ -69,6 +69,13 @@ class RunAnalysis:
     @property
     def first_draft(self) -> Draft | None:
         return next((d for d in self.drafts if d.differs_from_presented), None)
+
+    @property
+    def methods(self) -> list[str]:
+        found: set[str] = set()
+        for call, category, domain, _ in self.labels:
+            found |= method_families(call, category, domain)
+        return sorted(found)
 
     @property
     def n_revisions(self) -> int:
@@ -358,6 +365,7 @@ RUN_COLUMNS = [
     "gpu_calls",
     "monotone_direction",
     "gpu_probes",
+    "methods",
     "n_drafts",
     "n_steps",
     "n_tool_calls",
@@ -441,6 +449,7 @@ def run_rows(runs: list[RunAnalysis]) -> list[dict[str, Any]]:
                 "tool_errors": sum(1 for call, *_ in r.labels if call.is_error),
                 "gpu_calls": gpu.count("use"),
                 "gpu_probes": gpu.count("probe"),
+                "methods": ";".join(r.methods),
                 "n_drafts": len(r.drafts),
                 "n_steps": r.trajectory.n_steps,
                 "n_tool_calls": len(r.labels),
@@ -554,6 +563,34 @@ def _cell(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
+def method_family_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Per method family: runs that used it, and their task-adjusted score against the other runs'."""
+    scored = [r for r in rows if r["final_score"] is not None]
+    by_task: dict[str, list[float]] = defaultdict(list)
+    for r in scored:
+        by_task[r["task"]].append(r["final_score"])
+    families = sorted({m for r in rows for m in r["methods"].split(";") if m})
+    if not families:
+        return ["No run used a method family (domain tools or libraries, Monte Carlo sampling)."]
+    lines = [
+        (
+            "Task-adjusted score: a run's score minus the mean score of all runs on its task. "
+            "Observational: runs choose their methods."
+        ),
+        "",
+        "| family | runs using it | adjusted score, users | adjusted score, others | difference |",
+        "|---|---|---|---|---|",
+    ]
+    for family in families:
+        users = [r for r in rows if family in r["methods"].split(";")]
+        adj_users = [r["final_score"] - float(np.mean(by_task[r["task"]])) for r in scored if r in users]
+        adj_others = [r["final_score"] - float(np.mean(by_task[r["task"]])) for r in scored if r not in users]
+        a, b = _mean(adj_users), _mean(adj_others)
+        diff = a - b if a is not None and b is not None else None
+        lines.append(f"| {family} | {len(users)} | {_cell(a)} | {_cell(b)} | {_cell(diff)} |")
+    return lines
+
+
 def summary_markdown(
     runs: list[RunAnalysis],
     rows: list[dict[str, Any]],
@@ -609,6 +646,8 @@ def summary_markdown(
         "|---|---|---|",
     ]
     lines += [f"| {c} | {counts[c]} | {counts[c] / total_calls:.1%} |" for c in CATEGORIES if counts[c]]
+    lines += ["", "## Method families and score", ""]
+    lines += method_family_lines(rows)
     flagged = [r for r in rows if r["monotone_field"]]
     lines += ["", "## The monotone prior", ""]
     if flagged:
