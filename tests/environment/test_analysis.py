@@ -350,3 +350,22 @@ def test_skip_invalid_lists_the_bad_run_and_goes_on(temp_task, tmp_path):
     result = analyze(tmp_path / "runs", tmp_path / "out", tasks, answers, skip_invalid=True)
     assert result["runs"] == 1 and "trajectory_truncated" in result["skipped"][0]
     assert "## Skipped runs" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_method_families_name_domains_and_monte_carlo():
+    from environment.analysis.activities import method_families
+
+    sampling = ToolCall(1, 1, "python", {"code": "rng = np.random.default_rng(0)\nw = rng.normal(size=100)"})
+    rdkit = ToolCall(2, 1, "python", {"code": "from rdkit import Chem"})
+    assert method_families(sampling, *classify(sampling)) == {"monte_carlo"}
+    assert method_families(rdkit, *classify(rdkit)) == {"chem"}
+    assert method_families(ToolCall(3, 1, "web_search", {"query": "monte carlo"}), "literature", "") == set()
+
+
+def test_the_analysis_imports_neither_the_server_nor_the_agent():
+    code = (
+        "import sys, environment.analysis.cli, environment.analysis.analyze, environment.baselines; "
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'scaffold', 'tools_server'}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert done.stdout.strip() == "[]"
