@@ -97,6 +97,10 @@ def baselines_cmd(
         pairs = _task_pairs(task_dir, answers)
     except TaskError as exc:
         raise _fail(exc, EXIT_USAGE) from None
+    if proxies is not None and not proxies.is_file():
+        raise _fail(ValueError(f"--proxies {proxies} does not exist"), EXIT_USAGE)
+    if proxies is not None and len(pairs) > 1:
+        raise _fail(ValueError("--proxies names one declaration: give one task directory"), EXIT_USAGE)
     command = shlex.split(server_command) if server_command else None
     results = []
     for one_task, answers_path in pairs:
@@ -106,7 +110,7 @@ def baselines_cmd(
             check_answers(task, loaded)
         except TaskError as exc:
             raise _fail(exc, EXIT_USAGE) from None
-        declaration = proxies if (proxies and len(pairs) == 1) else answers_path.parent / DECLARATION_FILE
+        declaration = proxies or answers_path.parent / DECLARATION_FILE
         try:
             results.append(
                 baselines(
@@ -177,6 +181,9 @@ def analyze_cmd(
     from environment.report import discover_answers, discover_tasks
     from environment.task import TaskError
 
+    for given, option in ((answers_dir, "--answers-dir"), (tasks, "--tasks")):
+        if given is not None and not given.exists():
+            raise _fail(ValueError(f"{option} {given} does not exist"), EXIT_USAGE)
     try:
         loaded_tasks = discover_tasks(tasks)
         loaded_answers = discover_answers(answers_dir) if answers_dir is not None else {}
