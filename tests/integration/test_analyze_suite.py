@@ -200,3 +200,16 @@ def load_max(task_id: str) -> float:
 
     slug = next(s for s in DEMO_TASKS if load_task(demo_task_dir(s)).task_id == task_id)
     return attainable_max(load_task(demo_task_dir(slug)), load_answers(demo_answers_path(slug)))
+
+
+def test_the_jsonl_and_its_atif_export_give_the_same_calls(suite_runs):
+    from environment.analysis.trajectories import read_atif, read_jsonl
+
+    runs = sorted(suite_runs.rglob("trajectory.jsonl"))
+    assert len(runs) == 14
+    for path in runs:
+        jsonl, atif = read_jsonl(path), read_atif(path.with_suffix(".json"))
+        assert [(c.step, c.name, c.is_error) for c in jsonl.calls] == [
+            (c.step, c.name, c.is_error) for c in atif.calls
+        ], path
+        assert (jsonl.task_id, jsonl.model, jsonl.n_steps) == (atif.task_id, atif.model, atif.n_steps)
