@@ -6,7 +6,7 @@ grader's recovery of the five schema departures):
 * ``submit_rankings`` (the reference agent): its ``rankings`` argument, unless the call failed;
 * a file tool writing ``rankings.json`` (``write_file``, Claude Code's ``Write``): the file's content;
 * any other call whose arguments contain the JSON text of a whole submission (a heredoc in a shell
-  command, a literal in Python code).
+  command, a literal in Python code, the added lines of a patch such as Codex's ``apply_patch``).
 
 A draft written by a program that computes the order (the order never appears in the trajectory) is not
 visible; the run's final ``rankings.json`` is still graded. The *first complete draft* is the first draft
@@ -65,7 +65,11 @@ def _candidates(call: ToolCall, task: Task) -> list[Any]:
             if isinstance(value, str) and value is not content:
                 texts.append(value)
     for text in texts:
-        out.extend(_embedded_submissions(text[:_MAX_TEXT]))
+        text = text[:_MAX_TEXT]
+        if "\n+" in text:  # a patch (Codex apply_patch, a diff): the added lines
+            added = "\n".join(line[1:] for line in text.splitlines() if line.startswith("+"))
+            out.extend(_embedded_submissions(added))
+        out.extend(_embedded_submissions(text))
     return out
 
 

@@ -369,3 +369,32 @@ def test_the_analysis_imports_neither_the_server_nor_the_agent():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_drafts_written_by_a_shell_heredoc_or_a_patch_are_found(temp_task):
+    from environment.analysis.drafts import find_drafts
+    from environment.analysis.trajectories import Trajectory
+
+    task, *_ = temp_task
+    text = json.dumps(
+        {
+            "task_id": "t-temp",
+            "task_version": "1",
+            "rankings": [{"group_id": g, "order": o} for g, o in MEASURED.items()],
+        },
+        indent=2,
+    )
+    heredoc = f"cat > /app/output/rankings.json <<'EOF'\n{text}\nEOF\necho done"
+    patch = "*** Begin Patch\n*** Add File: rankings.json\n" + "".join(
+        f"+{line}\n" for line in text.splitlines()
+    )
+    broken = heredoc.replace('"b3"', '"zz"')  # an unknown experiment: not a valid draft
+    calls = [
+        ToolCall(1, 1, "Bash", {"command": heredoc}),
+        ToolCall(2, 2, "apply_patch", {"input": patch + "*** End Patch"}),
+        ToolCall(3, 3, "Bash", {"command": broken}),
+    ]
+    trajectory = Trajectory(path=Path("x"), format="atif", n_steps=3, duration_s=None, calls=calls)
+    drafts = find_drafts(trajectory, task)
+    assert [d.call.index for d in drafts] == [1, 2]
+    assert all(d.orders == MEASURED for d in drafts)
