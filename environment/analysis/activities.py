@@ -18,7 +18,8 @@ Categories (stable names, in the order plots stack them):
   ``TodoWrite``);
 * ``other``: anything else.
 
-GPU: a call *used the GPU* when the server's provenance in its result names a CUDA/GPU device, or its code
+GPU: a call *used the GPU* when the server's provenance in its result names a CUDA/GPU device (and the
+result was not served from the cache), or its code
 moves work to CUDA (``.cuda()``, ``device="cuda"``, ``gpu4pyscf``, ``Platform.getPlatformByName("CUDA")``)
 and the call did not fail; a call that only asks about the GPU (``nvidia-smi``, ``system_info``,
 ``torch.cuda.is_available``) is a *probe*.
@@ -132,6 +133,7 @@ _GPU_USE = re.compile(
     r"(\.cuda\(\)|\.to\(['\"]cuda|device\s*=\s*['\"]cuda|gpu4pyscf|getPlatformByName\(['\"]CUDA|cupy\.)",
     re.IGNORECASE,
 )
+_CACHE_HIT = re.compile(r"\"cache\"\s*:\s*\"hit\"")
 _GPU_DEVICE = re.compile(r"\"device\"\s*:\s*\"(cuda|gpu)", re.IGNORECASE)
 
 
@@ -223,7 +225,7 @@ def gpu_use(call: ToolCall) -> str:
     if call.is_error:
         return "probe" if _GPU_PROBE.search(code_text(call.arguments)) else ""
     if _GPU_DEVICE.search(call.content[:20000]):
-        return "use"
+        return "" if _CACHE_HIT.search(call.content[:20000]) else "use"
     if call.name.lower() in CODE_TOOLS or call.name.lower() in WRITE_TOOLS:
         text = code_text(call.arguments)
         if _GPU_USE.search(text):

@@ -135,7 +135,15 @@ def test_gpu_use_is_read_from_provenance_or_code_and_probes_are_apart():
     code = ToolCall(3, 1, "python", {"code": "import torch\nx = x.to('cuda')"})
     probe = ToolCall(4, 1, "bash", {"command": "nvidia-smi"})
     failed = ToolCall(5, 1, "python", {"code": "x.cuda()"}, is_error=True)
-    assert [gpu_use(c) for c in (served, cpu, code, probe, failed)] == ["use", "", "use", "probe", ""]
+    cached = ToolCall(6, 1, "dft_run", {}, content='{"provenance": {"device": "cuda:0", "cache": "hit"}}')
+    assert [gpu_use(c) for c in (served, cpu, code, probe, failed, cached)] == [
+        "use",
+        "",
+        "use",
+        "probe",
+        "",
+        "",
+    ]
 
 
 # -- reading trajectories: clear errors -----------------------------------------------------------------
