@@ -225,7 +225,7 @@ def run_proxies(
         outcomes = asyncio.run(_call_all(command, work, calls))
     except AnalysisError:
         raise
-    except Exception as exc:  # noqa: BLE001 - any failure to start or reach the server is one clear error
+    except Exception as exc:  # any failure to start or reach the server is one clear error
         detail = exc
         while isinstance(detail, BaseExceptionGroup) and detail.exceptions:
             detail = detail.exceptions[0]

@@ -31,6 +31,7 @@ from environment.analysis.monotone import monotone_fields
 from environment.analysis.trajectories import ToolCall, Trajectory, read_trajectory
 from environment.consensus import consensus
 from environment.grading import grade
+from environment.jsonfiles import atomic_write_text
 from environment.rank_agreement import spearman_of_order, spearman_of_values
 from environment.submission import validate_submission
 from environment.task import Answers, Task
@@ -557,7 +558,7 @@ def _median(values: list[float]) -> float | None:
 
 def _cell(value: Any, digits: int = 3) -> str:
     if value is None:
-        return "–"
+        return "-"
     if isinstance(value, float):
         return f"{value:.{digits}f}"
     return str(value)
@@ -666,7 +667,8 @@ def summary_markdown(
         lines.append(
             f"Mean pairwise Spearman of submitted orders over {len(all_rows)} groups: "
             f"{_cell(_mean([a['mean_spearman'] for a in all_rows]))} (within a configuration "
-            f"{_cell(_mean(within))}, between configurations {_cell(_mean(between))}); table: `agreement.csv`."
+            f"{_cell(_mean(within))}, between configurations {_cell(_mean(between))}); "
+            "table: `agreement.csv`."
         )
         scores = _mean([r["final_score"] for r in rows])
         if scores is not None:
@@ -730,8 +732,8 @@ def analyze(
     _write_csv(out / "runs.csv", RUN_COLUMNS, rows)
     _write_csv(out / "agreement.csv", AGREEMENT_COLUMNS, agreement)
     _write_csv(out / "consensus.csv", CONSENSUS_COLUMNS, consensus_table)
-    (out / "summary.md").write_text(
-        summary_markdown(runs, rows, agreement, consensus_table, skipped, runs_dir), encoding="utf-8"
+    atomic_write_text(
+        out / "summary.md", summary_markdown(runs, rows, agreement, consensus_table, skipped, runs_dir)
     )
     plot_activities(runs, out / "activities.png")
     plot_drafts(runs, out / "drafts.png")

@@ -201,7 +201,7 @@ def analyze_cmd(
         score = row["final_score"]
         typer.echo(
             f"  {row['run']}: {row['task']} [{row['config']}] score "
-            + ("–" if score is None else f"{score:+.3f}")
+            + ("-" if score is None else f"{score:+.3f}")
             + f", {row['n_drafts']} drafts, {row['n_revisions']} revisions"
             + (f", follows {row['monotone_field']}" if row["monotone_field"] else "")
         )

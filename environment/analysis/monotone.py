@@ -88,7 +88,7 @@ def monotone_fields(task: Task, orders: dict[str, list[str]]) -> list[tuple[str,
 
 
 def field_order(task: Task, group_id: str, field: str, direction: str) -> list[str]:
-    """The group's experiments sorted by the field (ties and missing values in presented order, missing last)."""
+    """The group's experiments sorted by the field (ties in presented order, missing values last)."""
     values = field_values(task, group_id, field)
     ids = task.group(group_id).experiment_ids
     sign = 1.0 if direction == "ascending" else -1.0

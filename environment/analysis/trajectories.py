@@ -1,4 +1,4 @@
-"""Trajectories as a list of tool calls: the reference agent's ``trajectory.jsonl`` and ATIF ``trajectory.json``.
+"""Trajectories as lists of tool calls: the reference agent's ``trajectory.jsonl``, ATIF ``trajectory.json``.
 
 Both readers return a :class:`Trajectory`: the tool calls in the order they were made, each with the model
 step it belongs to (1 = the first model turn), its start time in seconds since the run began (when the

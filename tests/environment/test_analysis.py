@@ -199,7 +199,7 @@ def test_the_cli_exits_1_naming_the_file_and_line(temp_task, tmp_path):
         [
             sys.executable,
             "-m",
-            "scaffold.cli",
+            "spu",
             "analyze",
             str(runs),
             "--out",
@@ -237,7 +237,10 @@ def test_drafts_revisions_and_score_changes(temp_task, tmp_path):
     tasks, answers = _tasks(temp_task)
     presented = {"a": ["a1", "a2", "a3", "a4", "a5"], "b": ["b1", "b2", "b3", "b4"]}
     draft2 = {"a": ["a2", "a4", "a1", "a3", "a5"], "b": MEASURED["b"]}  # a3/a5 swapped
-    rankings = lambda orders: {"rankings": [{"group_id": g, "order": o} for g, o in orders.items()]}
+
+    def rankings(orders):
+        return {"rankings": [{"group_id": g, "order": o} for g, o in orders.items()]}
+
     calls = [
         ("read_file", {"path": "targets.csv"}),
         ("submit_rankings", rankings(presented)),  # the presented order: a draft, but not a first draft

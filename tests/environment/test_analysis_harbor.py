@@ -26,18 +26,21 @@ import json, sys
 from harbor.models.trajectories import Agent, Observation, ObservationResult, Step, ToolCall, Trajectory
 from harbor.models.trajectories.content import ContentPart
 
+def call(call_id, name, args):
+    return [ToolCall(tool_call_id=call_id, function_name=name, arguments=args)]
+
+parts = [ContentPart(type="text", text="result one"), ContentPart(type="text", text="two")]
+failed = ObservationResult(source_call_id="b", content="No such file", extra={"tool_result_is_error": True})
 steps = [
     Step(step_id=1, timestamp="2026-01-01T00:00:00Z", source="user", message="Rank the experiments."),
-    Step(step_id=2, timestamp="2026-01-01T00:00:00Z", source="agent", message="(copied)", is_copied_context=True,
-         tool_calls=[ToolCall(tool_call_id="old", function_name="Bash", arguments={"command": "ls"})]),
+    Step(step_id=2, timestamp="2026-01-01T00:00:00Z", source="agent", message="(copied)",
+         is_copied_context=True, tool_calls=call("old", "Bash", {"command": "ls"})),
     Step(step_id=3, timestamp="2026-01-01T00:01:00Z", source="agent", message="",
-         tool_calls=[ToolCall(tool_call_id="a", function_name="mcp__spu__web_search", arguments={"query": "x"})],
-         observation=Observation(results=[ObservationResult(source_call_id="a",
-             content=[ContentPart(type="text", text="result one"), ContentPart(type="text", text="two")])])),
+         tool_calls=call("a", "mcp__spu__web_search", {"query": "x"}),
+         observation=Observation(results=[ObservationResult(source_call_id="a", content=parts)])),
     Step(step_id=4, timestamp="2026-01-01T00:03:00Z", source="agent", message="",
-         tool_calls=[ToolCall(tool_call_id="b", function_name="Bash", arguments={"command": "python fit.py"})],
-         observation=Observation(results=[ObservationResult(source_call_id="b", content="No such file",
-             extra={"tool_result_is_error": True})])),
+         tool_calls=call("b", "Bash", {"command": "python fit.py"}),
+         observation=Observation(results=[failed])),
     Step(step_id=5, timestamp="2026-01-01T00:04:00Z", source="agent", message="Done."),
 ]
 trajectory = Trajectory(schema_version="ATIF-v1.6", session_id="s", agent=Agent(name="claude-code",

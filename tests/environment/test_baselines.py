@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def spu(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "scaffold.cli", *args],
+        [sys.executable, "-m", "spu", *args],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -21,7 +21,7 @@ from environment.task import load_answers, load_task
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "agent"))
 
-from scripted_model_server import ScriptedModelServer
+from scripted_model_server import ScriptedModelServer  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -94,7 +94,7 @@ def suite_runs(tmp_path_factory) -> Path:
         [
             sys.executable,
             "-m",
-            "scaffold.cli",
+            "spu",
             "agent",
             "demo",
             "--out",
@@ -154,7 +154,7 @@ def test_analyze_a_batch_of_suite_runs(suite_runs, tmp_path):
         [
             sys.executable,
             "-m",
-            "scaffold.cli",
+            "spu",
             "analyze",
             str(suite_runs),
             "--answers-dir",
