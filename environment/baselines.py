@@ -51,6 +51,7 @@ from typing import Any
 from environment.analysis.errors import AnalysisError
 from environment.analysis.monotone import DIRECTIONS, field_baseline, varying_fields
 from environment.chance import chance_threshold
+from environment.jsonfiles import load_json_strict
 from environment.rank_agreement import spearman_of_order
 from environment.task import Answers, Task
 
@@ -64,12 +65,16 @@ CALL_TIMEOUT_S = 600.0
 def load_declaration(path: Path, task: Task) -> list[dict[str, Any]]:
     """The proxies of a ``baselines.json``, checked against the task; errors name the file and the proxy."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = load_json_strict(path)
     except FileNotFoundError:
         raise AnalysisError("baselines_missing", f"{path} does not exist") from None
     except json.JSONDecodeError as exc:
         raise AnalysisError(
             "baselines_invalid", f"{path}:{exc.lineno}: not valid JSON ({exc.msg})", "Fix the JSON syntax."
+        ) from None
+    except (OSError, ValueError) as exc:  # a duplicated key, NaN, not UTF-8
+        raise AnalysisError(
+            "baselines_invalid", f"{path}: {exc}", "Each key once; plain JSON numbers."
         ) from None
     if not isinstance(data, dict) or not isinstance(data.get("proxies"), list):
         raise AnalysisError("baselines_invalid", f"{path}: expected an object with a 'proxies' list")

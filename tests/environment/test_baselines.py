@@ -71,6 +71,9 @@ def test_a_declaration_naming_an_unknown_column_is_refused_with_file_and_proxy(t
     path.write_text('{"proxies": [}')
     with pytest.raises(AnalysisError, match=r"baselines\.json:1: not valid JSON"):
         load_declaration(path, task)
+    path.write_text('{"proxies": [], "proxies": []}')
+    with pytest.raises(AnalysisError, match="appears twice"):
+        load_declaration(path, task)
 
 
 def test_monotone_baselines_of_the_demo_suite_without_proxies():
