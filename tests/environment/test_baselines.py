@@ -180,3 +180,26 @@ def test_a_server_that_cannot_start_is_one_clear_error(spu_env):
     assert "Traceback" not in done.stderr
     missing = spu("baselines", str(demo_task_dir("aromatic-acidity")), "--proxies", "nope.json", env=spu_env)
     assert missing.returncode == 2 and "--proxies nope.json does not exist" in missing.stderr
+
+
+def test_baselines_of_every_suite_task():
+    suite = REPO / "environment" / "tasks"
+    task_dirs = sorted(p.parent for p in suite.rglob("contract.json"))
+    if not task_dirs:
+        pytest.skip("no task suite in this checkout")
+    done = spu("baselines", str(suite), "--no-proxies", "--json", "--draws", "500")
+    assert done.returncode == 0, done.stderr
+    payload = json.loads(done.stdout)
+    results = payload.get("tasks", [payload])
+    assert len(results) == len(task_dirs)
+    for result in results:
+        task_dir = next(d for d in task_dirs if load_task(d).task_id == result["task_id"])
+        task, answers = load_task(task_dir), load_answers(task_dir.parent / "answers.json")
+        expected = chance_threshold(task, answers, draws=500)
+        assert result["chance_threshold"] == pytest.approx(expected["chance_threshold"])
+        assert result["attainable_max"] == pytest.approx(expected["attainable_max"])
+        by_key = {(m["field"], m["direction"]): m["score"] for m in result["monotone"]}
+        for (field, direction), score in by_key.items():
+            other = "descending" if direction == "ascending" else "ascending"
+            assert score == pytest.approx(-by_key[(field, other)])
+            assert field in task.numeric_columns
