@@ -1,0 +1,215 @@
+"""Commands ``spu baselines`` and ``spu analyze`` (docs/analysis.md).
+
+Exit codes: 0 done, 1 an input could not be analysed (the message names the file and line), 2 usage.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+EXIT_INVALID = 1
+EXIT_USAGE = 2
+
+
+def _fail(exc: Exception, code: int = EXIT_INVALID) -> typer.Exit:
+    from environment.analysis.errors import AnalysisError
+
+    if isinstance(exc, AnalysisError):
+        typer.echo(f"error [{exc.code}]: {exc.message}", err=True)
+        if exc.hint:
+            typer.echo(f"  hint: {exc.hint}", err=True)
+    else:
+        typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(code)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _task_pairs(task_dir: Path, answers: Path | None) -> list[tuple[Path, Path]]:
+    """``(task_dir, answers_file)`` for one task directory or every task below a directory."""
+    from environment.task import TaskError, load_answers
+
+    if (task_dir / "contract.json").is_file():
+        path = answers or task_dir.parent / "answers.json"
+        if path.is_dir():
+            path = path / "answers.json"
+        return [(task_dir, path)]
+    dirs = sorted(p.parent for p in task_dir.rglob("contract.json"))
+    if not dirs:
+        raise TaskError(f"{task_dir}: no contract.json in or below it")
+    root = answers or task_dir
+    if root.is_file():
+        raise TaskError("--answers must be a directory when TASK_DIR holds several tasks")
+    by_id = {load_answers(p).task_id: p for p in sorted(root.rglob("answers.json"))}
+    from environment.task import load_task
+
+    pairs = []
+    for d in dirs:
+        task_id = load_task(d).task_id
+        if task_id not in by_id:
+            raise TaskError(f"{d}: no answers.json with task_id {task_id!r} under {root}")
+        pairs.append((d, by_id[task_id]))
+    return pairs
+
+
+def baselines_cmd(
+    task_dir: Annotated[Path, typer.Argument(help="A task directory, or a directory of tasks.")],
+    answers: Annotated[
+        Path | None,
+        typer.Option(
+            "--answers", help="answers.json (default: beside the task dir); a directory for several."
+        ),
+    ] = None,
+    proxies: Annotated[
+        Path | None,
+        typer.Option("--proxies", help="Proxy declaration (default: baselines.json beside the answers)."),
+    ] = None,
+    no_proxies: Annotated[bool, typer.Option("--no-proxies", help="Do not run declared proxies.")] = False,
+    server_command: Annotated[
+        str | None, typer.Option("--server-command", help="Command that starts the MCP server over stdio.")
+    ] = None,
+    draws: Annotated[
+        int, typer.Option("--draws", min=1, help="Random submissions for the threshold.")
+    ] = 4000,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random submissions.")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")] = False,
+) -> None:
+    """Chance, attainable maximum, monotone-prior baselines and declared proxy baselines of each task."""
+    from environment.analysis.errors import AnalysisError
+    from environment.baselines import DECLARATION_FILE, baselines
+    from environment.task import TaskError, check_answers, load_answers, load_task
+
+    try:
+        pairs = _task_pairs(task_dir, answers)
+    except TaskError as exc:
+        raise _fail(exc, EXIT_USAGE) from None
+    if proxies is not None and not proxies.is_file():
+        raise _fail(ValueError(f"--proxies {proxies} does not exist"), EXIT_USAGE)
+    if proxies is not None and len(pairs) > 1:
+        raise _fail(ValueError("--proxies names one declaration: give one task directory"), EXIT_USAGE)
+    command = shlex.split(server_command) if server_command else None
+    results = []
+    for one_task, answers_path in pairs:
+        try:
+            task = load_task(one_task)
+            loaded = load_answers(answers_path)
+            check_answers(task, loaded)
+        except TaskError as exc:
+            raise _fail(exc, EXIT_USAGE) from None
+        declaration = proxies or answers_path.parent / DECLARATION_FILE
+        try:
+            results.append(
+                baselines(
+                    task,
+                    loaded,
+                    declaration=declaration,
+                    run_declared=not no_proxies,
+                    command=command,
+                    draws=draws,
+                    seed=seed,
+                )
+            )
+        except AnalysisError as exc:
+            raise _fail(exc) from None
+    if as_json:
+        payload = results[0] if len(results) == 1 else {"tasks": results}
+        typer.echo(json.dumps(_clean(payload), indent=2, ensure_ascii=False))
+        return
+    for result in results:
+        _print_baselines(result)
+
+
+def _print_baselines(result: dict[str, Any]) -> None:
+    typer.echo(
+        f"{result['task_id']}: chance threshold {result['chance_threshold']:.4f} "
+        f"({result['draws']} draws); attainable max {result['attainable_max']:.4f}; "
+        f"presented order {result['presented_order_score']:+.4f}"
+    )
+    if not result["monotone"]:
+        typer.echo("  monotone prior: no numeric setup field varies within a group")
+    for entry in result["monotone"]:
+        mark = "  ABOVE CHANCE" if entry["above_chance"] else ""
+        typer.echo(
+            f"  monotone {entry['field']} {entry['direction']}: {entry['score']:+.4f} "
+            f"(ties broken by presented order {entry['strict_score']:+.4f}){mark}"
+        )
+    if result["declaration"] is None:
+        typer.echo("  proxies: none declared (baselines.json beside the answers)")
+    for entry in result["proxies"]:
+        score = "failed" if entry["score"] is None else f"{entry['score']:+.4f}"
+        mark = "  ABOVE CHANCE" if entry.get("above_chance") else ""
+        typer.echo(
+            f"  proxy {entry['name']} ({entry['tool']} {entry['value']}, {entry['direction']}): {score}"
+            f"  [{entry['calls']} calls, {entry['cache_hits']} cached]{mark}"
+        )
+        for error in entry["errors"][:5]:
+            typer.echo(f"    error: {error}")
+
+
+def analyze_cmd(
+    runs_dir: Annotated[Path, typer.Argument(help="Directory of runs (reference agent or Harbor jobs).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the tables, plots and summary.")],
+    answers_dir: Annotated[
+        Path | None,
+        typer.Option("--answers-dir", help="answers.json files (searched below; matched by task_id)."),
+    ] = None,
+    tasks: Annotated[
+        Path | None, typer.Option("--tasks", help="Directory searched for task dirs (default: demo tasks).")
+    ] = None,
+    skip_invalid: Annotated[
+        bool, typer.Option("--skip-invalid", help="List unreadable runs in summary.md instead of stopping.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")] = False,
+) -> None:
+    """Activities, drafts and revisions, the monotone prior, agreement, consensus gain, errors and GPU use."""
+    from environment.analysis.analyze import analyze
+    from environment.analysis.errors import AnalysisError
+    from environment.report import discover_answers, discover_tasks
+    from environment.task import TaskError
+
+    for given, option in ((answers_dir, "--answers-dir"), (tasks, "--tasks")):
+        if given is not None and not given.exists():
+            raise _fail(ValueError(f"{option} {given} does not exist"), EXIT_USAGE)
+    try:
+        loaded_tasks = discover_tasks(tasks)
+        loaded_answers = discover_answers(answers_dir) if answers_dir is not None else {}
+    except TaskError as exc:
+        raise _fail(exc, EXIT_USAGE) from None
+    try:
+        summary = analyze(runs_dir, out, loaded_tasks, loaded_answers, skip_invalid=skip_invalid)
+    except AnalysisError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        typer.echo(json.dumps(_clean(summary), indent=2, ensure_ascii=False))
+        return
+    typer.echo(f"{summary['runs']} runs, {summary['tool_calls']} tool calls analysed; outputs in {out}")
+    for row in summary["runs_table"]:
+        score = row["final_score"]
+        typer.echo(
+            f"  {row['run']}: {row['task']} [{row['config']}] score "
+            + ("-" if score is None else f"{score:+.3f}")
+            + f", {row['n_drafts']} drafts, {row['n_revisions']} revisions"
+            + (f", follows {row['monotone_field']}" if row["monotone_field"] else "")
+        )
+    for line in summary["skipped"]:
+        typer.echo(f"  skipped: {line}")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``spu baselines`` and ``spu analyze`` to the root app."""
+    app.command("baselines")(baselines_cmd)
+    app.command("analyze")(analyze_cmd)
