@@ -59,8 +59,8 @@ class SpuServer(MCPServer):
     def __init__(self, dispatcher: Dispatcher | None = None) -> None:
         super().__init__(name="spu", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
         self.dispatcher = dispatcher or Dispatcher()
-        for spec in SERVER_TOOLS:  # the server's own tools, registered explicitly beside the domains'
-            self.dispatcher.registry.add(spec, "core")
+        # the server's own tools, registered explicitly beside the domains'
+        self.dispatcher.add_server_tools(list(SERVER_TOOLS))
 
     async def list_tools(self) -> list[Tool]:
         tools = self.dispatcher.registry.tools
@@ -145,6 +145,8 @@ def run(
     transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765, token: str | None = None
 ) -> None:
     server = SpuServer()
+    server.dispatcher.preload()
+    server.dispatcher.warm_up_later()
     try:
         if transport == "stdio":
             server.run("stdio")

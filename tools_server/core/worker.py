@@ -9,9 +9,11 @@ executor keeps in a log file whose tail explains a crash.
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import json
 import os
 import sys
+import threading
 import traceback
 from typing import Any
 
@@ -25,11 +27,19 @@ def main() -> None:
     faulthandler.enable(file=sys.stderr)
     from tools_server.core.execute import resolve, run_tool
 
+    lock = threading.Lock()
+
     def send(message: dict[str, Any]) -> None:
-        proto.write(json.dumps(message, default=str) + "\n")
-        proto.flush()
+        line = json.dumps(message, default=str) + "\n"
+        with lock:  # the warm-up thread reports too
+            proto.write(line)
+            proto.flush()
 
     send({"type": "ready", "pid": os.getpid()})
+    warm = [m for m in os.environ.get("SPU_WORKER_WARM", "").split(",") if m]
+    if warm:  # after "ready": a job that arrives meanwhile waits only for the modules it imports itself
+        threading.Thread(target=_warm, args=(warm, send), daemon=True, name="spu-warm").start()
+    specs: dict[tuple[str, str], Any] = {}
     for line in sys.stdin:
         job = json.loads(line)
         job_id = job["job_id"]
@@ -39,7 +49,9 @@ def main() -> None:
             send({"type": "progress", "job_id": _job_id, "fraction": fraction, "message": message})
 
         try:
-            spec = resolve(job["tool"], job["module"])
+            spec = specs.get((job["tool"], job["module"]))
+            if spec is None:
+                spec = specs[job["tool"], job["module"]] = resolve(job["tool"], job["module"])
             out = run_tool(
                 spec,
                 job["params"],
@@ -74,6 +86,23 @@ def main() -> None:
                     ).to_dict(),
                 }
             )
+
+
+def _warm(modules: list[str], send: Any) -> None:
+    """Import the engines of the tools routed to this worker, so their first call does not pay for it;
+    reports what it imported and how long each took (a missing engine is skipped)."""
+    import time
+
+    took: dict[str, float | None] = {}
+    for name in modules:
+        start = time.perf_counter()
+        try:
+            importlib.import_module(name)
+            took[name] = round(time.perf_counter() - start, 3)
+        except Exception:  # an engine that is not installed, or fails to import, is the tool's business
+            took[name] = None
+    print(f"--- warm imports: {took}", file=sys.stderr, flush=True)
+    send({"type": "warm", "imported": took})
 
 
 if __name__ == "__main__":

@@ -106,6 +106,7 @@ def _md_analyze_cache_key(args: MdAnalyzeInput) -> dict[str, Any]:
 @tool(
     name="md_run",
     resource="gpu",
+    threads="all",
     read_only=True,
     idempotent=True,
     version="1",

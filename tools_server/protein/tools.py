@@ -183,6 +183,7 @@ class AntibodyNumberInput(BaseModel):
 @tool(
     name="antibody_number",
     resource="cpu",
+    threads="all",
     read_only=True,
     idempotent=True,
     version="2",
@@ -243,6 +244,7 @@ class ProteinEmbedInput(BaseModel):
 @tool(
     name="protein_embed",
     resource="gpu",
+    threads="all",
     read_only=True,
     idempotent=True,
     engines=("fair-esm", "torch"),
@@ -313,6 +315,7 @@ class VariantScoresInput(BaseModel):
 @tool(
     name="protein_variant_scores",
     resource="gpu",
+    threads="all",
     read_only=True,
     idempotent=True,
     engines=("fair-esm", "torch"),
@@ -404,7 +407,14 @@ class ProteinFoldInput(BaseModel):
     )
 
 
-@tool(name="protein_fold", resource="gpu", read_only=True, idempotent=True, engines=("transformers", "torch"))
+@tool(
+    name="protein_fold",
+    resource="gpu",
+    threads="all",
+    read_only=True,
+    idempotent=True,
+    engines=("transformers", "torch"),
+)
 def protein_fold(args: ProteinFoldInput, ctx: ToolContext) -> dict:
     """Predict a structure with ESMFold (transformers implementation).
 

@@ -113,6 +113,7 @@ def _check_engine(engine: str) -> None:
 @tool(
     name="xtb_run",
     resource="cpu",
+    threads=lambda args: "single" if len(args.molecules) == 1 else "all",
     read_only=True,
     idempotent=True,
     engines=("tblite", "xtb"),
@@ -233,6 +234,7 @@ def _conformer_key(args: XtbConformerInput) -> dict[str, Any]:
 @tool(
     name="xtb_conformers",
     resource="cpu",
+    threads="all",
     read_only=True,
     idempotent=True,
     engines=("tblite", "xtb", "rdkit"),
@@ -354,6 +356,7 @@ def _dft_key(args: DftInput) -> dict[str, Any]:
 @tool(
     name="dft_run",
     resource="gpu",
+    threads="all",
     read_only=True,
     idempotent=True,
     engines=("pyscf", "gpu4pyscf", "geometric", "pyscf-dispersion"),
