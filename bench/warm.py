@@ -77,9 +77,8 @@ def main() -> None:
             report = imported or report
             for name, t in times.items():
                 rows[label].setdefault(name, []).append(t)
-    print(
-        f"{'first call':12s} {'cold min':>9s} {'cold med':>9s} {'warm min':>9s} {'warm med':>9s} {'warm/cold':>9s}"
-    )
+    heads = ("cold min", "cold med", "warm min", "warm med", "warm/cold")
+    print(f"{'first call':12s} " + " ".join(f"{h:>9s}" for h in heads))
     for name, _ in CALLS:
         cold, warm = rows["cold"][name], rows["warm"][name]
         print(
