@@ -374,9 +374,6 @@ def _write_rows(path, rows: list[dict]) -> None:
 
 
 def _version(dist: str) -> str | None:
-    from importlib import metadata
+    from tools_server.core.domain import distribution_version
 
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+    return distribution_version(dist)

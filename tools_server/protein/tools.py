@@ -22,12 +22,9 @@ MAX_ALIGN_LENGTH = 10_000
 
 
 def _version(dist: str) -> str | None:
-    from importlib import metadata
+    from tools_server.core.domain import distribution_version
 
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+    return distribution_version(dist)
 
 
 # --- properties ---------------------------------------------------------------------------------------

@@ -174,12 +174,9 @@ class SinglePoint:
 
 
 def engine_version(engine: str) -> str | None:
-    from importlib import metadata
+    from tools_server.core.domain import distribution_version
 
-    try:
-        return metadata.version("tblite" if engine == "tblite" else "xtb")
-    except metadata.PackageNotFoundError:
-        return None
+    return distribution_version("tblite" if engine == "tblite" else "xtb")
 
 
 def _k_hartree() -> float:
