@@ -37,12 +37,18 @@ def main() -> None:
 
     send({"type": "ready", "pid": os.getpid()})
     warm = [m for m in os.environ.get("SPU_WORKER_WARM", "").split(",") if m]
-    if warm:  # after "ready": a job that arrives meanwhile waits only for the modules it imports itself
-        threading.Thread(target=_warm, args=(warm, send), daemon=True, name="spu-warm").start()
+    idle = threading.Event()  # set while no job runs
+    idle.set()
+    jobs_seen = [0]
+    if warm:  # after "ready", and only while no job runs: warming must not slow a job down
+        warmer = threading.Thread(target=_warm, args=(warm, send, idle, jobs_seen), daemon=True)
+        warmer.start()
     specs: dict[tuple[str, str], Any] = {}
     for line in sys.stdin:
         job = json.loads(line)
         job_id = job["job_id"]
+        idle.clear()
+        jobs_seen[0] += 1
         print(f"--- job {job_id} ({job['tool']})", file=sys.stderr, flush=True)
 
         def progress(fraction: float, message: str | None, _job_id: str = job_id) -> None:
@@ -86,15 +92,24 @@ def main() -> None:
                     ).to_dict(),
                 }
             )
+        finally:
+            idle.set()
 
 
-def _warm(modules: list[str], send: Any) -> None:
-    """Import the engines of the tools routed to this worker, so their first call does not pay for it;
-    reports what it imported and how long each took (a missing engine is skipped)."""
+def _warm(modules: list[str], send: Any, idle: threading.Event, jobs_seen: list[int]) -> None:
+    """Import the engines of the tools routed to this worker, so their first call does not pay for it,
+    one module at a time and only while the worker has no job; reports what each import took (a missing
+    engine is skipped)."""
     import time
 
     took: dict[str, float | None] = {}
     for name in modules:
+        while True:  # wait for a quiet moment: no job running, and none started in the last 0.3 s
+            idle.wait()
+            seen = jobs_seen[0]
+            time.sleep(0.3)
+            if idle.is_set() and jobs_seen[0] == seen:
+                break
         start = time.perf_counter()
         try:
             importlib.import_module(name)

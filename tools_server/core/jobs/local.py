@@ -153,15 +153,19 @@ class LocalExecutor:
         gpu_slots: int | None = None,
         memory_limit_mb: int | None = None,
         warm: dict[str, list[str]] | None = None,
+        warm_cpu_workers: int = 2,
     ) -> None:
         """``warm`` maps a slot kind (``cpu``, ``gpu``) to the modules its worker imports in the background
-        as soon as it starts; with it, every slot starts its worker at once instead of on its first job."""
+        (while it has no job) as soon as it starts; with it, every slot starts its worker at once instead of
+        on its first job. Only the first ``warm_cpu_workers`` CPU workers import engines (each import of
+        every engine costs memory: about a gigabyte with torch); the others start bare."""
         self.cpu_slots = cpu_slots or hardware.cpu_count()
         self.gpu_slots = (1 if hardware.has_gpu() else 0) if gpu_slots is None else gpu_slots
         default_mem = int(os.environ.get("SPU_JOB_MEMORY_MB") or 0) or int(hardware.memory_total_mb() * 0.8)
         self.memory_limit_mb = memory_limit_mb or default_mem
         self.cores = CoreBudget(self.cpu_slots)
         self.warm = warm
+        self.warm_cpu_workers = warm_cpu_workers
         self.failed_tail = ""
         self.queues: dict[str, queue.Queue[tuple[Job, Finisher] | None]] = {
             "cpu": queue.Queue(),
@@ -248,7 +252,10 @@ class LocalExecutor:
 
     def _start_worker(self, kind: str, index: int) -> _Worker | None:
         """A started worker that said it is ready, or None (its stderr tail is in ``self.failed_tail``)."""
-        worker = _Worker(kind, index, (self.warm or {}).get(kind))
+        modules = (self.warm or {}).get(kind)
+        if kind == "cpu" and index >= self.warm_cpu_workers:
+            modules = None
+        worker = _Worker(kind, index, modules)
         if worker.messages.get() is None:
             self.failed_tail = worker.stderr_tail()
             worker.kill()

@@ -40,7 +40,7 @@ def executor_from_env(warm: dict[str, list[str]] | None = None) -> Executor:
         return DaskExecutor(os.environ.get("SPU_DASK_SCHEDULER"))
     from tools_server.core.jobs.local import LocalExecutor
 
-    return LocalExecutor(warm=warm)
+    return LocalExecutor(warm=warm, warm_cpu_workers=int(os.environ.get("SPU_WARM_WORKERS") or 2))
 
 
 class JobManager:
@@ -73,7 +73,8 @@ class JobManager:
         return self._executor
 
     def warm_up(self, modules_for: Callable[[bool], dict[str, list[str]]]) -> None:
-        """Start the executor now with warm workers (``SPU_WARM_WORKERS=0`` turns this off).
+        """Start the executor now with warm workers: ``SPU_WARM_WORKERS`` CPU workers (default 2; 0 turns
+        warming off) and the GPU worker import their engines in the background.
         ``modules_for(gpu_present)`` says what each slot kind imports."""
         if self._executor is not None or os.environ.get("SPU_WARM_WORKERS", "1") == "0":
             return
