@@ -524,8 +524,9 @@ def _pool_initializer() -> None:
 
 
 def _size(job: tuple[Any, ...]) -> int:
-    """A cheap proxy for a job's cost, to start the biggest first: the length of its molecule's text."""
-    return max((len(x) for x in job if isinstance(x, str)), default=0)
+    """A cheap proxy for a job's cost, to start the biggest first: the length of its molecule's text (the
+    first string of the job's arguments)."""
+    return next((len(x) for x in job if isinstance(x, str)), 0)
 
 
 _POOLS: dict[int, Any] = {}
