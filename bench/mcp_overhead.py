@@ -61,6 +61,8 @@ def main() -> None:
         "SPU_WORKDIR": work,
         "SPU_CACHE_DIR": work + "/cache",
         "SPU_TOOL_MODULES": "_bench_tools",
+        # no warm-up imports in the background while dispatch is measured (bench/warm.py measures them)
+        "SPU_WARM_WORKERS": "0",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
     }
     bare = StdioServerParameters(command=sys.executable, args=[str(HERE / "_bare_echo_server.py")], env=env)

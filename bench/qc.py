@@ -138,6 +138,7 @@ async def _mcp_calls(calls: list[tuple[str, dict]], before: Any = None) -> list[
 
     work = tempfile.mkdtemp(prefix="spu-bench-qc-")
     env = {**os.environ, "SPU_WORKDIR": work, "SPU_CACHE_DIR": os.path.join(work, "cache")}
+    env["SPU_WARM_WORKERS"] = "0"  # no engine imports in the background while timing (see bench/warm.py)
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "spu", "serve"],
