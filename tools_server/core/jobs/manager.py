@@ -85,9 +85,7 @@ class JobManager:
             if self._executor is None:
                 self._executor = executor_from_env(warm=plan)
 
-    def submit(
-        self, spec: ToolSpec, params: dict[str, Any], finish: Finisher, threads: int | str = 1
-    ) -> Job:
+    def submit(self, spec: ToolSpec, params: dict[str, Any], finish: Finisher, threads: int | str = 1) -> Job:
         """Queue a job; ``threads`` is its CPU reservation (:meth:`ToolSpec.threads_for`)."""
         job = Job(
             job_id=f"{spec.name}-{uuid.uuid4().hex[:10]}",
