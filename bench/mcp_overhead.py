@@ -4,13 +4,15 @@
 
 Prints p50 and p95 per call for: the bare SDK echo server (baseline), an instant spu tool (bench_echo,
 and system_info), and a trivial `cpu` job that runs in a worker process (bench_noop_job), each with its
-ratio to the baseline.
+ratio to the baseline. The servers run side by side and the calls are interleaved (one call to each in
+turn), so a shared machine's changing load falls on every case alike; the ratios are of the medians.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import statistics
 import sys
@@ -24,17 +26,24 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 HERE = Path(__file__).resolve().parent
 
 
-async def measure(params: StdioServerParameters, tool: str, args: dict, calls: int) -> list[float]:
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
-        await session.initialize()
-        for _ in range(5):  # warm-up: first job starts a worker process
-            await session.call_tool(tool, args)
-        times = []
+async def measure(rows: list[tuple[str, StdioServerParameters, str, dict]], calls: int) -> list[list[float]]:
+    """Open one session per row, then call each row's tool in turn ``calls`` times."""
+    async with contextlib.AsyncExitStack() as stack:
+        sessions = []
+        for _, params, tool, args in rows:
+            read, write = await stack.enter_async_context(stdio_client(params))
+            session = await stack.enter_async_context(ClientSession(read, write))
+            await session.initialize()
+            for _ in range(5):  # warm-up: first job starts a worker process
+                await session.call_tool(tool, args)
+            sessions.append(session)
+        times: list[list[float]] = [[] for _ in rows]
         for _ in range(calls):
-            start = time.perf_counter()
-            result = await session.call_tool(tool, args)
-            times.append(time.perf_counter() - start)
-            assert not result.is_error, result.content
+            for k, (session, (_, _, tool, args)) in enumerate(zip(sessions, rows, strict=True)):
+                start = time.perf_counter()
+                result = await session.call_tool(tool, args)
+                times[k].append(time.perf_counter() - start)
+                assert not result.is_error, result.content
         return times
 
 
@@ -52,6 +61,8 @@ def main() -> None:
         "SPU_WORKDIR": work,
         "SPU_CACHE_DIR": work + "/cache",
         "SPU_TOOL_MODULES": "_bench_tools",
+        # no warm-up imports in the background while dispatch is measured (bench/warm.py measures them)
+        "SPU_WARM_WORKERS": "0",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])),
     }
     bare = StdioServerParameters(command=sys.executable, args=[str(HERE / "_bare_echo_server.py")], env=env)
@@ -64,12 +75,14 @@ def main() -> None:
     ]
     baseline = None
     print(f"{'case':44s} {'p50 ms':>8s} {'p95 ms':>8s} {'p50/base':>9s} {'p95/base':>9s}")
-    for label, params, tool, args in rows:
-        times = asyncio.run(measure(params, tool, args, opts.calls))
+    all_times = asyncio.run(measure(rows, opts.calls))
+    for (label, *_), times in zip(rows, all_times, strict=True):
         p50, p95 = pct(times, 50), pct(times, 95)
         if baseline is None:
             baseline = (p50, p95)
         print(f"{label:44s} {p50:8.2f} {p95:8.2f} {p50 / baseline[0]:9.2f} {p95 / baseline[1]:9.2f}")
+    job, instant = pct(all_times[3], 50), pct(all_times[1], 50)
+    print(f"job dispatch overhead (cpu job p50 - instant tool p50): {job - instant:.2f} ms")
 
 
 if __name__ == "__main__":

@@ -10,8 +10,10 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
-import typer
+if TYPE_CHECKING:
+    import typer
 
 #: The command modules, in help order: the server, the benchmark side, the reference agent.
 MODULES = (
@@ -43,8 +45,14 @@ PARTS = {
 }
 
 
+#: Commands with a path that skips Typer (start-up time matters): command -> module with ``main(argv)``.
+FAST = {"serve": "tools_server.core.serve_cli"}
+
+
 def make_app(modules: Iterable[str] = MODULES) -> typer.Typer:
     """A ``spu`` app with the commands of ``modules``; a part whose dependencies are missing is left out."""
+    import typer
+
     app = typer.Typer(
         name="spu",
         help="Science Prediction Universe scaffold: tool server, reference agent and benchmark environment.",
@@ -72,6 +80,9 @@ def make_app(modules: Iterable[str] = MODULES) -> typer.Typer:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     command = next((a for a in args if not a.startswith("-")), None)
+    if command in FAST and args[0] == command and not {"--help", "-h"} & set(args):
+        importlib.import_module(FAST[command]).main(args[1:])
+        return
     modules = (PARTS[command],) if command in PARTS else MODULES
     make_app(modules)(args=args, prog_name="spu")
 

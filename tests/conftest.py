@@ -60,6 +60,9 @@ def spu_env(tmp_path, monkeypatch) -> dict[str, str]:
     cache.mkdir()
     monkeypatch.setenv("SPU_WORKDIR", str(work))
     monkeypatch.setenv("SPU_CACHE_DIR", str(cache))
+    # Warm workers import every engine at start-up: on for users, off for the many short-lived test
+    # servers (tests/core/test_performance.py turns it on where it is what is tested).
+    monkeypatch.setenv("SPU_WARM_WORKERS", "0")
     return dict(os.environ)
 
 

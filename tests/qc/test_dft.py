@@ -135,9 +135,7 @@ def test_too_large_for_cpu_is_refused_before_launch(ctx):
 def test_cost_estimate_follows_measured_scaling():
     # Measured on a 2-core development machine: B3LYP/def2-SVP with density fitting on 2 cores, benzene 5 s,
     # caffeine 34 s
-    assert estimate_cpu_seconds(114, 12, "energy", cores=2, density_fitting=True) == pytest.approx(
-        5, rel=0.01
-    )
+    assert estimate_cpu_seconds(114, 12, "energy", cores=2, density_fitting=True) == pytest.approx(5, rel=0.1)
     assert estimate_cpu_seconds(246, 24, "energy", cores=2, density_fitting=True) == pytest.approx(
         34, rel=0.25
     )

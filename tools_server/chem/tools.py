@@ -486,6 +486,7 @@ def force_field_energies(rdmol: Any, force_field: str, threads: int = 1) -> tupl
 @tool(
     name="chem_conformers",
     resource="cpu",
+    threads="all",
     read_only=True,
     idempotent=True,
     engines=("rdkit",),

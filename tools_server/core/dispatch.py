@@ -4,6 +4,7 @@ add provenance, fit the size budget, store in the cache. ``tools_server.core.ser
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -36,9 +37,37 @@ class Dispatcher:
         cache: ResultCache | None = None,
         registry: Registry | None = None,
     ) -> None:
-        self.registry = registry or load_registry()
+        self._registry = registry
+        self._extra: list[ToolSpec] = []
+        self._registry_lock = threading.Lock()
         self.jobs = jobs or JobManager()
         self.cache = cache or ResultCache()
+
+    @property
+    def registry(self) -> Registry:
+        """The tools, loaded on first use (the server answers ``initialize`` without importing a domain;
+        :meth:`preload` loads them in the background meanwhile)."""
+        if self._registry is None:
+            with self._registry_lock:
+                if self._registry is None:
+                    registry = load_registry()
+                    for spec in self._extra:
+                        registry.add(spec, "core")
+                    self._registry = registry
+        return self._registry
+
+    def add_server_tools(self, specs: list[ToolSpec]) -> None:
+        """Add the server's own tools (now if the registry is loaded, else when it loads)."""
+        with self._registry_lock:
+            if self._registry is None:
+                self._extra.extend(specs)
+                return
+        for spec in specs:
+            self._registry.add(spec, "core")
+
+    def preload(self) -> None:
+        """Load the registry from a background thread."""
+        threading.Thread(target=lambda: self.registry, daemon=True, name="spu-registry").start()
 
     async def call(
         self, name: str, arguments: dict[str, Any] | None, progress: ProgressCallback | None = None
@@ -92,9 +121,34 @@ class Dispatcher:
             return finish(None, payload, "server")
 
         job = self.jobs.submit(
-            spec, params, lambda job, payload: finish(job.job_id, payload, job.device or "cpu")
+            spec,
+            params,
+            lambda job, payload: finish(job.job_id, payload, job.device or "cpu"),
+            threads=spec.threads_for(args),
         )
         return await self.await_job(job, wait_s, progress)
+
+    def warm_plan(self, gpu_present: bool) -> dict[str, list[str]]:
+        """The modules each worker kind imports ahead of its first job: the GPU worker those of the ``gpu``
+        tools, CPU workers those of the ``cpu`` tools (and of the ``gpu`` tools without a GPU)."""
+        return {
+            "cpu": self.registry.warm_modules(("cpu",) if gpu_present else ("cpu", "gpu")),
+            "gpu": self.registry.warm_modules(("gpu",)),
+        }
+
+    def warm_up_later(self, delay_s: float = 0.3) -> None:
+        """Start warm workers from a background thread once the server is up (it never delays start-up)."""
+
+        def go() -> None:
+            time.sleep(delay_s)
+            try:
+                self.jobs.warm_up(self.warm_plan)
+            except Exception:  # warming is an optimisation: a failure leaves workers to start on demand
+                import logging
+
+                logging.getLogger(__name__).warning("warm-up of the workers failed", exc_info=True)
+
+        threading.Thread(target=go, daemon=True, name="spu-warm-up").start()
 
     async def _run_here(self, spec: ToolSpec, params: dict[str, Any]) -> dict[str, Any]:
         job_id = f"{spec.name}-{input_hash(params)[:10]}"

@@ -24,12 +24,23 @@ engines are imported inside the tool functions, which run in worker processes.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
 
 from tools_server.core.errors import register_error_codes
+
+
+@functools.cache
+def distribution_version(dist: str) -> str | None:
+    """An installed distribution's version, read once per process (reading package metadata costs about
+    a millisecond, more than the rest of a small job's bookkeeping)."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -50,10 +61,9 @@ class Engine:
     def version(self) -> str | None:
         """The installed version, read from package metadata without importing the engine."""
         for dist in self.names:
-            try:
-                return metadata.version(dist)
-            except metadata.PackageNotFoundError:
-                continue
+            found = distribution_version(dist)
+            if found is not None:
+                return found
         return None
 
     def importable(self) -> bool:

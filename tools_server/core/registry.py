@@ -45,6 +45,9 @@ from tools_server.core.waits import WAIT_S_SCHEMA
 log = logging.getLogger(__name__)
 
 Resource = Literal["instant", "cpu", "gpu", "net"]
+#: How many cores a job reserves: ``"single"``, ``"all"`` (every core of the executor), a number, or a
+#: function of the validated input returning one of those (e.g. one core for one molecule, all for a batch).
+Threads = Literal["single", "all"] | int | Callable[[BaseModel], "Literal['single', 'all'] | int"]
 ENTRY_POINT_GROUP = "spu.tools"
 _NAME_RE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
 
@@ -71,6 +74,7 @@ class ToolSpec:
     context_param: str | None
     title: str | None = None
     canonicalize: Callable[[BaseModel], dict[str, Any]] | None = None
+    threads: Threads = "single"
     #: the server's own tools (system_info, job tools): called with the dispatcher, results passed through
     server_tool: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -86,6 +90,11 @@ class ToolSpec:
             schema = dict(schema)
             schema["properties"] = {**schema.get("properties", {}), "wait_s": WAIT_S_SCHEMA}
         return schema
+
+    def threads_for(self, args: BaseModel) -> int | str:
+        """The reservation of one call: ``"all"`` or a number of cores (1 for ``"single"``)."""
+        value = self.threads(args) if callable(self.threads) else self.threads
+        return _check_threads(self.name, value)
 
     def call(self, args: BaseModel, context: Any = None) -> Any:
         """Call the function, passing ``context`` to the parameter annotated for it, if any."""
@@ -109,6 +118,7 @@ def tool(
     engines: tuple[str, ...] = (),
     title: str | None = None,
     canonicalize: Callable[[BaseModel], dict[str, Any]] | None = None,
+    threads: Threads = "single",
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn`` as an MCP tool.
 
@@ -120,9 +130,16 @@ def tool(
     or a distribution name.
     ``cacheable`` defaults to True for ``cpu``/``gpu`` tools. ``canonicalize`` maps the validated input to
     the dict hashed for the cache key (e.g. canonical SMILES), defaulting to ``model_dump()``.
+    ``threads`` is the CPU reservation of a ``cpu``/``gpu`` job: ``"single"`` (one core, the default),
+    ``"all"`` (every core the executor has), a number of cores, or a function of the validated input
+    returning one of those. The local executor never runs jobs whose reservations add up to more than its
+    cores; the tool reads its share from ``ctx.threads``.
     """
     if not _NAME_RE.match(name) or len(name) >= 40:
         raise ValueError(f"tool name {name!r} must be snake_case and shorter than 40 characters")
+
+    if not callable(threads):
+        _check_threads(name, threads)
 
     def decorator(fn: Callable[..., Any]) -> Callable[..., Any]:
         params = list(inspect.signature(fn).parameters.values())
@@ -161,11 +178,20 @@ def tool(
             context_param=context_params[0] if context_params else None,
             title=title,
             canonicalize=canonicalize,
+            threads=threads,
         )
         fn.__spu_tool__ = spec  # type: ignore[attr-defined]
         return fn
 
     return decorator
+
+
+def _check_threads(name: str, value: Any) -> int | str:
+    if value == "single":
+        return 1
+    if value == "all" or (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        return value
+    raise ValueError(f"tool {name}: threads must be 'single', 'all' or a whole number >= 1, not {value!r}")
 
 
 def _annotations(fn: Callable[..., Any]) -> dict[str, Any]:
@@ -244,6 +270,22 @@ class Registry:
                 name: (declared[name] if name in declared else Engine(name, name)).version() for name in names
             }
         return self._versions[key]
+
+    def warm_modules(self, resources: tuple[str, ...]) -> list[str]:
+        """What a worker running the tools of ``resources`` imports ahead of the first job: each tool's
+        module and the import names of its engines."""
+        declared = self.engines()
+        by_dist = {d: e.module for e in declared.values() for d in e.names}
+        out: dict[str, None] = {}
+        for spec in self.tools.values():
+            if spec.resource not in resources or spec.server_tool:
+                continue
+            out[spec.module] = None
+            for name in spec.engines:
+                module = name if name in declared else by_dist.get(name, name)
+                if module.replace(".", "_").isidentifier():
+                    out[module] = None
+        return list(out)
 
     def engine_table(self) -> dict[str, dict[str, Any]]:
         """Which declared engines are importable, and their versions (for system_info)."""

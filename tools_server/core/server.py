@@ -63,8 +63,8 @@ class SpuServer(MCPServer):
     def __init__(self, dispatcher: Dispatcher | None = None) -> None:
         super().__init__(name="spu", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
         self.dispatcher = dispatcher or Dispatcher()
-        for spec in SERVER_TOOLS:  # the server's own tools, registered explicitly beside the domains'
-            self.dispatcher.registry.add(spec, "core")
+        # the server's own tools, registered explicitly beside the domains'
+        self.dispatcher.add_server_tools(list(SERVER_TOOLS))
 
     async def list_tools(self) -> list[Tool]:
         tools = self.dispatcher.registry.tools
@@ -186,6 +186,8 @@ def run(
     allowed_hosts: list[str] | None = None,
 ) -> None:
     server = SpuServer()
+    server.dispatcher.preload()
+    server.dispatcher.warm_up_later()
     try:
         if transport == "stdio":
             anyio.run(serve_stdio, server._lowlevel_server)

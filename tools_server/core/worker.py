@@ -9,6 +9,7 @@ executor keeps in a log file whose tail explains a crash.
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import json
 import os
 import sys
@@ -56,21 +57,37 @@ def main() -> None:
     faulthandler.enable(file=sys.stderr)
     from tools_server.core.execute import resolve, run_tool
 
+    lock = threading.Lock()
+
     def send(message: dict[str, Any]) -> None:
-        proto.write(json.dumps(message, default=str) + "\n")
-        proto.flush()
+        line = json.dumps(message, default=str) + "\n"
+        with lock:  # the warm-up thread reports too
+            proto.write(line)
+            proto.flush()
 
     send({"type": "ready", "pid": os.getpid()})
+    warm = [m for m in os.environ.get("SPU_WORKER_WARM", "").split(",") if m]
+    idle = threading.Event()  # set while no job runs
+    idle.set()
+    jobs_seen = [0]
+    if warm:  # after "ready", and only while no job runs: warming must not slow a job down
+        warmer = threading.Thread(target=_warm, args=(warm, send, idle, jobs_seen), daemon=True)
+        warmer.start()
+    specs: dict[tuple[str, str], Any] = {}
     for line in sys.stdin:
         job = json.loads(line)
         job_id = job["job_id"]
+        idle.clear()
+        jobs_seen[0] += 1
         print(f"--- job {job_id} ({job['tool']})", file=sys.stderr, flush=True)
 
         def progress(fraction: float, message: str | None, _job_id: str = job_id) -> None:
             send({"type": "progress", "job_id": _job_id, "fraction": fraction, "message": message})
 
         try:
-            spec = resolve(job["tool"], job["module"])
+            spec = specs.get((job["tool"], job["module"]))
+            if spec is None:
+                spec = specs[job["tool"], job["module"]] = resolve(job["tool"], job["module"])
             out = run_tool(
                 spec,
                 job["params"],
@@ -105,6 +122,32 @@ def main() -> None:
                     ).to_dict(),
                 }
             )
+        finally:
+            idle.set()
+
+
+def _warm(modules: list[str], send: Any, idle: threading.Event, jobs_seen: list[int]) -> None:
+    """Import the engines of the tools routed to this worker, so their first call does not pay for it,
+    one module at a time and only while the worker has no job; reports what each import took (a missing
+    engine is skipped)."""
+    import time
+
+    took: dict[str, float | None] = {}
+    for name in modules:
+        while True:  # wait for a quiet moment: no job running, and none started in the last 0.3 s
+            idle.wait()
+            seen = jobs_seen[0]
+            time.sleep(0.3)
+            if idle.is_set() and jobs_seen[0] == seen:
+                break
+        start = time.perf_counter()
+        try:
+            importlib.import_module(name)
+            took[name] = round(time.perf_counter() - start, 3)
+        except Exception:  # an engine that is not installed, or fails to import, is the tool's business
+            took[name] = None
+    print(f"--- warm imports: {took}", file=sys.stderr, flush=True)
+    send({"type": "warm", "imported": took})
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import time
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -106,6 +107,7 @@ def _md_analyze_cache_key(args: MdAnalyzeInput) -> dict[str, Any]:
 @tool(
     name="md_run",
     resource="gpu",
+    threads="all",
     read_only=True,
     idempotent=True,
     version="1",
@@ -177,8 +179,12 @@ def md_run(args: MdRunInput, ctx: ToolContext) -> dict:
         nve_check_ps=args.nve_check_ps,
         seed=args.seed,
     )
+    from tools_server.core.calibration import CostModel
+
     device = "cuda" if ctx.gpu_available else "cpu"
-    estimate = estimate_seconds(n_atoms, protocol.total_steps, device, ctx.threads)
+    law_s = estimate_seconds(n_atoms, protocol.total_steps, device, ctx.threads)
+    model = CostModel(f"md_{device}")  # the law corrected by what this machine's recent runs took
+    estimate = model.estimate(law_s)
     if estimate > args.max_wall_s:
         code = "too_large_for_cpu" if device == "cpu" else "too_large"
         raise ToolError(
@@ -189,7 +195,14 @@ def md_run(args: MdRunInput, ctx: ToolContext) -> dict:
             "hydrogen_mass_repartitioning, a GPU, or raise max_wall_s.",
             estimate_s=round(estimate),
         )
+    started = time.perf_counter()
     result = run_protocol(built, protocol, ctx)
+    ran_on = ctx.engine.get("device", device)
+    if ran_on != device:  # CUDA did not load: the run calibrates the CPU's record, not the GPU's
+        law_s = estimate_seconds(n_atoms, protocol.total_steps, ran_on, ctx.threads)
+        model = CostModel(f"md_{ran_on}")
+    # the estimate against what this run took, in provenance; calibrates the next
+    ctx.engine["cost"] = model.record(law_s, estimate, time.perf_counter() - started)
     result["system"] = built.description
     result["protocol"] = {
         "ensemble": "NPT" if pressure is not None else "NVT",
@@ -361,9 +374,6 @@ def _write_rows(path, rows: list[dict]) -> None:
 
 
 def _version(dist: str) -> str | None:
-    from importlib import metadata
+    from tools_server.core.domain import distribution_version
 
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+    return distribution_version(dist)

@@ -23,12 +23,9 @@ MAX_ALIGN_LENGTH = 10_000
 
 
 def _version(dist: str) -> str | None:
-    from importlib import metadata
+    from tools_server.core.domain import distribution_version
 
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return None
+    return distribution_version(dist)
 
 
 # --- properties ---------------------------------------------------------------------------------------
@@ -184,6 +181,7 @@ class AntibodyNumberInput(BaseModel):
 @tool(
     name="antibody_number",
     resource="cpu",
+    threads="all",
     read_only=True,
     idempotent=True,
     version="2",
@@ -244,6 +242,7 @@ class ProteinEmbedInput(BaseModel):
 @tool(
     name="protein_embed",
     resource="gpu",
+    threads="all",
     read_only=True,
     idempotent=True,
     engines=("fair-esm", "torch"),
@@ -314,6 +313,7 @@ class VariantScoresInput(BaseModel):
 @tool(
     name="protein_variant_scores",
     resource="gpu",
+    threads="all",
     read_only=True,
     idempotent=True,
     engines=("fair-esm", "torch"),
@@ -405,7 +405,14 @@ class ProteinFoldInput(BaseModel):
     )
 
 
-@tool(name="protein_fold", resource="gpu", read_only=True, idempotent=True, engines=("transformers", "torch"))
+@tool(
+    name="protein_fold",
+    resource="gpu",
+    threads="all",
+    read_only=True,
+    idempotent=True,
+    engines=("transformers", "torch"),
+)
 def protein_fold(args: ProteinFoldInput, ctx: ToolContext) -> dict:
     """Predict a structure with ESMFold (transformers implementation).
 

@@ -12,6 +12,7 @@ coordinates in Å, wavenumbers in cm⁻¹.
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 from tools_server.chem.molecules import Molecule, load_molecule
@@ -21,6 +22,11 @@ from tools_server.core.errors import ToolError
 #: Measured here: B3LYP/def2-SVP with density fitting on 2 cores, benzene (114 basis functions) 5 s, caffeine
 #: (246) 34 s: time ~ N^2.5. Without density fitting caffeine took 94 s (x2.8).
 _REF_NBASIS, _REF_SECONDS, _REF_CORES, _EXPONENT, _NO_DF_FACTOR = 114, 5.0, 2, 2.5, 2.8
+#: Fixed cost of a job whatever its size (grids, basis set up, the first SCF iterations): water takes ~0.3 s.
+_OVERHEAD_S = 0.3
+#: Share of the SCF that does not speed up with more threads (Amdahl): caffeine took 34 s on 2 cores and 33 s
+#: on 16, so most of the time (BLAS, which the workers keep single-threaded, and Python) is serial.
+_SERIAL_FRACTION = 0.9
 #: Above this many basis functions the CPU is refused whatever the time limit (memory and hours).
 CPU_MAX_NBASIS = 2500
 #: Refuse when the estimate exceeds this share of the time limit: the model was calibrated on an idle
@@ -38,8 +44,10 @@ def estimate_cpu_seconds(
     n_states: int = 5,
     hf: bool = False,
 ) -> float:
-    """Rough wall time of the job on ``cores`` CPU cores (single SCF scaled by the task's work)."""
-    scf = _REF_SECONDS * (n_basis / _REF_NBASIS) ** _EXPONENT * _REF_CORES / max(1, cores)
+    """The scaling law: wall time of the job on ``cores`` CPU cores of the reference machine (one SCF
+    scaled by the task's work). :func:`estimate` corrects it for this machine."""
+    slowdown = _amdahl(max(1, cores)) / _amdahl(_REF_CORES)
+    scf = _OVERHEAD_S + _REF_SECONDS * (n_basis / _REF_NBASIS) ** _EXPONENT * slowdown
     if not density_fitting:
         scf *= _NO_DF_FACTOR
     if hf:
@@ -51,6 +59,17 @@ def estimate_cpu_seconds(
         "frequencies": 3.0 * max(8, n_atoms) + 2.0 * n_atoms,  # optimisation, then a Hessian ~ n_atoms SCFs
     }[task]
     return scf * factor
+
+
+def _amdahl(cores: int) -> float:
+    return _SERIAL_FRACTION + (1 - _SERIAL_FRACTION) / cores
+
+
+def cost_model() -> Any:
+    """This machine's record of DFT runs on the CPU (see :mod:`tools_server.core.calibration`)."""
+    from tools_server.core.calibration import CostModel
+
+    return CostModel("dft_cpu")
 
 
 def _basis_defines(basis: str, symbol: str) -> bool:
@@ -360,7 +379,7 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
     n_basis = int(pmol.nao_nr())
     hf = _is_hf(args.functional)
     choice = choose_device(args.device, n_basis, gpu_slot=ctx.gpu_available)
-    estimate_s = estimate_cpu_seconds(
+    law_s = estimate_cpu_seconds(
         n_basis,
         mol.n_atoms,
         args.task,
@@ -369,6 +388,8 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
         n_states=args.n_states,
         hf=hf,
     )
+    model = cost_model() if choice.device == "cpu" else None
+    estimate_s = model.estimate(law_s) if model is not None else law_s
     limit_s = float(ctx.time_limit_s or 7200.0)
     if choice.device == "cpu" and (estimate_s > CPU_BUDGET_FRACTION * limit_s or n_basis > CPU_MAX_NBASIS):
         raise ToolError(
@@ -394,6 +415,7 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
         threads=ctx.threads,
     )
     ctx.progress(0.02, f"{n_basis} basis functions on {device_label}")
+    started = time.perf_counter()
     mf = build_scf(pmol, args, choice.device)
     result: dict[str, Any] = {
         "method": "HF" if hf else args.functional,
@@ -495,6 +517,8 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
         result["thermo"] = th
         if vib.n_imaginary:
             ctx.warn(f"{vib.n_imaginary} imaginary mode(s) (lowest {freqs[0]} cm-1): not a minimum")
+    if model is not None:  # the estimate against what this run took, in provenance; calibrates the next
+        ctx.engine["cost"] = model.record(law_s, estimate_s, time.perf_counter() - started)
     return result
 
 

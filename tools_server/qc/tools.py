@@ -114,6 +114,7 @@ def _check_engine(engine: str) -> None:
 @tool(
     name="xtb_run",
     resource="cpu",
+    threads=lambda args: "single" if len(args.molecules) == 1 else "all",
     read_only=True,
     idempotent=True,
     engines=("tblite", "xtb"),
@@ -234,6 +235,7 @@ def _conformer_key(args: XtbConformerInput) -> dict[str, Any]:
 @tool(
     name="xtb_conformers",
     resource="cpu",
+    threads="all",
     read_only=True,
     idempotent=True,
     engines=("tblite", "xtb", "rdkit"),
@@ -355,6 +357,7 @@ def _dft_key(args: DftInput) -> dict[str, Any]:
 @tool(
     name="dft_run",
     resource="gpu",
+    threads="all",
     read_only=True,
     idempotent=True,
     engines=("pyscf", "gpu4pyscf", "geometric", "pyscf-dispersion"),

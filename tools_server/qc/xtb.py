@@ -174,12 +174,9 @@ class SinglePoint:
 
 
 def engine_version(engine: str) -> str | None:
-    from importlib import metadata
+    from tools_server.core.domain import distribution_version
 
-    try:
-        return metadata.version("tblite" if engine == "tblite" else "xtb")
-    except metadata.PackageNotFoundError:
-        return None
+    return distribution_version("tblite" if engine == "tblite" else "xtb")
 
 
 def _k_hartree() -> float:
@@ -527,35 +524,76 @@ def _pool_initializer() -> None:
     os.environ["MKL_NUM_THREADS"] = "1"
 
 
-def map_items(func: Any, jobs: list[tuple[Any, ...]], threads: int, progress: Any = None) -> list[Any]:
-    """Run ``func(*job)`` for each job: in this process when ``threads`` is 1 or there is one job, else in a
-    spawned process pool of ``threads`` workers. Results come back in input order."""
-    results: list[Any] = [None] * len(jobs)
-    if threads <= 1 or len(jobs) <= 1:
-        for k, job in enumerate(jobs):
-            results[k] = func(*job)
-            if progress:
-                progress(k + 1, len(jobs))
-        return results
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+def _size(job: tuple[Any, ...]) -> int:
+    """A cheap proxy for a job's cost, to start the biggest first: the length of its molecule's text (the
+    first string of the job's arguments)."""
+    return next((len(x) for x in job if isinstance(x, str)), 0)
 
-    ctx = multiprocessing.get_context("spawn")  # fork after OpenMP start-up can deadlock
-    env_saved = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS",)}
-    os.environ["OMP_NUM_THREADS"] = "1"  # spawned children inherit it before importing the engine
-    try:
-        with ProcessPoolExecutor(
-            max_workers=min(threads, len(jobs)), mp_context=ctx, initializer=_pool_initializer
-        ) as pool:
-            futures = {pool.submit(func, *job): k for k, job in enumerate(jobs)}
-            for done, fut in enumerate(as_completed(futures), 1):
-                results[futures[fut]] = fut.result()
-                if progress:
-                    progress(done, len(jobs))
-    finally:
-        for key, value in env_saved.items():
-            if value is None:
-                os.environ.pop(key, None)
+
+_POOLS: dict[int, Any] = {}
+
+
+def _pool(workers: int) -> Any:
+    """A spawned process pool kept for the worker's lifetime: a batch after the first does not pay the
+    pool's start and engine imports again (a job timeout kills the pool with the worker's process group)."""
+    pool = _POOLS.get(workers)
+    if pool is None or getattr(pool, "_broken", False):  # a helper died (segfault): start a fresh pool
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        ctx = multiprocessing.get_context("spawn")  # fork after OpenMP start-up can deadlock
+        saved = os.environ.get("OMP_NUM_THREADS")
+        os.environ["OMP_NUM_THREADS"] = "1"  # spawned children inherit it before importing the engine
+        try:
+            pool = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_pool_initializer)
+        finally:
+            if saved is None:
+                os.environ.pop("OMP_NUM_THREADS", None)
             else:
-                os.environ[key] = value
+                os.environ["OMP_NUM_THREADS"] = saved
+        _POOLS[workers] = pool
+    return pool
+
+
+def map_items(func: Any, jobs: list[tuple[Any, ...]], threads: int, progress: Any = None) -> list[Any]:
+    """Run ``func(*job)`` for each job on ``threads`` cores: this process takes jobs itself while a pool
+    of ``threads - 1`` spawned single-threaded processes takes the others, biggest first (so no core
+    waits at the end for one large molecule). Results come back in input order."""
+    results: list[Any] = [None] * len(jobs)
+    order = sorted(range(len(jobs)), key=lambda k: -_size(jobs[k]))
+    done = 0
+
+    def finished(k: int, value: Any) -> None:
+        nonlocal done
+        results[k] = value
+        done += 1
+        if progress:
+            progress(done, len(jobs))
+
+    helpers = min(threads, len(jobs)) - 1
+    if helpers <= 0:
+        for k in order:
+            finished(k, func(*jobs[k]))
+        return results
+    from concurrent.futures import FIRST_COMPLETED, wait
+
+    try:
+        pool = _pool(helpers)
+    except Exception:
+        # no pool (a sandbox without process spawning): everything runs here, one after the other
+        for k in order:
+            finished(k, func(*jobs[k]))
+        return results
+    queue = list(order)
+    in_flight: dict[Any, int] = {}
+    while queue or in_flight:
+        while queue and len(in_flight) < 2 * helpers:  # keep every helper fed while this process works
+            k = queue.pop(0)
+            in_flight[pool.submit(func, *jobs[k])] = k
+        if queue:
+            k = queue.pop()  # this process takes the smallest remaining job, the helpers the biggest
+            finished(k, func(*jobs[k]))
+        ready, _ = wait(list(in_flight), timeout=0 if queue else None, return_when=FIRST_COMPLETED)
+        for fut in ready:
+            finished(in_flight.pop(fut), fut.result())
     return results

@@ -7,6 +7,7 @@ of its stderr, and a fresh worker takes the next job.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -29,7 +30,7 @@ from tools_server.core.jobs.model import Finisher, Job
 class _Worker:
     """One worker process and the thread reading its protocol stream."""
 
-    def __init__(self, kind: str, index: int) -> None:
+    def __init__(self, kind: str, index: int, warm: list[str] | None = None) -> None:
         log_dir = settings.workdir() / "workers"
         log_dir.mkdir(parents=True, exist_ok=True)
         self.stderr_path = log_dir / f"{kind}-{index}-{uuid.uuid4().hex[:6]}.log"
@@ -40,6 +41,7 @@ class _Worker:
             env.setdefault(var, "1")
         env["SPU_WORKER_PARENT"] = str(os.getpid())  # the worker dies with this process (core/worker.py)
         env["SPU_WORKER_PDEATHSIG"] = "1" if threading.current_thread() is threading.main_thread() else "0"
+        env["SPU_WORKER_WARM"] = ",".join(warm or ())
         if kind == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = env.get("SPU_CPU_WORKER_CUDA", "")
         self._stderr = open(self.stderr_path, "ab")  # noqa: SIM115 - the worker writes to it for its lifetime
@@ -104,16 +106,68 @@ def _exit_reason(returncode: int | None) -> str:
     return f"exited with status {returncode}"
 
 
+class CoreBudget:
+    """The executor's cores, reserved by running jobs and granted in arrival order, so a job that needs
+    every core is not overtaken forever by single-core ones and reservations never add up to more than
+    ``total``."""
+
+    def __init__(self, total: int) -> None:
+        self.total = max(1, total)
+        self.free = self.total
+        self._cond = threading.Condition()
+        self._waiting: collections.deque[object] = collections.deque()
+
+    def cores_for(self, threads: int | str) -> int:
+        """What a job's ``threads`` (a number or ``"all"``) gets on this machine."""
+        if threads == "all":
+            return self.total
+        return max(1, min(int(threads), self.total))
+
+    def acquire(self, n: int, cancelled: Any = None) -> bool:
+        """Wait for ``n`` cores (at most ``total``); False when ``cancelled()`` turned true while waiting."""
+        ticket = object()
+        with self._cond:
+            self._waiting.append(ticket)
+            while self._waiting[0] is not ticket or self.free < n:
+                if cancelled is not None and cancelled():
+                    self._waiting.remove(ticket)
+                    self._cond.notify_all()
+                    return False
+                self._cond.wait(0.1)
+            self._waiting.popleft()
+            self.free -= n
+            self._cond.notify_all()
+        return True
+
+    def release(self, n: int) -> None:
+        with self._cond:
+            self.free += n
+            self._cond.notify_all()
+
+
 class LocalExecutor:
     """Worker processes on this machine: ``cpu_slots`` for CPU jobs and one slot for the GPU, if any."""
 
     def __init__(
-        self, cpu_slots: int | None = None, gpu_slots: int | None = None, memory_limit_mb: int | None = None
+        self,
+        cpu_slots: int | None = None,
+        gpu_slots: int | None = None,
+        memory_limit_mb: int | None = None,
+        warm: dict[str, list[str]] | None = None,
+        warm_cpu_workers: int = 2,
     ) -> None:
+        """``warm`` maps a slot kind (``cpu``, ``gpu``) to the modules its worker imports in the background
+        (while it has no job) as soon as it starts; with it, every slot starts its worker at once instead of
+        on its first job. Only the first ``warm_cpu_workers`` CPU workers import engines (each import of
+        every engine costs memory: about a gigabyte with torch); the others start bare."""
         self.cpu_slots = cpu_slots or hardware.cpu_count()
         self.gpu_slots = (1 if hardware.has_gpu() else 0) if gpu_slots is None else gpu_slots
         default_mem = int(os.environ.get("SPU_JOB_MEMORY_MB") or 0) or int(hardware.memory_total_mb() * 0.8)
         self.memory_limit_mb = memory_limit_mb or default_mem
+        self.cores = CoreBudget(self.cpu_slots)
+        self.warm = warm
+        self.warm_cpu_workers = warm_cpu_workers
+        self.failed_tail = ""
         self.queues: dict[str, queue.Queue[tuple[Job, Finisher] | None]] = {
             "cpu": queue.Queue(),
             "gpu": queue.Queue(),
@@ -146,46 +200,70 @@ class LocalExecutor:
 
     def _slot(self, kind: str, index: int) -> None:
         worker: _Worker | None = None
+        if self.warm is not None:
+            worker = self._start_worker(kind, index)
         while True:
             item = self.queues[kind].get()
             if item is None:
                 break
             job, finish = item
-            if job.cancel_requested:
+            # a GPU job drives the GPU from one core; a CPU job reserves what its tool declared
+            cores = 1 if kind == "gpu" else self.cores.cores_for(job.threads)
+            if job.cancel_requested or not self.cores.acquire(cores, lambda j=job: j.cancel_requested):
                 finish(
                     job,
                     {"error": ToolError("cancelled", "The job was cancelled before it started.").to_dict()},
                 )
                 continue
-            if worker is None or not worker.alive():
-                worker = _Worker(kind, index)
-                ready = worker.messages.get()
-                if ready is None:
-                    finish(
-                        job,
-                        {
-                            "error": ToolError(
-                                "engine_crashed",
-                                "The worker process failed to start.",
-                                stderr_tail=worker.stderr_tail(),
-                            ).to_dict()
-                        },
-                    )
-                    worker.kill()
-                    worker = None
-                    continue
-            outcome = self._run_on(worker, job, kind)
-            if outcome.get("kill"):
-                worker.kill()
-                worker = None
-            finish(job, outcome)
+            try:
+                worker = self._serve(kind, index, worker, job, finish, cores)
+            finally:
+                self.cores.release(cores)
         if worker is not None:
             worker.kill()
 
-    def _run_on(self, worker: _Worker, job: Job, kind: str) -> dict[str, Any]:
+    def _serve(
+        self, kind: str, index: int, worker: _Worker | None, job: Job, finish: Finisher, cores: int
+    ) -> _Worker | None:
+        """Run one job on this slot's worker (started if needed); returns the worker still usable, if any."""
+        # the job has its slot and cores: starting a worker for it is part of running it, not queueing
         job.status = "running"
         job.started = time.time()
         job._notify()
+        if worker is None or not worker.alive():
+            worker = self._start_worker(kind, index)
+            if worker is None:
+                finish(
+                    job,
+                    {
+                        "error": ToolError(
+                            "engine_crashed",
+                            "The worker process failed to start.",
+                            stderr_tail=self.failed_tail,
+                        ).to_dict()
+                    },
+                )
+                return None
+        outcome = self._run_on(worker, job, kind, cores)
+        if outcome.get("kill"):
+            worker.kill()
+            worker = None
+        finish(job, outcome)
+        return worker
+
+    def _start_worker(self, kind: str, index: int) -> _Worker | None:
+        """A started worker that said it is ready, or None (its stderr tail is in ``self.failed_tail``)."""
+        modules = (self.warm or {}).get(kind)
+        if kind == "cpu" and index >= self.warm_cpu_workers:
+            modules = None
+        worker = _Worker(kind, index, modules)
+        if worker.messages.get() is None:
+            self.failed_tail = worker.stderr_tail()
+            worker.kill()
+            return None
+        return worker
+
+    def _run_on(self, worker: _Worker, job: Job, kind: str, cores: int) -> dict[str, Any]:
         with self._lock:
             self._running[job.job_id] = worker
         memory_limit = job.memory_limit_mb or self.memory_limit_mb
@@ -196,7 +274,7 @@ class LocalExecutor:
                     "tool": job.tool,
                     "module": job.module,
                     "params": job.params,
-                    "threads": hardware.cpu_count(),
+                    "threads": cores,
                     "gpu": kind == "gpu",
                     "memory_limit_mb": memory_limit,
                 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import os
+import threading
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -30,15 +31,16 @@ class Executor(Protocol):
     def shutdown(self) -> None: ...
 
 
-def executor_from_env() -> Executor:
-    """``SPU_EXECUTOR=dask`` with ``SPU_DASK_SCHEDULER=tcp://host:port`` picks the cluster backend."""
+def executor_from_env(warm: dict[str, list[str]] | None = None) -> Executor:
+    """``SPU_EXECUTOR=dask`` with ``SPU_DASK_SCHEDULER=tcp://host:port`` picks the cluster backend;
+    ``warm`` (local executor only) starts the workers at once, importing those modules in the background."""
     if os.environ.get("SPU_EXECUTOR", "local") == "dask":
         from tools_server.core.jobs.dask import DaskExecutor
 
         return DaskExecutor(os.environ.get("SPU_DASK_SCHEDULER"))
     from tools_server.core.jobs.local import LocalExecutor
 
-    return LocalExecutor()
+    return LocalExecutor(warm=warm, warm_cpu_workers=int(os.environ.get("SPU_WARM_WORKERS") or 2))
 
 
 class JobManager:
@@ -55,6 +57,7 @@ class JobManager:
         retention_s: float | None = None,
     ) -> None:
         self._executor = executor
+        self._executor_lock = threading.Lock()
         self.store = store or JobStore()
         self.jobs: dict[str, Job] = {}
         self._recent: collections.deque[str] = collections.deque(maxlen=1000)
@@ -63,11 +66,27 @@ class JobManager:
 
     @property
     def executor(self) -> Executor:
-        if self._executor is None:  # started on first use, so the server comes up at once
-            self._executor = executor_from_env()
+        if self._executor is None:  # started on first use (or by warm_up), so the server comes up at once
+            with self._executor_lock:
+                if self._executor is None:
+                    self._executor = executor_from_env()
         return self._executor
 
-    def submit(self, spec: ToolSpec, params: dict[str, Any], finish: Finisher) -> Job:
+    def warm_up(self, modules_for: Callable[[bool], dict[str, list[str]]]) -> None:
+        """Start the executor now with warm workers: ``SPU_WARM_WORKERS`` CPU workers (default 2; 0 turns
+        warming off) and the GPU worker import their engines in the background.
+        ``modules_for(gpu_present)`` says what each slot kind imports."""
+        if self._executor is not None or os.environ.get("SPU_WARM_WORKERS", "1") == "0":
+            return
+        from tools_server.core import hardware
+
+        plan = modules_for(hardware.has_gpu())
+        with self._executor_lock:
+            if self._executor is None:
+                self._executor = executor_from_env(warm=plan)
+
+    def submit(self, spec: ToolSpec, params: dict[str, Any], finish: Finisher, threads: int | str = 1) -> Job:
+        """Queue a job; ``threads`` is its CPU reservation (:meth:`ToolSpec.threads_for`)."""
         job = Job(
             job_id=f"{spec.name}-{uuid.uuid4().hex[:10]}",
             tool=spec.name,
@@ -76,11 +95,12 @@ class JobManager:
             resource=spec.resource,
             time_limit_s=spec.time_limit_s,
             memory_limit_mb=spec.memory_limit_mb,
+            threads=threads,
         )
         self.prune()
         self.jobs[job.job_id] = job
         self._recent.append(job.job_id)
-        self.store.save(job)
+        self.store.save_later(job)
 
         def complete(job: Job, payload: dict[str, Any]) -> dict[str, Any]:
             payload.pop("kill", None)
@@ -95,9 +115,9 @@ class JobManager:
                     job.error, job.status = exc.to_dict(), "error"
             job.progress = 1.0 if job.status == "done" else job.progress
             job.finished = time.time()
-            self.store.save(job)
             job._done.set()
             job._notify()
+            self.store.save_later(job)
             return job.result or {}
 
         self.executor.submit(job, complete)
@@ -168,3 +188,4 @@ class JobManager:
     def shutdown(self) -> None:
         if self._executor is not None:
             self._executor.shutdown()
+        self.store.flush()

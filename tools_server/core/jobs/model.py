@@ -24,6 +24,8 @@ class Job:
     resource: str
     time_limit_s: float
     memory_limit_mb: int | None
+    #: cores the job reserves: a number, or "all" (every core of the executor)
+    threads: int | str = 1
     status: str = "queued"
     progress: float = 0.0
     message: str | None = None
@@ -57,6 +59,7 @@ class Job:
             "resource": self.resource,
             "time_limit_s": self.time_limit_s,
             "memory_limit_mb": self.memory_limit_mb,
+            "threads": self.threads,
             "status": self.status,
             "progress": round(self.progress, 4),
             "message": self.message,
@@ -113,6 +116,7 @@ class Job:
             resource=record.get("resource", "cpu"),
             time_limit_s=float(record.get("time_limit_s") or 0.0),
             memory_limit_mb=record.get("memory_limit_mb"),
+            threads=record.get("threads") or 1,
             status=record["status"],
             progress=float(record.get("progress") or 0.0),
             message=record.get("message"),

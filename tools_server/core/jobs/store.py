@@ -4,7 +4,9 @@ restart returns the stored result."""
 from __future__ import annotations
 
 import json
+import queue
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -23,20 +25,53 @@ class JobStore:
         self.root = root or settings.workdir() / "jobs"
         self.root.mkdir(parents=True, exist_ok=True)
 
+        self._pending: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
+        self._writer: threading.Thread | None = None
+        self._writer_lock = threading.Lock()
+
     def save(self, job: Job) -> None:
-        atomic_write_json(
-            self.root / f"{job.job_id}.json", job.record(), indent=None, fsync=False, default=str
-        )
+        self._write(job.job_id, job.record())
+
+    def _write(self, job_id: str, record: dict[str, Any]) -> None:
+        atomic_write_json(self.root / f"{job_id}.json", record, indent=None, fsync=False, default=str)
+
+    def save_later(self, job: Job) -> None:
+        """Save the job's record as it is now from a background thread, in order (off the job's critical
+        path: a file write costs about as much as the rest of a trivial job's dispatch)."""
+        self._pending.put((job.job_id, job.record()))
+        if self._writer is None:
+            with self._writer_lock:
+                if self._writer is None:
+                    self._writer = threading.Thread(target=self._drain, daemon=True, name="spu-job-records")
+                    self._writer.start()
+
+    def _drain(self) -> None:
+        while True:
+            item = self._pending.get()
+            try:
+                if item is not None:
+                    self._write(*item)
+            except OSError:
+                pass  # a record that cannot be written only costs job_wait after a restart
+            finally:
+                self._pending.task_done()
+
+    def flush(self) -> None:
+        """Wait until every record handed to :meth:`save_later` is on disk."""
+        if self._writer is not None:
+            self._pending.join()
 
     def load(self, job_id: str) -> dict[str, Any] | None:
         if not _JOB_ID_RE.match(job_id):
             return None
+        self.flush()
         try:
             return json.loads((self.root / f"{job_id}.json").read_text(encoding="utf-8"))
         except (FileNotFoundError, json.JSONDecodeError):
             return None
 
     def recent(self, limit: int = 50) -> list[dict[str, Any]]:
+        self.flush()
         paths = sorted(self.root.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)[:limit]
         out = []
         for path in paths:
