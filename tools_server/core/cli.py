@@ -8,6 +8,7 @@ import shlex
 import shutil
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -27,41 +28,32 @@ CODEX_APPROVED_TOOLS = (
 
 
 def serve(
-    transport: str = typer.Option("stdio", help="stdio (for Claude Code, Codex) or http (streamable HTTP)."),
-    host: str = typer.Option("127.0.0.1", help="HTTP bind address; anything but loopback needs --token."),
-    port: int = typer.Option(8765, help="HTTP port."),
-    token: str = typer.Option(
-        None, envvar="SPU_SERVER_TOKEN", help="Bearer token required on HTTP requests."
-    ),
-    allowed_host: list[str] = typer.Option(
-        None,
-        "--allowed-host",
-        help="A host name (optionally host:port) clients use to reach a non-loopback bind; repeatable. "
-        "Requests with any other Host header get 421.",
-    ),
+    transport: Annotated[
+        str, typer.Option(help="stdio (for Claude Code, Codex) or http (streamable HTTP).")
+    ] = "stdio",
+    host: Annotated[
+        str, typer.Option(help="HTTP bind address; anything but loopback needs --token.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port.")] = 8765,
+    token: Annotated[
+        str | None, typer.Option(envvar="SPU_SERVER_TOKEN", help="Bearer token required on HTTP requests.")
+    ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A host name (optionally host:port) clients use to reach a non-loopback bind; repeatable. "
+            "Requests with any other Host header get 421.",
+        ),
+    ] = None,
 ) -> None:
     """Run the MCP tool server."""
-    from tools_server.core.server import is_loopback, is_wildcard, run, token_problem
+    from tools_server.core.serve_cli import refusal
+    from tools_server.core.server import run
 
-    if transport not in ("stdio", "http"):
-        typer.echo(f"unknown transport {transport!r}: use stdio or http", err=True)
+    if (why := refusal(transport, host, token, list(allowed_host or []))) is not None:
+        typer.echo(why, err=True)
         raise typer.Exit(2)
-    if transport == "http" and not is_loopback(host):
-        if (problem := token_problem(token)) is not None:
-            typer.echo(
-                f"refusing to bind {host}: a non-loopback address needs --token (or SPU_SERVER_TOKEN) "
-                f"of at least 32 random characters: {problem}. "
-                'Make one with: python -c "import secrets; print(secrets.token_urlsafe(32))"',
-                err=True,
-            )
-            raise typer.Exit(2)
-        if is_wildcard(host) and not allowed_host:
-            typer.echo(
-                f"refusing to bind {host}: name the host names clients use with --allowed-host "
-                "(e.g. --allowed-host spu.example.org)",
-                err=True,
-            )
-            raise typer.Exit(2)
     run(transport, host, port, token, list(allowed_host or []))
 
 
