@@ -1,0 +1,1 @@
+"""Protein electrostatics: PROPKA pKa values and PDB2PQR protonation states."""
