@@ -1,0 +1,1 @@
+"""Docking: AutoDock Vina with Meeko ligand and receptor preparation, PDBFixer receptor cleaning."""
