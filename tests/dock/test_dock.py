@@ -10,9 +10,9 @@ pytest.importorskip("vina")
 pytest.importorskip("meeko")
 pytest.importorskip("pdbfixer")
 
-from tools_server.context import ToolContext
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
 from tools_server.dock.tools import DockInput, dock
-from tools_server.errors import ToolError
 
 DATA = Path(__file__).parent / "data"
 COMPLEX = str(DATA / "t4l99a_pxylene.pdb")

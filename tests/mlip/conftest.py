@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tools_server.context import ToolContext
+from tools_server.core.context import ToolContext
 
 
 @pytest.fixture
@@ -149,7 +149,8 @@ def mace_file(tmp_path_factory) -> Path:
         model = modules.ScaleShiftMACE(
             r_max=5.0, num_bessel=4, num_polynomial_cutoff=5, max_ell=2, interaction_cls=block,
             interaction_cls_first=block, num_interactions=2, num_elements=4,
-            hidden_irreps=o3.Irreps("8x0e + 8x1o"), MLP_irreps=o3.Irreps("8x0e"), gate=torch.nn.functional.silu,
+            hidden_irreps=o3.Irreps("8x0e + 8x1o"), MLP_irreps=o3.Irreps("8x0e"),
+            gate=torch.nn.functional.silu,
             atomic_energies=np.array([-13.6, -1029.0, -1485.0, -2042.0]), avg_num_neighbors=4.0,
             atomic_numbers=[1, 6, 7, 8], correlation=2, radial_type="bessel", atomic_inter_scale=1.0,
             atomic_inter_shift=0.0,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
 from tools_server.mlip.tools import MlipConformersInput, MlipInput, mlip_conformers, mlip_run
 
 EV_PER_HARTREE = 27.211386245988

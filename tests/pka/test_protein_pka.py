@@ -15,8 +15,8 @@ import pytest
 pytest.importorskip("propka")
 pytest.importorskip("pdb2pqr")
 
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
 from tools_server.pka.tools import ProteinPkaInput, protein_pka
 
 DATA = Path(__file__).parent / "data"

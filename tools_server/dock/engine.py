@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools_server.errors import ToolError
+from tools_server.core.errors import ToolError
 
 WATER = {"HOH", "WAT", "DOD", "H2O"}
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
-from tools_server.registry import tool
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
+from tools_server.core.registry import tool
 
 _LIGAND_DESC = (
     "SMILES (protonated as written: give the charge state you want, e.g. 'CC(=O)[O-]'), a molblock, or an "

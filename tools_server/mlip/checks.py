@@ -1,16 +1,18 @@
-"""``spu doctor`` checks for the machine-learned potentials (plain dicts; doctor turns them into
-EngineCheck). Each builds the package's own model class and checks a value known exactly: with the
-networks' last layers zeroed, a model's energy is its per-element reference energies summed."""
+"""``spu doctor`` checks for the machine-learned potentials. Each builds the package's own model class
+and checks a value known exactly: with the networks' readout zeroed, a model's energy is its per-element
+reference energies summed. SevenNet-0, whose weights ship in its wheel, computes water."""
 
 from __future__ import annotations
 
+from tools_server.core.domain import DoctorCheck
+
 _WATER = "[[0.0, 0.0, 0.1173], [0.0, 0.7572, -0.4692], [0.0, -0.7572, -0.4692]]"
 
-CHECKS: tuple[dict, ...] = (
-    {
-        "name": "torchani",
-        "what": "TorchANI (ANI-2x)",
-        "code": f"""
+CHECKS: tuple[DoctorCheck, ...] = (
+    DoctorCheck(
+        name="torchani",
+        what="TorchANI (ANI-2x)",
+        code=f"""
 import importlib.metadata as md
 import torch
 from torchani.arch import Assembler
@@ -29,18 +31,19 @@ with torch.no_grad():
     e = float(model((torch.tensor([[8, 1, 1]]), torch.tensor([{_WATER}]))).energies[0])
 # zeroed networks: the wB97X/6-31G(d) atomic reference energies of O + 2 H
 assert abs(e - -76.0411) < 1e-3, f"water with zeroed ANI-2x networks {{e:.4f}} Eh, expected -76.0411"
-from tools_server import settings
+from tools_server.core import settings
 have = (settings.weights_dir() / "torchani" / "StateDicts" / "ani2x_state_dict.pt").is_file()
+where = "present" if have else "not in SPU_WEIGHTS_DIR"
 report(version=md.version("torchani"), detail=f"ANI-2x architecture: water {{e:.4f}} Eh from the atomic "
-       f"references; ANI-2x weights {{'present' if have else 'not in SPU_WEIGHTS_DIR'}}", weights_present=have)
+       f"references; ANI-2x weights {{where}}", weights_present=have)
 """,
-        "fix": "pip install 'spu-scaffold[mlip]' (torchani); weights: see docs/weights.md",
-        "timeout_s": 300,
-    },
-    {
-        "name": "aimnet",
-        "what": "AIMNet2",
-        "code": f"""
+        fix="pip install 'spu-scaffold[mlip]' (torchani); weights: see docs/weights.md",
+        timeout_s=300,
+    ),
+    DoctorCheck(
+        name="aimnet",
+        what="AIMNet2",
+        code=f"""
 import importlib.metadata as md
 import torch, yaml
 from aimnet.config import build_module
@@ -70,19 +73,19 @@ with torch.no_grad():
     model.outputs.atomic_shift.shifts.weight[8] = -2042.0
 model.cutoff = 5.0
 calc = AIMNet2Calculator(model=model, device="cpu")
-out = calc({{"coord": torch.tensor({_WATER}), "numbers": torch.tensor([8, 1, 1]), "charge": torch.tensor(0.0)}},
-           forces=True)
+inputs = {{"coord": torch.tensor({_WATER}), "numbers": torch.tensor([8, 1, 1]), "charge": torch.tensor(0.0)}}
+out = calc(inputs, forces=True)
 e = float(out["energy"].detach())
 assert abs(e - -2069.2) < 1e-3, f"water with a zeroed AIMNet2 readout {{e:.4f}} eV, expected -2069.2"
 report(version=md.version("aimnet"), detail=f"2-layer AIMNet2 with set atomic shifts: water {{e:.2f}} eV")
 """,
-        "fix": "pip install 'spu-scaffold[mlip]' (aimnet)",
-        "timeout_s": 300,
-    },
-    {
-        "name": "mace",
-        "what": "MACE (MACE-OFF)",
-        "code": f"""
+        fix="pip install 'spu-scaffold[mlip]' (aimnet)",
+        timeout_s=300,
+    ),
+    DoctorCheck(
+        name="mace",
+        what="MACE (MACE-OFF)",
+        code=f"""
 import importlib.metadata as md
 import numpy as np, torch
 with torch.serialization.safe_globals([slice]):
@@ -108,13 +111,13 @@ e = float(atoms.get_potential_energy())
 assert abs(e - -2069.2) < 1e-6, f"water from the E0 terms {{e:.6f}} eV, expected -2069.2"
 report(version=md.version("mace-torch"), detail=f"ScaleShiftMACE saved and reloaded: water {{e:.2f}} eV")
 """,
-        "fix": "pip install 'spu-scaffold[mlip]' (mace-torch with e3nn 0.4)",
-        "timeout_s": 300,
-    },
-    {
-        "name": "sevenn",
-        "what": "SevenNet (SevenNet-0 weights ship with it)",
-        "code": f"""
+        fix="pip install 'spu-scaffold[mlip]' (mace-torch with e3nn 0.4)",
+        timeout_s=300,
+    ),
+    DoctorCheck(
+        name="sevenn",
+        what="SevenNet (SevenNet-0 weights ship with it)",
+        code=f"""
 import importlib.metadata as md
 import torch
 with torch.serialization.safe_globals([slice]):
@@ -128,7 +131,7 @@ e = float(atoms.get_potential_energy())
 assert abs(e - -14.0851) < 0.005, f"SevenNet-0 water energy {{e:.4f}} eV, expected -14.0851"
 report(version=md.version("sevenn"), detail=f"SevenNet-0 water {{e:.4f}} eV")
 """,
-        "fix": "pip install 'spu-scaffold[mlip]' (sevenn<0.11)",
-        "timeout_s": 300,
-    },
+        fix="pip install 'spu-scaffold[mlip]' (sevenn<0.11)",
+        timeout_s=300,
+    ),
 )

@@ -21,8 +21,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tools_server import settings
-from tools_server.errors import ToolError
+from tools_server.core import settings
+from tools_server.core.errors import ToolError
 from tools_server.protein.weights import download_allowed, weights_missing
 
 ENGINES = ("ani2x", "aimnet2", "mace_off", "sevennet")

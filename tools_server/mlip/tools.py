@@ -8,9 +8,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
-from tools_server.registry import tool
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
+from tools_server.core.registry import tool
 
 Engine = Literal["ani2x", "aimnet2", "mace_off", "sevennet"]
 
@@ -245,8 +245,8 @@ def mlip_run(args: MlipInput, ctx: ToolContext) -> dict:
 class MlipConformersInput(BaseModel):
     molecule: str = Field(
         ...,
-        description="SMILES (conformers embedded with RDKit ETKDG), or a multi-record .sdf path of conformers "
-        "of one molecule (e.g. the conformers_sdf artifact of xtb_conformers; every record is used)",
+        description="SMILES (conformers embedded with RDKit ETKDG), or a multi-record .sdf path of "
+        "conformers of one molecule (e.g. the sdf artifact of xtb_conformers; every record is used)",
     )
     n_conformers: int = Field(20, ge=1, le=300, description="conformers embedded from a SMILES")
     engine: Engine = Field("aimnet2", description=_ENGINE_DESC)

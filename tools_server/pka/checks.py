@@ -1,6 +1,8 @@
-"""``spu doctor`` checks for PROPKA and PDB2PQR (plain dicts; doctor turns them into EngineCheck)."""
+"""``spu doctor`` checks for PROPKA and PDB2PQR: a tiny real computation each, compared with a known value."""
 
 from __future__ import annotations
+
+from tools_server.core.domain import DoctorCheck
 
 #: Writes Asp 29 of chain A of PDB entry 1HPX, alone, to ``path``: nothing shifts its pKa, so PROPKA must
 #: return its model values (Asp 3.80, N-terminus 8.00).
@@ -13,16 +15,17 @@ work = tempfile.mkdtemp()
 path = os.path.join(work, "asp.pdb")
 with open(path, "w") as fh:
     for i, (name, x, y, z) in enumerate(ASP, start=1):
-        fh.write(f"ATOM  {i:5d}  {name:<3s} ASP A  29    {x:8.3f}{y:8.3f}{z:8.3f}  1.00  0.00           {name[0]}\\n")
+        xyz = f"{x:8.3f}{y:8.3f}{z:8.3f}"
+        fh.write(f"ATOM  {i:5d}  {name:<3s} ASP A  29    {xyz}  1.00  0.00           {name[0]}\\n")
     fh.write("END\\n")
 os.chdir(work)
 """
 
-CHECKS: tuple[dict, ...] = (
-    {
-        "name": "propka",
-        "what": "PROPKA 3 (protein pKa values)",
-        "code": _WRITE_ASP
+CHECKS: tuple[DoctorCheck, ...] = (
+    DoctorCheck(
+        name="propka",
+        what="PROPKA 3 (protein pKa values)",
+        code=_WRITE_ASP
         + """
 import contextlib, io, importlib.metadata as md
 import propka.run
@@ -33,12 +36,12 @@ assert abs(pkas.get("ASP", 0) - 3.80) < 0.01, f"lone Asp pKa {pkas.get('ASP')}, 
 assert abs(pkas.get("N+", 0) - 8.00) < 0.01, f"N-terminus pKa {pkas.get('N+')}, expected 8.00"
 report(version=md.version("propka"), detail="lone Asp: pKa 3.80, N-terminus 8.00 (the model values)")
 """,
-        "fix": "pip install 'spu-scaffold[pka]' (propka)",
-    },
-    {
-        "name": "pdb2pqr",
-        "what": "PDB2PQR (protonation states, PQR files)",
-        "code": _WRITE_ASP
+        fix="pip install 'spu-scaffold[pka]' (propka)",
+    ),
+    DoctorCheck(
+        name="pdb2pqr",
+        what="PDB2PQR (protonation states, PQR files)",
+        code=_WRITE_ASP
         + """
 import contextlib, io, importlib.metadata as md
 from pdb2pqr.main import build_main_parser, main_driver
@@ -52,6 +55,6 @@ q = sum(float(line.split()[-2]) for line in atoms)
 assert len(atoms) == 14 and abs(q) < 1e-3, f"{len(atoms)} atoms, charge {q:.3f} e; expected 14 and 0"
 report(version=md.version("pdb2pqr"), detail=f"lone Asp at pH 7: {len(atoms)} atoms, total charge {q:+.2f} e")
 """,
-        "fix": "pip install 'spu-scaffold[pka]' (pdb2pqr)",
-    },
+        fix="pip install 'spu-scaffold[pka]' (pdb2pqr)",
+    ),
 )

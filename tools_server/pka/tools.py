@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from tools_server.context import ToolContext
-from tools_server.errors import ToolError
-from tools_server.registry import tool
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
+from tools_server.core.registry import tool
 
 
 class ProteinPkaInput(BaseModel):
