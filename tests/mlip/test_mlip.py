@@ -167,7 +167,7 @@ def test_conformers_from_an_sdf_are_optimised_and_ranked(tiny_mace, tmp_path):
     writer.close()
     out = mlip_conformers(
         MlipConformersInput(
-            molecule=str(src), engine="mace_off", model=tiny_mace, fmax_ev_a=0.05, max_steps=50
+            molecule=str(src), engine="mace_off", model=tiny_mace, fmax_ev_a=0.05, max_steps=4
         ),
         ToolContext("mlip_conformers", "c", threads=2),
     )
