@@ -127,7 +127,7 @@ def test_sevennet_optimises_water_to_the_experimental_geometry(sevennet_ready, c
     PBE crystals, where PBE itself gives 0.970 Å and 104.2°; 0.03 Å and 3° cover both."""
     from ase.io import read
 
-    out = _run(ctx, molecules=["O"], engine="sevennet", task="optimize", fmax_ev_a=0.005)
+    out = _run(ctx, molecules=["O"], engine="sevennet", task="optimize", fmax_ev_a=0.01)
     item = out["items"][0]
     assert item["optimization"]["converged"]
     atoms = read(item["geometry_xyz"])
