@@ -132,15 +132,17 @@ def dock(args: DockInput, ctx: ToolContext) -> dict:
         ref_xyz, ref_mol = engine.reference_ligand_coords(args.box_ligand, records)
         box = engine.box_from_points(ref_xyz, args.padding, f"ligand {args.box_ligand}")
     elif args.box_residues is not None:
-        box = engine.box_from_points(
-            engine.residue_coords(args.box_residues, records),
-            args.padding,
-            f"residues {', '.join(args.box_residues)}",
-        )
+        box = None  # from the residues once the file is read (mmCIF input is read by PDBFixer only)
+        if records:
+            box = engine.box_from_points(
+                engine.residue_coords(args.box_residues, records),
+                args.padding,
+                f"residues {', '.join(args.box_residues)}",
+            )
     else:
         assert args.center is not None and args.size is not None
         box = engine.Box(tuple(args.center), tuple(args.size), "explicit")
-    if len(protein_xyz):  # fail fast, before the receptor is prepared
+    if box is not None and len(protein_xyz):  # fail fast, before the receptor is prepared
         engine.check_box(box, protein_xyz)
 
     ctx.progress(0.02, "preparing the receptor")
@@ -149,6 +151,12 @@ def dock(args: DockInput, ctx: ToolContext) -> dict:
     )
     clean_records = engine.pdb_records(cleaned.read_text())
     receptor_heavy = np.asarray([r["xyz"] for r in clean_records if r["element"] != "H"], dtype=float)
+    if box is None:
+        box = engine.box_from_points(
+            engine.residue_coords(args.box_residues or [], clean_records),
+            args.padding,
+            f"residues {', '.join(args.box_residues or [])}",
+        )
     n_in_box = engine.check_box(box, receptor_heavy)
 
     results: list[dict[str, Any]] = []
