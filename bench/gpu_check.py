@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 #: Modules beside this script that append their checks to CHECKS when imported.
-EXTENSION_MODULES = ("gpu_check_md",)
+EXTENSION_MODULES = ("gpu_check_md", "gpu_check_mlip")
 
 
 @dataclass

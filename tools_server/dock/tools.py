@@ -1,0 +1,256 @@
+"""``dock``: AutoDock Vina docking of small molecules into a protein, ligands prepared with Meeko."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, model_validator
+
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
+from tools_server.core.registry import tool
+
+_LIGAND_DESC = (
+    "SMILES (protonated as written: give the charge state you want, e.g. 'CC(=O)[O-]'), a molblock, or an "
+    ".sdf/.mol path ('file.sdf#k' = record k)"
+)
+
+
+class DockInput(BaseModel):
+    ligands: list[str] = Field(..., min_length=1, max_length=50, description=_LIGAND_DESC)
+    receptor_path: str | None = Field(
+        None, max_length=4096, description="PDB or mmCIF file of the protein (e.g. a pdb_lookup artifact)"
+    )
+    receptor_text: str | None = Field(None, max_length=5_000_000, description="PDB text instead of a file")
+    ph: float = Field(7.4, ge=0, le=14, description="pH for the receptor hydrogens (PDBFixer)")
+    box_ligand: str | None = Field(
+        None,
+        max_length=4096,
+        description="box around a reference ligand: its residue name in the receptor file ('STI', 'STI:A', "
+        "'STI:A:201') or a path to an SDF/MOL2/PDB file of it; poses get an RMSD to it when it is a file "
+        "or a residue of the same molecule",
+    )
+    box_residues: list[str] | None = Field(
+        None, max_length=100, description="box around these residues: 'A:99', '99' or 'LEU99'"
+    )
+    center: tuple[float, float, float] | None = Field(None, description="box centre (Å), with size")
+    size: tuple[float, float, float] | None = Field(None, description="box edge lengths (Å), with center")
+    padding: float = Field(
+        5.0, ge=0, le=20, description="Å added on each side around box_ligand / box_residues atoms"
+    )
+    exhaustiveness: int = Field(8, ge=1, le=64, description="Vina search effort (8 is Vina's default)")
+    n_poses: int = Field(5, ge=1, le=20)
+    energy_range: float = Field(3.0, gt=0, le=10, description="kcal/mol above the best pose to keep")
+    seed: int = Field(42, ge=1, le=2**31 - 1, description="Vina and conformer seed (recorded)")
+
+    @model_validator(mode="after")
+    def _check(self) -> DockInput:
+        if (self.receptor_path is None) == (self.receptor_text is None):
+            raise ValueError("give exactly one of receptor_path or receptor_text")
+        ways = [self.box_ligand is not None, self.box_residues is not None, self.center is not None]
+        if sum(ways) != 1:
+            raise ValueError("give exactly one box: box_ligand, box_residues, or center with size")
+        if (self.center is None) != (self.size is None):
+            raise ValueError("center and size go together")
+        if self.size is not None and (min(self.size) <= 0 or max(self.size) > 126):
+            raise ValueError("box edges must lie in (0, 126] Å")
+        return self
+
+
+def _key(args: DockInput) -> dict[str, Any]:
+    from tools_server.md.tools import _file_fingerprint
+
+    data = args.model_dump()
+    data["receptor_path"] = _file_fingerprint(args.receptor_path)
+    if args.box_ligand and Path(args.box_ligand).suffix:
+        data["box_ligand"] = _file_fingerprint(args.box_ligand)
+    return data
+
+
+def _check_engines() -> None:
+    import importlib.util
+
+    missing = [m for m in ("vina", "meeko", "pdbfixer") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ToolError(
+            "engine_unavailable",
+            f"Not installed: {', '.join(missing)}.",
+            hint="pip install 'spu-scaffold[dock]' (vina, meeko; pdbfixer comes with [md]).",
+        )
+
+
+@tool(
+    name="dock",
+    resource="cpu",
+    read_only=True,
+    idempotent=True,
+    engines=("vina", "meeko", "pdbfixer"),
+    time_limit_s=7200,
+    canonicalize=_key,
+    title="AutoDock Vina docking",
+)
+def dock(args: DockInput, ctx: ToolContext) -> dict:
+    """Dock 1-50 small molecules into a protein with AutoDock Vina (Vina scoring function).
+
+    Receptor: PDB/mmCIF file or text (a pdb_lookup artifact works), cleaned with PDBFixer (heterogens and
+    water removed, missing heavy atoms built, hydrogens at `ph`), typed with Meeko. Ligands: protonated
+    as the SMILES is written, one ETKDG conformer (seeded), Meeko PDBQT. Box: around a reference ligand
+    (`box_ligand`: residue name in the receptor file or a file), around residues, or explicit centre and
+    size. Returns per ligand: poses [{rank, vina_score_kcal_mol, inter, intra, rmsd_to_reference}] and an
+    SDF artifact of the poses (score in each record), plus box, seed, exhaustiveness and receptor
+    preparation facts. A Vina score is an empirical estimate tuned to binding affinities; it is not a
+    binding free energy: use it to rank poses of one ligand and, roughly, similar ligands in one pocket.
+    Errors: empty_box (no receptor atom in the box), no_protein, invalid_smiles, invalid_input."""
+    import numpy as np
+    from rdkit import Chem
+
+    from tools_server.dock import engine
+
+    _check_engines()
+    versions = engine.engine_versions()
+    ctx.set_engine(
+        "vina", versions["vina"], device="cpu", meeko=versions["meeko"], pdbfixer=versions["pdbfixer"]
+    )
+    work = ctx.artifact_dir
+
+    if args.receptor_path is not None:
+        raw_path = Path(args.receptor_path).expanduser()
+        if not raw_path.is_file():
+            raise ToolError("invalid_input", f"No receptor file at {args.receptor_path!r}.")
+        raw_text = raw_path.read_text(errors="replace")
+    else:
+        raw_text = args.receptor_text or ""
+    records = engine.pdb_records(raw_text) if not raw_text.lstrip().startswith("data_") else []
+
+    protein_xyz = np.asarray(
+        [r["xyz"] for r in records if not r["hetatm"] and r["element"] != "H"], dtype=float
+    )
+    ref_mol = None
+    ref_xyz = None
+    if args.box_ligand is not None:
+        ref_xyz, ref_mol = engine.reference_ligand_coords(args.box_ligand, records)
+        box = engine.box_from_points(ref_xyz, args.padding, f"ligand {args.box_ligand}")
+    elif args.box_residues is not None:
+        box = None  # from the residues once the file is read (mmCIF input is read by PDBFixer only)
+        if records:
+            box = engine.box_from_points(
+                engine.residue_coords(args.box_residues, records),
+                args.padding,
+                f"residues {', '.join(args.box_residues)}",
+            )
+    else:
+        assert args.center is not None and args.size is not None
+        box = engine.Box(tuple(args.center), tuple(args.size), "explicit")
+    if box is not None and len(protein_xyz):  # fail fast, before the receptor is prepared
+        engine.check_box(box, protein_xyz)
+
+    ctx.progress(0.02, "preparing the receptor")
+    cleaned, receptor_pdbqt, report = engine.prepare_receptor(
+        args.receptor_path, args.receptor_text, args.ph, work
+    )
+    clean_records = engine.pdb_records(cleaned.read_text())
+    receptor_heavy = np.asarray([r["xyz"] for r in clean_records if r["element"] != "H"], dtype=float)
+    if box is None:
+        box = engine.box_from_points(
+            engine.residue_coords(args.box_residues or [], clean_records),
+            args.padding,
+            f"residues {', '.join(args.box_residues or [])}",
+        )
+    n_in_box = engine.check_box(box, receptor_heavy)
+
+    results: list[dict[str, Any]] = []
+    n = len(args.ligands)
+    for i, text in enumerate(args.ligands):
+        ctx.progress(0.1 + 0.85 * i / n, f"docking ligand {i + 1}/{n}")
+        try:
+            rdmol, lig_pdbqt = engine.prepare_ligand(text, args.seed)
+            poses_pdbqt, energies = engine.dock(
+                receptor_pdbqt,
+                lig_pdbqt,
+                box,
+                exhaustiveness=args.exhaustiveness,
+                n_poses=args.n_poses,
+                seed=args.seed,
+                cpus=max(1, ctx.threads),
+                energy_range=args.energy_range,
+            )
+            mols = engine.poses_to_mols(poses_pdbqt)
+        except ToolError as err:
+            if n == 1:
+                raise
+            results.append({"index": i, "ligand": text, "ok": False, "error": err.to_dict()})
+            continue
+        ref_for_rmsd = _reference_for_rmsd(ref_mol, ref_xyz, args.box_ligand, raw_text, mols[0])
+        poses = []
+        sdf_path = ctx.artifact(f"poses_{i}.sdf")
+        writer = Chem.SDWriter(str(sdf_path))
+        for rank, (mol, e) in enumerate(zip(mols, energies, strict=False), start=1):
+            rmsd = engine.heavy_rmsd(mol, ref_for_rmsd) if ref_for_rmsd is not None else None
+            pose = {
+                "rank": rank,
+                "vina_score_kcal_mol": round(float(e[0]), 3),
+                "inter_kcal_mol": round(float(e[1]), 3),
+                "intra_kcal_mol": round(float(e[2]), 3),
+            }
+            if rmsd is not None:
+                pose["rmsd_to_reference_angstrom"] = round(rmsd, 3)
+            poses.append(pose)
+            mol.SetProp("_Name", f"ligand {i} pose {rank}")
+            mol.SetProp("vina_score_kcal_mol", f"{float(e[0]):.3f}")
+            mol.SetProp("seed", str(args.seed))
+            mol.SetProp("exhaustiveness", str(args.exhaustiveness))
+            writer.write(mol)
+        writer.close()
+        results.append(
+            {
+                "index": i,
+                "ligand": text,
+                "ok": True,
+                "smiles": Chem.MolToSmiles(Chem.RemoveHs(rdmol)),
+                "formal_charge": Chem.GetFormalCharge(rdmol),
+                "best_score_kcal_mol": poses[0]["vina_score_kcal_mol"] if poses else None,
+                "poses": poses,
+                "poses_sdf": str(sdf_path),
+            }
+        )
+    return {
+        "scoring_function": "vina",
+        "seed": args.seed,
+        "exhaustiveness": args.exhaustiveness,
+        "box": {**box.as_dict(), "receptor_heavy_atoms_inside": n_in_box},
+        "receptor": {**report, "cleaned_pdb": str(cleaned), "pdbqt": str(receptor_pdbqt)},
+        "n_ligands": n,
+        "n_ok": sum(1 for r in results if r["ok"]),
+        "ligands": results,
+        "note": "Vina scores (kcal/mol) rank poses; they are not binding free energies and their error "
+        "against measured affinities is typically 2-3 kcal/mol.",
+    }
+
+
+def _reference_for_rmsd(ref_mol: Any, ref_xyz: Any, spec: str | None, raw_text: str, probe: Any) -> Any:
+    """The reference ligand as an RDKit Mol comparable with ``probe`` (same heavy-atom graph), or None."""
+    from rdkit import Chem
+    from rdkit.Chem import AllChem
+
+    if spec is None:
+        return None
+    if ref_mol is not None:
+        return ref_mol
+    # A residue of the receptor file: rebuild it from its records and take the bond orders from the pose.
+    parts = spec.split(":")
+    lines = [
+        ln
+        for ln in raw_text.splitlines()
+        if ln.startswith(("HETATM", "ATOM  "))
+        and ln[17:20].strip() == parts[0].strip().upper()
+        and (len(parts) < 2 or ln[21:22].strip() == parts[1].strip())
+        and (len(parts) < 3 or ln[22:26].strip() == parts[2].strip())
+    ]
+    block = Chem.MolFromPDBBlock("\n".join(lines) + "\nEND\n", removeHs=True, proximityBonding=True)
+    if block is None:
+        return None
+    try:
+        return AllChem.AssignBondOrdersFromTemplate(Chem.RemoveHs(probe), block)
+    except (ValueError, RuntimeError):
+        return None

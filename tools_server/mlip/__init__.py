@@ -1,0 +1,27 @@
+"""Machine-learned interatomic potentials (ANI-2x, AIMNet2, MACE-OFF, SevenNet) through ASE calculators."""
+
+from tools_server.core.domain import Domain, Engine
+from tools_server.mlip.checks import CHECKS
+
+DOMAIN = Domain(
+    name="mlip",
+    tool_modules=("tools_server.mlip.tools",),
+    engines=(
+        Engine("torchani", "torchani"),
+        Engine("aimnet", "aimnet"),
+        Engine("mace", "mace-torch"),
+        Engine("sevenn", "sevenn"),
+        Engine("ase", "ase"),
+    ),
+    doctor_checks=CHECKS,
+    error_codes={
+        "unsupported_element": "Use a method that supports this element: AIMNet2 covers 14 elements, "
+        "GFN2-xTB (xtb_run) H-Rn.",
+        "unsupported_charge": "This model is trained on neutral closed-shell molecules only; use AIMNet2 or "
+        "xTB for ions and radicals.",
+        "weights_missing": "Place the model weights in SPU_WEIGHTS_DIR (see docs/weights.md) or allow the "
+        "download.",
+        "invalid_smiles": "Check the SMILES string (valences, ring closures, brackets) or pass a molblock.",
+        "charge_multiplicity_mismatch": "Check the total charge and the spin multiplicity (2S+1).",
+    },
+)

@@ -1,0 +1,390 @@
+"""``mlip_run`` and ``mlip_conformers``: machine-learned interatomic potentials (ANI-2x, AIMNet2, MACE-OFF,
+SevenNet) through ASE calculators: energies, forces, optimisations, Langevin MD, conformer ranking."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from tools_server.core.context import ToolContext
+from tools_server.core.errors import ToolError
+from tools_server.core.registry import tool
+
+Engine = Literal["ani2x", "aimnet2", "mace_off", "sevennet"]
+
+_MOL_DESC = (
+    "SMILES (3D from ETKDG + MMFF), XYZ text (Å), molblock with 3D coordinates and explicit H, or an "
+    ".sdf/.mol/.xyz path ('file.sdf#k' = record k)"
+)
+_ENGINE_DESC = (
+    "ani2x: ANI-2x (H C N O F S Cl, neutral); aimnet2: AIMNet2 (H B C N O F Si P S Cl As Se Br I, charged "
+    "allowed); mace_off: MACE-OFF23 (H C N O F P S Cl Br I, neutral); sevennet: SevenNet-0 (materials "
+    "model trained on PBE crystals, weights ship with the package; a cross-check for molecules)"
+)
+
+
+class MlipInput(BaseModel):
+    molecules: list[str] = Field(..., min_length=1, max_length=1000, description=_MOL_DESC)
+    engine: Engine = Field("aimnet2", description=_ENGINE_DESC)
+    model: str | None = Field(
+        None,
+        max_length=120,
+        description="weights file name in SPU_WEIGHTS_DIR (default per engine: ani2x, aimnet2_wb97m_d3_0, "
+        "MACE-OFF23_small, 7net-0)",
+    )
+    task: Literal["energy", "optimize", "md"] = Field(
+        "energy", description="energy: single point with forces; optimize: BFGS to fmax; md: Langevin NVT"
+    )
+    charge: int | None = Field(None, ge=-10, le=10, description="total charge; default from the SMILES")
+    fmax_ev_a: float = Field(0.01, gt=0, le=1, description="optimisation: max force at convergence (eV/Å)")
+    max_steps: int = Field(500, ge=1, le=10000, description="optimisation steps")
+    md_steps: int = Field(1000, ge=1, le=200_000, description="MD steps")
+    timestep_fs: float = Field(0.5, gt=0, le=2.0, description="MD timestep (fs); 0.5 fs with hydrogens")
+    temperature_k: float = Field(300.0, gt=0, le=3000)
+    friction_per_fs: float = Field(0.01, gt=0, le=1, description="Langevin friction (1/fs)")
+    report_every: int = Field(10, ge=1, le=10000, description="MD frame interval (steps)")
+    seed: int = Field(1, ge=0, le=2**31 - 1, description="MD velocity and thermostat seed")
+
+
+def _mol_key(molecules: list[str]) -> list[str]:
+    from tools_server.chem.molecules import cache_key
+
+    return [cache_key(m) for m in molecules]
+
+
+def _weights_stamp(engine: str, model: str | None) -> str | None:
+    from tools_server.mlip import models
+
+    try:
+        path = models.model_path(engine, model or models.DEFAULT_MODEL[engine])
+    except ToolError:
+        return None
+    if path is None or not path.is_file():
+        return None
+    st = path.stat()
+    return f"{path}:{st.st_size}:{st.st_mtime_ns}"
+
+
+def _run_key(args: MlipInput) -> dict[str, Any]:
+    data = args.model_dump()
+    data["molecules"] = _mol_key(args.molecules)
+    data["weights"] = _weights_stamp(args.engine, args.model)
+    if args.task != "md":
+        for k in ("md_steps", "timestep_fs", "temperature_k", "friction_per_fs", "report_every", "seed"):
+            data.pop(k)
+    if args.task != "optimize":
+        data.pop("fmax_ev_a")
+        data.pop("max_steps")
+    return data
+
+
+def _load(text: str, charge: int | None) -> Any:
+    from tools_server.chem.molecules import MoleculeError, load_molecule
+
+    try:
+        return load_molecule(text, charge=charge)
+    except MoleculeError as exc:
+        raise ToolError(exc.code, exc.message) from None
+
+
+def _device(ctx: ToolContext) -> str:
+    if not ctx.gpu_available:
+        return "cpu"
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:
+        return "cpu"
+
+
+def _prepare(args: Any, ctx: ToolContext) -> tuple[Any, str, str]:
+    from tools_server.mlip import models
+
+    models.check_engine(args.engine)
+    name = args.model or models.DEFAULT_MODEL[args.engine]
+    models.check_name(name)
+    device = _device(ctx)
+    try:
+        import torch
+
+        torch.set_num_threads(max(1, ctx.threads))
+    except ImportError:
+        pass
+    ctx.set_engine(
+        models.INFO[args.engine].dist,
+        models.engine_version(args.engine),
+        device=device,
+        model=name,
+        reference_method=models.INFO[args.engine].level,
+    )
+    return models, name, device
+
+
+def _write_geometry(ctx: ToolContext, stem: str, mol: Any, atoms: Any, title: str) -> dict[str, str]:
+    from ase.io import write
+
+    out = {}
+    xyz = ctx.artifact(f"{stem}.xyz")
+    write(str(xyz), atoms, format="xyz", comment=title)
+    out["geometry_xyz"] = str(xyz)
+    block = mol.with_coords(atoms.get_positions()).to_molblock(title)
+    if block is not None:
+        sdf = ctx.artifact(f"{stem}.sdf")
+        sdf.write_text(block + "$$$$\n")
+        out["geometry_sdf"] = str(sdf)
+    return out
+
+
+@tool(
+    name="mlip_run",
+    resource="gpu",
+    read_only=True,
+    idempotent=True,
+    engines=("torchani", "aimnet", "mace", "sevenn", "ase"),
+    time_limit_s=7200,
+    canonicalize=_run_key,
+    title="Machine-learned potentials: energies, optimisation, MD",
+)
+def mlip_run(args: MlipInput, ctx: ToolContext) -> dict:
+    """Energies and forces, BFGS geometry optimisation, or short Langevin NVT dynamics of 1-1000 molecules
+    with a machine-learned interatomic potential (ASE calculators): ANI-2x, AIMNet2, MACE-OFF23 or
+    SevenNet-0. Elements and charge are checked against the model before anything runs (ANI-2x: H C N O F
+    S Cl, neutral only). Per molecule: energy_ev and energy_hartree (total energies on the model's own
+    scale: compare only between molecules with the same atoms, e.g. conformers or isomers, and only within
+    one model), max/rms force (eV/Å; forces inline up to 50 atoms), optimization {converged, n_steps},
+    geometry_xyz / geometry_sdf artifacts, md {temperature_mean_second_half_k, epot_mean_ev, series} and a
+    trajectory_xyz artifact. Weights come from SPU_WEIGHTS_DIR (docs/weights.md); a missing model is
+    weights_missing. Errors: unsupported_element, unsupported_charge, weights_missing, engine_unavailable."""
+    from tools_server.mlip import run
+
+    models, name, device = _prepare(args, ctx)
+    n = len(args.molecules)
+    items: list[dict[str, Any]] = []
+    calc = None
+    for i, text in enumerate(args.molecules):
+        try:
+            mol = _load(text, args.charge)
+            models.check_molecule(args.engine, mol.numbers, mol.charge, mol.multiplicity)
+            if calc is None or args.engine == "aimnet2":
+                calc = models.load_calculator(args.engine, name, device, charge=mol.charge)
+            models.check_model_species(args.engine, calc, mol.numbers)
+            atoms = run.atoms_from(mol.numbers, mol.coords_angstrom)
+            item: dict[str, Any] = {"index": i, "ok": True, "formula": mol.formula(), "n_atoms": mol.n_atoms}
+            if mol.smiles:
+                item["smiles"] = mol.smiles
+            step_base = i / n
+
+            def tick(step: int, total: int, base: float = step_base, k: int = i) -> None:
+                ctx.progress(base + min(1.0, step / max(1, total)) / n, f"molecule {k + 1}/{n}, step {step}")
+
+            if args.task == "energy":
+                item.update(run.energy(atoms, calc, inline_forces=mol.n_atoms <= 50 and n <= 20))
+            elif args.task == "optimize":
+                item.update(
+                    run.optimize(
+                        atoms, calc, args.fmax_ev_a, args.max_steps, lambda s: tick(s, args.max_steps)
+                    )
+                )
+                item.update(_write_geometry(ctx, f"opt_{i}", mol, atoms, f"{name} optimised"))
+                if not item["optimization"]["converged"]:
+                    item["warnings"] = [
+                        f"not converged to fmax {args.fmax_ev_a} eV/Å in {args.max_steps} steps"
+                    ]
+            else:
+                traj = ctx.artifact(f"md_{i}.xyz")
+                item.update(
+                    run.langevin(
+                        atoms,
+                        calc,
+                        steps=args.md_steps,
+                        timestep_fs=args.timestep_fs,
+                        temperature_k=args.temperature_k,
+                        friction_per_fs=args.friction_per_fs,
+                        seed=args.seed,
+                        report_every=args.report_every,
+                        trajectory=traj,
+                        progress=lambda s: tick(s, args.md_steps),
+                    )
+                )
+                item["trajectory_xyz"] = str(traj)
+        except ToolError as err:
+            if n == 1 or err.code in ("weights_missing", "engine_unavailable"):
+                raise
+            items.append({"index": i, "ok": False, "error": err.to_dict()})
+            continue
+        items.append(item)
+        ctx.progress((i + 1) / n, f"{i + 1}/{n} molecules")
+    for item in items:
+        for w in item.get("warnings", []):
+            ctx.warn(f"molecule {item['index']}: {w}")
+    from tools_server.chem.tables import table_result
+
+    n_ok = sum(1 for it in items if it["ok"])
+    result: dict[str, Any] = {
+        "engine": args.engine,
+        "model": name,
+        "reference_method": models.INFO[args.engine].level,
+        "device": device,
+        "task": args.task,
+        "n_molecules": n,
+        "n_ok": n_ok,
+        "n_failed": n - n_ok,
+    }
+    result.update(table_result(ctx, "mlip_results", items))
+    return result
+
+
+# --------------------------------------------------------------------------------------------------
+# mlip_conformers: optimise every conformer of a set and rank them
+# --------------------------------------------------------------------------------------------------
+
+
+class MlipConformersInput(BaseModel):
+    molecule: str = Field(
+        ...,
+        description="SMILES (conformers embedded with RDKit ETKDG), or a multi-record .sdf path of "
+        "conformers of one molecule (e.g. the sdf artifact of xtb_conformers; every record is used)",
+    )
+    n_conformers: int = Field(20, ge=1, le=300, description="conformers embedded from a SMILES")
+    engine: Engine = Field("aimnet2", description=_ENGINE_DESC)
+    model: str | None = Field(None, max_length=120, description="weights file name (default per engine)")
+    charge: int | None = Field(None, ge=-10, le=10)
+    fmax_ev_a: float = Field(0.02, gt=0, le=1, description="convergence: max force (eV/Å)")
+    max_steps: int = Field(300, ge=1, le=5000)
+    temperature_k: float = Field(298.15, gt=0, le=3000, description="for the Boltzmann weights")
+    seed: int = Field(42, ge=0, le=2**31 - 1, description="ETKDG seed")
+
+
+def _conformers_key(args: MlipConformersInput) -> dict[str, Any]:
+    data = args.model_dump()
+    path = Path(args.molecule)
+    if path.suffix.lower() == ".sdf" and path.is_file():
+        st = path.stat()
+        data["molecule"] = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    data["weights"] = _weights_stamp(args.engine, args.model)
+    return data
+
+
+def _conformer_set(args: MlipConformersInput) -> tuple[Any, list[Any], str]:
+    """An RDKit Mol with explicit H and its conformers, and where they came from."""
+    from rdkit import Chem
+    from rdkit.Chem import AllChem
+
+    path = Path(args.molecule).expanduser()
+    if path.suffix.lower() == ".sdf" and path.is_file():
+        mols = [m for m in Chem.SDMolSupplier(str(path), removeHs=False) if m is not None]
+        if not mols:
+            raise ToolError("invalid_input", f"No readable record in {args.molecule!r}.")
+        base = Chem.Mol(mols[0])
+        ref = Chem.MolToSmiles(Chem.RemoveHs(base))
+        for m in mols[1:]:
+            if Chem.MolToSmiles(Chem.RemoveHs(m)) != ref or m.GetNumAtoms() != base.GetNumAtoms():
+                raise ToolError("invalid_input", "The SDF records are not conformers of one molecule.")
+        base.RemoveAllConformers()
+        for m in mols:
+            base.AddConformer(Chem.Conformer(m.GetConformer()), assignId=True)
+        return base, list(base.GetConformers()), f"{len(mols)} records of {path.name}"
+    from tools_server.chem.molecules import MoleculeError, parse_rdkit
+
+    try:
+        rdmol, _ = parse_rdkit(args.molecule)
+    except MoleculeError as exc:
+        raise ToolError(exc.code, exc.message) from None
+    mol = Chem.AddHs(rdmol)
+    params = AllChem.ETKDGv3()
+    params.randomSeed = args.seed
+    params.pruneRmsThresh = 0.3
+    ids = list(AllChem.EmbedMultipleConfs(mol, numConfs=args.n_conformers, params=params))
+    if not ids:
+        raise ToolError("invalid_input", "RDKit could not embed any conformer (ETKDG failed).")
+    return mol, list(mol.GetConformers()), f"{len(ids)} RDKit ETKDG conformers (seed {args.seed})"
+
+
+@tool(
+    name="mlip_conformers",
+    resource="gpu",
+    read_only=True,
+    idempotent=True,
+    engines=("torchani", "aimnet", "mace", "sevenn", "ase", "rdkit"),
+    time_limit_s=7200,
+    canonicalize=_conformers_key,
+    title="Rank conformers with a machine-learned potential",
+)
+def mlip_conformers(args: MlipConformersInput, ctx: ToolContext) -> dict:
+    """Optimise every conformer of one molecule with a machine-learned potential and rank them by energy.
+
+    Conformers come from a SMILES (RDKit ETKDG, pruned at 0.3 Å RMSD) or from a multi-record SDF such as
+    xtb_conformers' artifact. Returns conformers sorted by energy: [{rank, input_index,
+    relative_energy_kcal_mol, energy_ev, boltzmann_weight, converged, n_steps}], the lowest energy, and an
+    SDF artifact with the optimised conformers in that order (relative energy in each record). Relative
+    energies are electronic energies at 0 K of optimised structures (no zero-point, thermal or entropy
+    terms, gas phase); differences below ~0.5 kcal/mol are within the models' error."""
+    import math
+
+    from rdkit import Chem
+    from rdkit.Geometry import Point3D
+
+    from tools_server.mlip import run
+
+    models, name, device = _prepare(args, ctx)
+    mol, conformers, source = _conformer_set(args)
+    numbers = [a.GetAtomicNum() for a in mol.GetAtoms()]
+    charge = args.charge if args.charge is not None else Chem.GetFormalCharge(mol)
+    n_radical = sum(a.GetNumRadicalElectrons() for a in mol.GetAtoms())
+    models.check_molecule(args.engine, numbers, charge, n_radical + 1)
+    calc = models.load_calculator(args.engine, name, device, charge=charge)
+    models.check_model_species(args.engine, calc, numbers)
+    rows = []
+    n = len(conformers)
+    for i, conf in enumerate(conformers):
+        atoms = run.atoms_from(numbers, conf.GetPositions())
+        res = run.optimize(atoms, calc, args.fmax_ev_a, args.max_steps)
+        pos = atoms.get_positions()
+        for k in range(len(numbers)):
+            conf.SetAtomPosition(k, Point3D(*(float(x) for x in pos[k])))
+        rows.append({"input_index": i, "conf_id": conf.GetId(), **res})
+        ctx.progress((i + 1) / n, f"conformer {i + 1}/{n}")
+    rows.sort(key=lambda r: r["energy_ev"])
+    e0 = rows[0]["energy_ev"]
+    kt = 0.0019872043 * args.temperature_k  # kcal/mol
+    weights = [math.exp(-(r["energy_ev"] - e0) * run.KCAL_PER_EV / kt) for r in rows]
+    z = sum(weights)
+    out_rows = []
+    sdf_path = ctx.artifact("conformers_ranked.sdf")
+    writer = Chem.SDWriter(str(sdf_path))
+    for rank, (r, w) in enumerate(zip(rows, weights, strict=True), start=1):
+        rel = (r["energy_ev"] - e0) * run.KCAL_PER_EV
+        out_rows.append(
+            {
+                "rank": rank,
+                "input_index": r["input_index"],
+                "relative_energy_kcal_mol": round(rel, 3),
+                "energy_ev": r["energy_ev"],
+                "boltzmann_weight": round(w / z, 4),
+                "converged": r["optimization"]["converged"],
+                "n_steps": r["optimization"]["n_steps"],
+            }
+        )
+        one = Chem.Mol(mol, confId=r["conf_id"])
+        one.SetProp("_Name", f"rank {rank}")
+        one.SetProp("relative_energy_kcal_mol", f"{rel:.3f}")
+        one.SetProp("energy_ev", f"{r['energy_ev']:.6f}")
+        writer.write(one)
+    writer.close()
+    not_conv = sum(1 for r in out_rows if not r["converged"])
+    if not_conv:
+        ctx.warn(f"{not_conv} of {n} conformers did not reach fmax {args.fmax_ev_a} eV/Å")
+    return {
+        "engine": args.engine,
+        "model": name,
+        "reference_method": models.INFO[args.engine].level,
+        "source": source,
+        "n_conformers": n,
+        "lowest_energy_ev": e0,
+        "conformers": out_rows,
+        "conformers_sdf": str(sdf_path),
+        "note": "Relative electronic energies of optimised conformers (0 K, gas phase, no ZPE or entropy).",
+    }
