@@ -143,8 +143,6 @@ def build_liquid(
     placed, edge_a = pack_box(components, density_g_cm3, seed)
     placed.sort(key=lambda item: item[0])
     box_nm = edge_a / 10.0
-    # packed at 85 % of the expected density: under NPT the edge shrinks by about 0.85^(1/3)
-    check_box_fits_cutoff(box_nm * 0.85 ** (1 / 3), cutoff_nm, sum(c.count for c in components))
 
     topology = app.Topology()
     chain = topology.addChain()
@@ -207,6 +205,8 @@ def build_liquid(
         hbond_constraints(system, combined, props)
         system.addForce(openmm.CMMotionRemover())
         force_field = "MMFF94 (RDKit parameters in OpenMM; PME electrostatics, switched 14-7 vdW with LRC)"
+    # packed at 85 % of the expected density: under NPT the edge shrinks by about 0.85^(1/3)
+    check_box_fits_cutoff(box_nm * 0.85 ** (1 / 3), cutoff_nm, sum(c.count for c in components))
     description = {
         "kind": "liquid",
         "force_field": force_field,
