@@ -255,7 +255,7 @@ class HttpModel:
             turn = self.parse_response(data)
         except ModelError:
             raise
-        except Exception as exc:  # any wrong shape (a list for an object, a missing key ...) is a model_error
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # a wrong shape
             raise ModelError(
                 f"the reply of {self.base_url + path} is not a {self.provider} response: expected "
                 f"{self.response_shape}, got {_shape_of(data)} ({type(exc).__name__}: {exc}). Check that "
