@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
+
+from tools_server.core.clients import claude_headless_command
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("SPU_NPM_PREFIX") or REPO / ".npm-clients") / "node_modules" / ".bin"
@@ -39,11 +42,9 @@ QUIET_ENV = {
     "NO_UPDATE_NOTIFIER": "1",
     "NPM_CONFIG_UPDATE_NOTIFIER": "false",
     "CI": "1",
-    # MCP tools are offered to the model directly rather than behind Claude Code's ToolSearch
-    "ENABLE_TOOL_SEARCH": "false",
-    # claude -p waits for the MCP servers to connect before its first request
-    "MCP_CONNECTION_NONBLOCKING": "false",
 }
+#: set by `spu config claude --write` in the project's settings, never by the test (docs/claude-code.md)
+CLAUDE_SETTINGS_ENV = ("ENABLE_TOOL_SEARCH", "MCP_CONNECTION_NONBLOCKING")
 PROXY_VARS = (
     "HTTP_PROXY",
     "HTTPS_PROXY",
@@ -57,7 +58,11 @@ PROXY_VARS = (
 
 
 def client_env(work: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS and not k.startswith("ANTHROPIC_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in PROXY_VARS and k not in CLAUDE_SETTINGS_ENV and not k.startswith("ANTHROPIC_")
+    }
     home = work / "home"
     home.mkdir(parents=True, exist_ok=True)
     env |= QUIET_ENV | {
@@ -257,7 +262,7 @@ class ScriptedResponses(BaseHTTPRequestHandler):
         offered = tool_names(body.get("tools") or [])
         outputs = [i for i in body.get("input") or [] if i.get("type") == "function_call_output"]
         n = len(self.requests)
-        if not any(name.endswith("system_info") for name in offered) or len(outputs) >= len(self.STEPS):
+        if not any(name.endswith("/system_info") for name in offered) or len(outputs) >= len(self.STEPS):
             item = {
                 "type": "message",
                 "id": f"msg_{n}",
@@ -267,7 +272,7 @@ class ScriptedResponses(BaseHTTPRequestHandler):
             }
         else:
             step = self.STEPS[len(outputs)]
-            name = next(t for t in offered if t.endswith(step) and "spu" in t)
+            name = next(t for t in offered if t.endswith("/" + step) and "spu" in t)
             args: dict = {}
             if step == "chem_parse":
                 args = {"molecules": ["CCO"], "wait_s": 0}
@@ -275,14 +280,7 @@ class ScriptedResponses(BaseHTTPRequestHandler):
                 args = {"job_id": job_id_in(outputs[1].get("output")) or "missing"}
                 if step == "job_wait":
                     args["wait_s"] = 120
-            item = {
-                "type": "function_call",
-                "id": f"fc_{n}",
-                "call_id": f"call_{n}",
-                "name": name,
-                "arguments": json.dumps(args),
-                "status": "completed",
-            }
+            item = function_call(name, n, args)
         response = {"id": f"resp_{n}", "object": "response", "status": "completed", "model": "scripted"}
         usage = {
             "input_tokens": 100,
@@ -321,21 +319,38 @@ class ScriptedResponses(BaseHTTPRequestHandler):
 
 
 def tool_names(tools: list[dict]) -> list[str]:
-    """Function names offered in a Responses request, namespaced ones included (``namespace.name``)."""
+    """Function names offered in a Responses request; a namespaced one as ``namespace/name``."""
     names = []
     for t in tools:
-        if t.get("type") == "namespace" or "tools" in t:
-            names += [f"{t.get('name', '')}{inner.get('name', '')}" for inner in t.get("tools") or []]
+        if t.get("type") == "namespace":
+            names += [f"{t.get('name', '')}/{inner.get('name', '')}" for inner in t.get("tools") or []]
         elif t.get("name"):
             names.append(t["name"])
     return names
 
 
+def function_call(offered: str, n: int, args: dict) -> dict:
+    """A function_call item for an offered name (``namespace/name`` carries its namespace)."""
+    namespace, _, name = offered.rpartition("/")
+    item = {
+        "type": "function_call",
+        "id": f"fc_{n}",
+        "call_id": f"call_{n}",
+        "name": name,
+        "arguments": json.dumps(args),
+        "status": "completed",
+    }
+    if namespace:
+        item["namespace"] = namespace
+    return item
+
+
 def job_id_in(output: object) -> str | None:
     """The first ``job_id`` anywhere in a function_call_output (JSON text nested in JSON included)."""
-    if isinstance(output, str):
+    if isinstance(output, str):  # Codex sends "Wall time: ...\nOutput:\n{json}"
+        start = output.find("{")
         try:
-            return job_id_in(json.loads(output))
+            return job_id_in(json.loads(output[start:])) if start >= 0 else None
         except ValueError:
             return None
     if isinstance(output, dict):
@@ -409,22 +424,10 @@ def scenario_claude_headless(work: Path) -> dict:
     url = f"http://127.0.0.1:{server.server_address[1]}"
     env = client_env(work, ANTHROPIC_API_KEY="sk-test-scripted", ANTHROPIC_BASE_URL=url)
     project = setup_claude_project(work, env)
-    result = run(
-        [
-            str(BIN / "claude"),
-            "-p",
-            "Call the system_info tool of the spu server and summarize it.",
-            "--output-format",
-            "json",
-            "--model",
-            "claude-sonnet-4-5",
-            "--max-turns",
-            "4",
-        ],
-        env,
-        project,
-        timeout=240,
-    )
+    # the documented headless command (spu config claude prints it), with this test's prompt and model
+    command = shlex.split(claude_headless_command("Call the system_info tool of the spu server."))
+    command[0] = str(BIN / "claude")
+    result = run([*command, "--model", "claude-sonnet-4-5"], env, project, timeout=240)
     server.shutdown()
     tool_results = []
     for request in ScriptedAnthropic.requests:
@@ -504,7 +507,11 @@ def scenario_codex_exec(work: Path) -> dict:
     outputs = {}
     for request in posts:
         items = request["body"].get("input") or []
-        calls = {i.get("call_id"): i.get("name") for i in items if i.get("type") == "function_call"}
+        calls = {
+            i.get("call_id"): f"{i.get('namespace', '')}/{i.get('name')}"
+            for i in items
+            if i.get("type") == "function_call"
+        }
         for i in items:
             if i.get("type") == "function_call_output":
                 out = i.get("output")
@@ -512,6 +519,7 @@ def scenario_codex_exec(work: Path) -> dict:
                     out if isinstance(out, str) else json.dumps(out)
                 )
     first = posts[0]["body"] if posts else {}
+    (work / "first-request.json").write_text(json.dumps(first, indent=1))
     return {
         **result,
         "paths": sorted({r["path"] for r in ScriptedResponses.requests}),

@@ -126,7 +126,10 @@ def merge_claude_settings(existing: dict[str, Any]) -> dict[str, Any]:
 
 
 def claude_headless_command(prompt: str = "Rank the experiments of the task in /app/task ...") -> str:
-    return f'claude -p "{prompt}" --output-format json --max-turns 200'
+    """The documented `claude -p` line. The allow-list is repeated on the command line because Claude Code
+    ignores a project's ``permissions.allow`` until the workspace is trusted, which only an interactive
+    session records."""
+    return f'claude -p "{prompt}" --allowedTools "{CLAUDE_TOOL_RULE}" --output-format json --max-turns 200'
 
 
 # -- Codex ------------------------------------------------------------------------------------------------
