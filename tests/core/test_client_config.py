@@ -137,3 +137,20 @@ def test_skill_install_is_idempotent(tmp_path, env_with_spu_on_path):
     for _ in range(2):
         spu("config", "claude", "--skill", cwd=tmp_path, env=env_with_spu_on_path)
     assert len(list((tmp_path / ".claude" / "skills").iterdir())) == 1
+
+
+def test_docs_show_what_the_commands_print(env_with_spu_on_path, monkeypatch):
+    for name in clients.SERVER_ENV_VARS:
+        monkeypatch.delenv(name, raising=False)
+    claude_doc = (REPO / "docs" / "claude-code.md").read_text()
+    codex_doc = (REPO / "docs" / "codex.md").read_text()
+    readme = (REPO / "README.md").read_text()
+    line = clients.claude_headless_command()
+    assert line in claude_doc and line in readme
+    assert json.dumps(clients.claude_settings()["env"]) in claude_doc
+    assert f'"permissions": {{"allow": ["{clients.CLAUDE_TOOL_RULE}"]}}' in claude_doc
+    block = clients.codex_toml(tools=["system_info"])
+    documented = codex_doc.split("```toml\n", 1)[1].split("```", 1)[0]
+    for row in block.splitlines():
+        if not row.startswith("#"):
+            assert row in documented, row
