@@ -170,3 +170,43 @@ def test_bash_children_die_with_a_sigkilled_agent(demo_task, tmp_path):
     agent.wait(timeout=10)
     _, alive = psutil.wait_procs(descendants, timeout=10)
     assert alive == [], f"orphaned after SIGKILL of the agent: {[p.pid for p in alive]}"
+
+
+FINAL = {"tool_calls": [{"name": "submit_rankings", "arguments": {"rankings": RANKINGS, "final": True}}]}
+
+
+def test_a_window_too_small_for_30_schemas_gets_compact_descriptions(
+    model_server, demo_task, agent_config, spu_env, tmp_path
+):
+    """With the real server's ~30 tools (about 50 KB of schemas) a 14k-token window only fits the compact
+    descriptions; the first request then carries first sentences and no parameter descriptions."""
+    server = model_server([FINAL])
+    out = tmp_path / "run"
+    outcome = run(server, demo_task, out, agent_config("model.context_window_tokens=14000", mcp=True))
+    assert outcome.exit_status == "submitted", outcome.reason
+    tools = {t["function"]["name"]: t["function"] for t in server.requests[0]["json"]["tools"]}
+    assert "system_info" in tools and "chem_parse" in tools
+    assert tools["chem_parse"]["description"].count(". ") == 0  # one sentence
+    assert "description" not in json.dumps(tools["chem_parse"]["parameters"])
+    assert "description" in json.dumps(tools["bash"]["parameters"])  # built-in tools are left as they are
+    event = next(r for r in read_records(out / "trajectory.jsonl") if r.get("event") == "tools_compacted")
+    assert event["tokens_after"] < 14000 * 0.75 < event["tokens_before"]
+    assert len(server.requests[0]["raw"]) < 14000 * 3.5
+
+
+def test_an_8k_window_needs_a_tool_subset(model_server, demo_task, agent_config, spu_env, tmp_path):
+    refused = model_server([])
+    outcome = run(
+        refused, demo_task, tmp_path / "all", agent_config("model.context_window_tokens=8192", mcp=True)
+    )
+    assert outcome.exit_status == "model_error" and "tools.mcp.include" in outcome.reason
+    assert refused.requests == []
+    subset = model_server([FINAL])
+    config = agent_config(
+        "model.context_window_tokens=8192", "tools.mcp.include=[system_info,job_wait,chem_parse]", mcp=True
+    )
+    outcome = run(subset, demo_task, tmp_path / "subset", config)
+    assert outcome.exit_status == "submitted", outcome.reason
+    offered = {t["function"]["name"] for t in subset.requests[0]["json"]["tools"]}
+    assert {"system_info", "job_wait", "chem_parse", "submit_rankings"} <= offered
+    assert not offered & {"chem_descriptors", "md_run", "web_fetch"}

@@ -53,7 +53,7 @@ def tools_by_domain() -> dict[str, list[dict[str, str]]]:
     for name in sorted(registry.tools):
         spec = registry.tools[name]
         out.setdefault(registry.domain_of[name], []).append(_summary(name, spec.description))
-    return out
+    return {"server": out.pop("server"), **dict(sorted(out.items()))}
 
 
 def _summary(name: str, description: str) -> dict[str, str]:
