@@ -82,8 +82,10 @@ def test_inspector_cli_lists_and_calls_tools(tmp_path, spu_env):
     assert item["ok"] is True and item["descriptors"]["mol_weight_g_mol"] == pytest.approx(46.069, abs=1e-3)
 
 
-def test_headless_claude_code_calls_spu_tool_and_loads_the_skill(tmp_path, spu_env):
-    """The documented setup only: `spu config claude --write` and `--skill`, then the printed `claude -p`."""
+@pytest.mark.parametrize("attempt", range(10))
+def test_headless_claude_code_calls_spu_tool_and_loads_the_skill(attempt, tmp_path, spu_env):
+    """The documented setup only: `spu config claude --write` and `--skill`, then the printed `claude -p`
+    (ten runs, each must pass)."""
     result = _scenario("claude-headless", tmp_path, spu_env)
     assert result["returncode"] == 0, result["stderr"]
     # offered directly (not behind ToolSearch): ENABLE_TOOL_SEARCH=false comes from the settings file
