@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -189,7 +190,9 @@ class BuiltinTools:
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=term_on_parent_death(os.getpid()),
+                # setpriv (util-linux) asks the kernel itself; a preexec_fn is only the fallback, as
+                # Python code between fork and exec can deadlock while other threads hold locks
+                preexec_fn=None if SETPRIV else term_on_parent_death(os.getpid()),
             )
             timed_out = False
             try:
@@ -324,9 +327,14 @@ GUARD_SCRIPT = 'trap "trap - TERM; kill -KILL 0" TERM; "$@" & wait $!; status=$?
 PR_SET_PDEATHSIG = 1
 
 
+SETPRIV = shutil.which("setpriv")
+
+
 def guarded(argv: list[str]) -> list[str]:
-    """``argv`` run under the group-killing guard shell (see GUARD_SCRIPT)."""
-    return ["bash", "-c", GUARD_SCRIPT, "spu-agent-guard", *argv]
+    """``argv`` run under the group-killing guard shell (see GUARD_SCRIPT), which gets SIGTERM when the
+    agent dies: through ``setpriv --pdeathsig`` where it exists, else :func:`term_on_parent_death`."""
+    guard = ["bash", "-c", GUARD_SCRIPT, "spu-agent-guard", *argv]
+    return [SETPRIV, "--pdeathsig", "TERM", *guard] if SETPRIV else guard
 
 
 def term_on_parent_death(parent_pid: int) -> Callable[[], None] | None:
