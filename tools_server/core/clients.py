@@ -30,7 +30,8 @@ AGENTS_MD_START = (
 )
 AGENTS_MD_END = "<!-- spu-method:end -->"
 
-SERVER_ENV_VARS = ("SPU_WORKDIR", "SPU_CACHE_DIR", "SPU_WEIGHTS_DIR", "SPU_AUDIT_URL")
+#: recorded in the registration when set (SPU_TOOL_MODULES too: the approvals list the tools it adds)
+SERVER_ENV_VARS = ("SPU_WORKDIR", "SPU_CACHE_DIR", "SPU_WEIGHTS_DIR", "SPU_AUDIT_URL", "SPU_TOOL_MODULES")
 
 
 def all_tool_names() -> list[str]:
