@@ -71,7 +71,11 @@ def test_claude_write_makes_a_portable_project_setup(tmp_path, env_with_spu_on_p
     assert str(tmp_path) not in json.dumps(entry["command"])
     settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
     assert settings["permissions"]["allow"] == ["mcp__spu__*"]
-    assert settings["env"] == {"ENABLE_TOOL_SEARCH": "false", "MCP_CONNECTION_NONBLOCKING": "false"}
+    assert settings["env"] == {
+        "ENABLE_TOOL_SEARCH": "false",
+        "MCP_CONNECTION_NONBLOCKING": "false",
+        "MCP_CONNECT_TIMEOUT_MS": "60000",
+    }
     assert settings["enabledMcpjsonServers"] == ["spu"]
     # a second run changes nothing; other settings survive
     settings["permissions"]["allow"].insert(0, "Bash(ls:*)")
@@ -147,7 +151,8 @@ def test_docs_show_what_the_commands_print(env_with_spu_on_path, monkeypatch):
     readme = (REPO / "README.md").read_text()
     line = clients.claude_headless_command()
     assert line in claude_doc and line in readme
-    assert json.dumps(clients.claude_settings()["env"]) in claude_doc
+    for key, value in clients.claude_settings()["env"].items():
+        assert f'"{key}": "{value}"' in claude_doc and f"{key}={value} " in line
     assert f'"permissions": {{"allow": ["{clients.CLAUDE_TOOL_RULE}"]}}' in claude_doc
     block = clients.codex_toml(tools=["system_info"])
     documented = codex_doc.split("```toml\n", 1)[1].split("```", 1)[0]

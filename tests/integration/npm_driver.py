@@ -44,7 +44,7 @@ QUIET_ENV = {
     "CI": "1",
 }
 #: set by `spu config claude --write` in the project's settings, never by the test (docs/claude-code.md)
-CLAUDE_SETTINGS_ENV = ("ENABLE_TOOL_SEARCH", "MCP_CONNECTION_NONBLOCKING")
+CLAUDE_SETTINGS_ENV = ("ENABLE_TOOL_SEARCH", "MCP_CONNECTION_NONBLOCKING", "MCP_CONNECT_TIMEOUT_MS")
 PROXY_VARS = (
     "HTTP_PROXY",
     "HTTPS_PROXY",
@@ -425,8 +425,12 @@ def scenario_claude_headless(work: Path) -> dict:
     env = client_env(work, ANTHROPIC_API_KEY="sk-test-scripted", ANTHROPIC_BASE_URL=url)
     project = setup_claude_project(work, env)
     # the documented headless command (spu config claude prints it), with this test's prompt and model
-    command = shlex.split(claude_headless_command("Call the system_info tool of the spu server."))
+    words = shlex.split(claude_headless_command("Call the system_info tool of the spu server."))
+    assignments = [w for w in words if "=" in w and w.split("=", 1)[0].isupper()]
+    command = words[len(assignments) :]
+    assert command[0] == "claude", words
     command[0] = str(BIN / "claude")
+    env = env | dict(a.split("=", 1) for a in assignments)
     result = run([*command, "--model", "claude-sonnet-4-5"], env, project, timeout=240)
     server.shutdown()
     tool_results = []

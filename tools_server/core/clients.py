@@ -20,8 +20,13 @@ from tools_server.core.waits import WAIT_S_MAX
 SERVER_NAME = "spu"
 CLAUDE_TOOL_RULE = f"mcp__{SERVER_NAME}__*"
 #: What a headless Claude Code run needs (docs/claude-code.md): the tools offered directly rather than
-#: behind ToolSearch, and the first request only once the MCP servers are connected.
-CLAUDE_HEADLESS_ENV = {"ENABLE_TOOL_SEARCH": "false", "MCP_CONNECTION_NONBLOCKING": "false"}
+#: behind ToolSearch, and the first request only once the MCP servers are connected, waiting up to 60 s
+#: (Claude Code's default is 5 s; the server needed 10 s to answer on a loaded 2-core machine).
+CLAUDE_HEADLESS_ENV = {
+    "ENABLE_TOOL_SEARCH": "false",
+    "MCP_CONNECTION_NONBLOCKING": "false",
+    "MCP_CONNECT_TIMEOUT_MS": "60000",
+}
 #: Codex's per-call limit: above the longest a call may legitimately take (job_wait with the largest wait_s).
 CODEX_TOOL_TIMEOUT_S = int(WAIT_S_MAX) + 60
 CODEX_STARTUP_TIMEOUT_S = 60
@@ -129,8 +134,13 @@ def merge_claude_settings(existing: dict[str, Any]) -> dict[str, Any]:
 def claude_headless_command(prompt: str = "Rank the experiments of the task in /app/task ...") -> str:
     """The documented `claude -p` line. The allow-list is repeated on the command line because Claude Code
     ignores a project's ``permissions.allow`` until the workspace is trusted, which only an interactive
-    session records."""
-    return f'claude -p "{prompt}" --allowedTools "{CLAUDE_TOOL_RULE}" --output-format json --max-turns 200'
+    session records; the two variables are repeated in front of it because Claude Code reads
+    ``MCP_CONNECTION_NONBLOCKING`` before it applies the settings file's ``env`` (measured: on a loaded
+    machine the first request then went out before the server had connected)."""
+    env = " ".join(f"{k}={v}" for k, v in CLAUDE_HEADLESS_ENV.items())
+    return (
+        f'{env} claude -p "{prompt}" --allowedTools "{CLAUDE_TOOL_RULE}" --output-format json --max-turns 200'
+    )
 
 
 # -- Codex ------------------------------------------------------------------------------------------------
