@@ -523,7 +523,6 @@ def scenario_codex_exec(work: Path) -> dict:
                     out if isinstance(out, str) else json.dumps(out)
                 )
     first = posts[0]["body"] if posts else {}
-    (work / "first-request.json").write_text(json.dumps(first, indent=1))
     return {
         **result,
         "paths": sorted({r["path"] for r in ScriptedResponses.requests}),
