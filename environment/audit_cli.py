@@ -57,7 +57,9 @@ def summary_cmd(log: LogArg = None, as_json: JsonOpt = False) -> None:
         return
     typer.echo(
         f"{data['calls']} calls, {data['http_attempts']} HTTP attempts, {data['bytes']} bytes, "
-        f"{data['flagged_calls']} flagged, {data['policy_refusals']} refused by policy"
+        f"{data['flagged_calls']} flagged, {data['refused_calls']} refused "
+        f"({data['policy_refusals']} by the information policy, {data['url_refusals']} URLs by the address "
+        "guard)"
     )
     for name, n in sorted(data["calls_by_tool"].items()):
         typer.echo(f"  {name}: {n}")

@@ -132,13 +132,19 @@ def verify(path: str | os.PathLike[str]) -> VerifyResult:
     return VerifyResult(not errors, len(hashes), head, errors, warnings)
 
 
+#: call outcomes that are refusals: by the information policy, or by the address guard (SSRF)
+REFUSAL_CODES = frozenset({"policy_blocked", "url_refused"})
+
+
 def summary(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Counts for a human: calls per tool, attempts per kind and status class, bytes, flags, refusals."""
+    """Counts for a human: calls per tool, attempts per kind and status class, bytes, flags, refusals
+    (``refused_calls``: calls refused by the policy or the address guard; ``policy_refusals`` and
+    ``url_refusals``, HTTP attempts the address guard refused, split them by cause)."""
     tools: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     statuses: Counter[str] = Counter()
     domains: Counter[str] = Counter()
-    n_http = n_bytes = n_flagged = n_blocked = 0
+    n_http = n_bytes = n_flagged = n_blocked = n_url_refused = n_refused_calls = 0
     first = last = None
     for rec in read_records(path):
         first = first or rec.get("ts")
@@ -151,11 +157,13 @@ def summary(path: str | os.PathLike[str]) -> dict[str, Any]:
             host = urlsplit(rec.get("url") or "").hostname
             if host:
                 domains[host] += 1
+            n_url_refused += rec.get("error") == "url_refused"
         elif rec.get("kind") == "call":
             tools[rec.get("tool") or "?"] += 1
             outcomes[rec.get("error") or "ok"] += 1
             n_flagged += bool(rec.get("flags"))
             n_blocked += rec.get("error") == "policy_blocked"
+            n_refused_calls += rec.get("error") in REFUSAL_CODES
     return {
         "calls": sum(tools.values()),
         "calls_by_tool": dict(tools),
@@ -165,6 +173,8 @@ def summary(path: str | os.PathLike[str]) -> dict[str, Any]:
         "bytes": n_bytes,
         "flagged_calls": n_flagged,
         "policy_refusals": n_blocked,
+        "url_refusals": n_url_refused,
+        "refused_calls": n_refused_calls,
         "top_domains": dict(domains.most_common(10)),
         "first_ts": first,
         "last_ts": last,

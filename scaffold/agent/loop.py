@@ -21,7 +21,7 @@ from typing import Any
 from scaffold.agent.context import ContextWindow, request_chars
 from scaffold.agent.endings import ModelFailed, ModelGaveUp, RunEnded, Submitted
 from scaffold.agent.limits import Budget
-from scaffold.agent.models.base import ContextOverflow, ModelError, ModelTurn
+from scaffold.agent.models.base import ContextOverflow, ModelError, ModelTurn, ToolDef
 from scaffold.agent.rundir import RunDir
 from scaffold.agent.templates import Templates
 from scaffold.agent.tools import Toolbox, ToolResult
@@ -32,6 +32,34 @@ log = logging.getLogger(__name__)
 MAX_OVERFLOW_RETRIES = 8
 #: stop reasons meaning the reply hit the output-token limit (Chat, Responses, Messages)
 CUT_OFF = frozenset({"length", "max_output_tokens", "max_tokens"})
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    cut = text.find(". ")
+    return text if cut < 0 else text[: cut + 1]
+
+
+def _strip_schema(schema: Any) -> Any:
+    """A JSON schema without descriptions, titles and examples (property names are kept as they are)."""
+    if isinstance(schema, list):
+        return [_strip_schema(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in ("description", "title", "examples"):
+            continue
+        if key in ("properties", "$defs", "definitions") and isinstance(value, dict):
+            out[key] = {name: _strip_schema(sub) for name, sub in value.items()}
+        else:
+            out[key] = _strip_schema(value)
+    return out
+
+
+def compact_tool(tool: ToolDef) -> ToolDef:
+    """``tool`` with the first sentence of its description and a schema without descriptions."""
+    return ToolDef(tool.name, _first_sentence(tool.description), _strip_schema(tool.parameters))
 
 
 @dataclass
@@ -112,6 +140,39 @@ class Agent:
             self.event("mcp_unavailable", error=self.tools.mcp_error)
         self.add_message("system", self.templates.render("system.md.jinja"), kind="system")
         self.add_message("user", self.task_message(), kind="task")
+        self.fit_first_request()
+
+    def fit_first_request(self) -> None:
+        """Before the first request: make it fit the model's window (compact MCP tool descriptions when
+        ``tools.mcp.compact_descriptions`` allows) or stop with an error that says what to change."""
+        window = self.context.window_tokens
+        reserve = min(int(self.config["model"].get("max_output_tokens") or 0), window // 4)
+        limit = window - reserve
+        mode = str(((self.config.get("tools") or {}).get("mcp") or {}).get("compact_descriptions", "auto"))
+        mcp_names = set(self.tools.mcp_names)
+        before = self.context.estimate_tokens(self.messages, self.tool_defs)
+        if mcp_names and (mode.lower() == "true" or (mode.lower() == "auto" and before > limit)):
+            self.tool_defs = [compact_tool(t) if t.name in mcp_names else t for t in self.tool_defs]
+            after = self.context.estimate_tokens(self.messages, self.tool_defs)
+            self.event("tools_compacted", tokens_before=before, tokens_after=after, tools=len(mcp_names))
+        estimate = self.context.estimate_tokens(self.messages, self.tool_defs)
+        if estimate <= limit:
+            return
+        tools_chars = request_chars([], self.tool_defs)
+        detail = (
+            f"the first request is about {estimate} tokens ({len(self.tool_defs)} tools, about "
+            f"{int(tools_chars / self.context.chars_per_token)} tokens of them), more than the "
+            f"{limit} the model's window allows (model.context_window_tokens={window} minus "
+            f"{reserve} for the reply)"
+        )
+        self.event(
+            "request_too_large", estimate_tokens=estimate, limit_tokens=limit, tools=len(self.tool_defs)
+        )
+        raise ModelFailed(
+            f"{detail}. Offer fewer MCP tools (tools.mcp.include=[chem_*,job_wait,...] or "
+            "tools.mcp.exclude), set tools.mcp.compact_descriptions=true, or use a model with a larger "
+            "window (and set model.context_window_tokens to it)."
+        )
 
     def step(self) -> None:
         self.budget.check()
@@ -217,7 +278,7 @@ class Agent:
             raise Submitted("the model stopped calling tools after a valid draft")
         self.nudges += 1
         remaining = int(self.limits["max_nudges"]) - self.nudges
-        if remaining < 0:
+        if remaining <= 0:  # max_nudges replies without a tool call end the run (docs/agent.md)
             raise ModelGaveUp(f"{self.nudges} replies without a tool call and no valid ranking")
         self.add_message(
             "user",

@@ -6,13 +6,15 @@
 Scenarios: ``mcp-list`` (claude mcp list), ``codex-mcp-list`` (codex mcp list), ``inspector`` (MCP Inspector
 CLI tools/list and tools/call),
 ``claude-headless`` (claude -p against a scripted Anthropic Messages server that answers with a tool_use of
-mcp__spu__system_info, then with text once it has seen the tool_result).
+mcp__spu__system_info, then with text once it has seen the tool_result), ``codex-exec`` (codex exec against
+a scripted Responses server that calls system_info, a job tool, job_wait and job_cancel).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import threading
@@ -20,10 +22,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
+from tools_server.core.clients import claude_headless_command
+
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("SPU_NPM_PREFIX") or REPO / ".npm-clients") / "node_modules" / ".bin"
 FINAL_TEXT = "The spu server reports its hardware."
 TOOL = "mcp__spu__system_info"
+CODEX_FINAL_TEXT = "The spu tools answered."
 
 #: Every variable that could send a client elsewhere or make it phone home is set or removed here.
 QUIET_ENV = {
@@ -37,11 +42,9 @@ QUIET_ENV = {
     "NO_UPDATE_NOTIFIER": "1",
     "NPM_CONFIG_UPDATE_NOTIFIER": "false",
     "CI": "1",
-    # MCP tools are offered to the model directly rather than behind Claude Code's ToolSearch
-    "ENABLE_TOOL_SEARCH": "false",
-    # claude -p waits for the MCP servers to connect before its first request
-    "MCP_CONNECTION_NONBLOCKING": "false",
 }
+#: set by `spu config claude --write` in the project's settings, never by the test (docs/claude-code.md)
+CLAUDE_SETTINGS_ENV = ("ENABLE_TOOL_SEARCH", "MCP_CONNECTION_NONBLOCKING", "MCP_CONNECT_TIMEOUT_MS")
 PROXY_VARS = (
     "HTTP_PROXY",
     "HTTPS_PROXY",
@@ -55,7 +58,11 @@ PROXY_VARS = (
 
 
 def client_env(work: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in PROXY_VARS and not k.startswith("ANTHROPIC_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in PROXY_VARS and k not in CLAUDE_SETTINGS_ENV and not k.startswith("ANTHROPIC_")
+    }
     home = work / "home"
     home.mkdir(parents=True, exist_ok=True)
     env |= QUIET_ENV | {
@@ -69,32 +76,32 @@ def client_env(work: Path, **extra: str) -> dict[str, str]:
 
 
 def setup_claude_project(work: Path, env: dict[str, str]) -> Path:
-    """A project with .mcp.json from `spu config claude --write`, approved in Claude Code's config."""
+    """A project set up exactly as docs/claude-code.md says: `spu config claude --write` and `--skill`."""
     project = work / "project"
     project.mkdir(parents=True, exist_ok=True)
-    subprocess.run(
-        [sys.executable, "-m", "spu", "config", "claude", "--write"],
-        cwd=project,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
-    config_dir = Path(env["CLAUDE_CONFIG_DIR"])
-    config_dir.mkdir(parents=True, exist_ok=True)
-    # what answering the trust and .mcp.json approval prompts interactively would record
-    config = {
-        "hasCompletedOnboarding": True,
-        "projects": {
-            str(project): {
-                "hasTrustDialogAccepted": True,
-                "enabledMcpjsonServers": ["spu"],
-                "enableAllProjectMcpServers": True,
-            }
-        },
-    }
-    (config_dir / ".claude.json").write_text(json.dumps(config))
+    for flag in ("--write", "--skill"):
+        subprocess.run(
+            [sys.executable, "-m", "spu", "config", "claude", flag],
+            cwd=project,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
     return project
+
+
+SKILL = "spu-method"
+
+
+def skill_tool(tools: list[dict]) -> tuple[str, str] | None:
+    """Claude Code's skill-loading tool and the name of its argument, from the request's tools."""
+    for t in tools:
+        if t.get("name") == "Skill":
+            schema = t.get("input_schema") or {}
+            required = schema.get("required") or list(schema.get("properties") or {})
+            return t["name"], required[0]
+    return None
 
 
 class ScriptedAnthropic(BaseHTTPRequestHandler):
@@ -119,7 +126,13 @@ class ScriptedAnthropic(BaseHTTPRequestHandler):
             for block in m["content"]
             if block.get("type") == "tool_result"
         ]
-        if results:
+        skill = skill_tool(body.get("tools") or [])
+        if results and len(results) == 1 and skill:
+            content = [
+                {"type": "tool_use", "id": "toolu_skill_1", "name": skill[0], "input": {skill[1]: SKILL}}
+            ]
+            stop = "tool_use"
+        elif results:
             content = [{"type": "text", "text": FINAL_TEXT}]
             stop = "end_turn"
         elif TOOL in tools:
@@ -224,6 +237,133 @@ class ScriptedAnthropic(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+class ScriptedResponses(BaseHTTPRequestHandler):
+    """A scripted OpenAI Responses API (streaming SSE, as Codex reads it). Each request gets the next step
+    of the script, chosen from what the conversation holds so far: system_info, chem_parse with wait_s=0
+    (a job), job_wait and job_cancel on that job's id, then a final message."""
+
+    protocol_version = "HTTP/1.1"
+    requests: ClassVar[list[dict]] = []
+    STEPS = ("system_info", "chem_parse", "job_wait", "job_cancel")
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        self.requests.append({"path": self.path, "method": "GET"})
+        self._send(200, "application/json", json.dumps({"object": "list", "data": [], "models": []}).encode())
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+        self.requests.append({"path": self.path, "body": body})
+        if not self.path.endswith("/responses"):
+            self._send(404, "application/json", b'{"error": {"message": "not scripted"}}')
+            return
+        offered = tool_names(body.get("tools") or [])
+        outputs = [i for i in body.get("input") or [] if i.get("type") == "function_call_output"]
+        n = len(self.requests)
+        if not any(name.endswith("/system_info") for name in offered) or len(outputs) >= len(self.STEPS):
+            item = {
+                "type": "message",
+                "id": f"msg_{n}",
+                "role": "assistant",
+                "status": "completed",
+                "content": [{"type": "output_text", "text": CODEX_FINAL_TEXT, "annotations": []}],
+            }
+        else:
+            step = self.STEPS[len(outputs)]
+            name = next(t for t in offered if t.endswith("/" + step) and "spu" in t)
+            args: dict = {}
+            if step == "chem_parse":
+                args = {"molecules": ["CCO"], "wait_s": 0}
+            elif step in ("job_wait", "job_cancel"):
+                args = {"job_id": job_id_in(outputs[1].get("output")) or "missing"}
+                if step == "job_wait":
+                    args["wait_s"] = 120
+            item = function_call(name, n, args)
+        response = {"id": f"resp_{n}", "object": "response", "status": "completed", "model": "scripted"}
+        usage = {
+            "input_tokens": 100,
+            "output_tokens": 20,
+            "total_tokens": 120,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        }
+        events = [
+            (
+                "response.created",
+                {"type": "response.created", "response": {**response, "status": "in_progress"}},
+            ),
+            (
+                "response.output_item.added",
+                {"type": "response.output_item.added", "output_index": 0, "item": item},
+            ),
+            (
+                "response.output_item.done",
+                {"type": "response.output_item.done", "output_index": 0, "item": item},
+            ),
+            (
+                "response.completed",
+                {"type": "response.completed", "response": {**response, "output": [item], "usage": usage}},
+            ),
+        ]
+        raw = "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in events).encode()
+        self._send(200, "text/event-stream", raw)
+
+    def _send(self, status: int, ctype: str, raw: bytes) -> None:
+        self.send_response(status)
+        self.send_header("content-type", ctype)
+        self.send_header("content-length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+def tool_names(tools: list[dict]) -> list[str]:
+    """Function names offered in a Responses request; a namespaced one as ``namespace/name``."""
+    names = []
+    for t in tools:
+        if t.get("type") == "namespace":
+            names += [f"{t.get('name', '')}/{inner.get('name', '')}" for inner in t.get("tools") or []]
+        elif t.get("name"):
+            names.append(t["name"])
+    return names
+
+
+def function_call(offered: str, n: int, args: dict) -> dict:
+    """A function_call item for an offered name (``namespace/name`` carries its namespace)."""
+    namespace, _, name = offered.rpartition("/")
+    item = {
+        "type": "function_call",
+        "id": f"fc_{n}",
+        "call_id": f"call_{n}",
+        "name": name,
+        "arguments": json.dumps(args),
+        "status": "completed",
+    }
+    if namespace:
+        item["namespace"] = namespace
+    return item
+
+
+def job_id_in(output: object) -> str | None:
+    """The first ``job_id`` anywhere in a function_call_output (JSON text nested in JSON included)."""
+    if isinstance(output, str):  # Codex sends "Wall time: ...\nOutput:\n{json}"
+        start = output.find("{")
+        try:
+            return job_id_in(json.loads(output[start:])) if start >= 0 else None
+        except ValueError:
+            return None
+    if isinstance(output, dict):
+        if isinstance(output.get("job_id"), str):
+            return output["job_id"]
+        output = list(output.values())
+    if isinstance(output, list):
+        for value in output:
+            if found := job_id_in(value):
+                return found
+    return None
+
+
 def start_server(handler: type[BaseHTTPRequestHandler]) -> ThreadingHTTPServer:
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -284,32 +424,31 @@ def scenario_claude_headless(work: Path) -> dict:
     url = f"http://127.0.0.1:{server.server_address[1]}"
     env = client_env(work, ANTHROPIC_API_KEY="sk-test-scripted", ANTHROPIC_BASE_URL=url)
     project = setup_claude_project(work, env)
-    result = run(
-        [
-            str(BIN / "claude"),
-            "-p",
-            "Call the system_info tool of the spu server and summarize it.",
-            "--output-format",
-            "json",
-            "--allowedTools",
-            TOOL,
-            "--model",
-            "claude-sonnet-4-5",
-            "--max-turns",
-            "4",
-        ],
-        env,
-        project,
-        timeout=240,
-    )
+    # the documented headless command (spu config claude prints it), with this test's prompt and model
+    words = shlex.split(claude_headless_command("Call the system_info tool of the spu server."))
+    assignments = [w for w in words if "=" in w and w.split("=", 1)[0].isupper()]
+    command = words[len(assignments) :]
+    assert command[0] == "claude", words
+    command[0] = str(BIN / "claude")
+    env = env | dict(a.split("=", 1) for a in assignments)
+    result = run([*command, "--model", "claude-sonnet-4-5"], env, project, timeout=240)
     server.shutdown()
     tool_results = []
     for request in ScriptedAnthropic.requests:
         for message in (request.get("body") or {}).get("messages") or []:
             if isinstance(message.get("content"), list):
                 tool_results += [b for b in message["content"] if b.get("type") == "tool_result"]
+    bodies = [r.get("body") or {} for r in ScriptedAnthropic.requests]
+    main = [b for b in bodies if TOOL in [t.get("name") for t in b.get("tools") or []]]
     return {
         **result,
+        "request_texts": [json.dumps(b.get("system", "")) + json.dumps(b.get("messages", [])) for b in main],
+        "skill_tool": skill_tool(main[0].get("tools") or []) if main else None,
+        "skill_tool_description": next(
+            (t.get("description", "") for t in (main[0].get("tools") or []) if t.get("name") == "Skill"), ""
+        )
+        if main
+        else "",
         "requests": len(ScriptedAnthropic.requests),
         "paths": sorted({r["path"] for r in ScriptedAnthropic.requests}),
         "tools_offered": sorted(
@@ -324,6 +463,76 @@ def scenario_claude_headless(work: Path) -> dict:
     }
 
 
+def scenario_codex_exec(work: Path) -> dict:
+    """`codex exec` with the block `spu config codex --write` wrote (and the AGENTS.md section of
+    `spu config codex --agents-md`), against the scripted Responses server; nothing else configured but the
+    model provider."""
+    ScriptedResponses.requests = []
+    server = start_server(ScriptedResponses)
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    codex_home = work / "codex-home"
+    env = client_env(work, CODEX_HOME=str(codex_home), SCRIPTED_API_KEY="sk-test-scripted")
+    project = work / "project"
+    project.mkdir(parents=True, exist_ok=True)
+    for flag in ("--write", "--agents-md"):
+        subprocess.run(
+            [sys.executable, "-m", "spu", "config", "codex", flag],
+            cwd=project,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+    provider = (
+        'model = "scripted-model"\nmodel_provider = "scripted"\n\n'
+        "[model_providers.scripted]\n"
+        'name = "scripted"\n'
+        f'base_url = "{url}"\n'
+        'wire_api = "responses"\n'
+        'env_key = "SCRIPTED_API_KEY"\n'
+        "request_max_retries = 0\nstream_max_retries = 0\n\n"
+    )
+    config = codex_home / "config.toml"
+    config.write_text(provider + config.read_text())
+    result = run(
+        [
+            str(BIN / "codex"),
+            "exec",
+            "--skip-git-repo-check",
+            "--json",
+            "Rank nothing; call the spu tools system_info, chem_parse, job_wait and job_cancel.",
+        ],
+        env,
+        project,
+        timeout=240,
+    )
+    server.shutdown()
+    posts = [r for r in ScriptedResponses.requests if r.get("body") is not None]
+    outputs = {}
+    for request in posts:
+        items = request["body"].get("input") or []
+        calls = {
+            i.get("call_id"): f"{i.get('namespace', '')}/{i.get('name')}"
+            for i in items
+            if i.get("type") == "function_call"
+        }
+        for i in items:
+            if i.get("type") == "function_call_output":
+                out = i.get("output")
+                outputs[calls.get(i.get("call_id"), i.get("call_id"))] = (
+                    out if isinstance(out, str) else json.dumps(out)
+                )
+    first = posts[0]["body"] if posts else {}
+    return {
+        **result,
+        "paths": sorted({r["path"] for r in ScriptedResponses.requests}),
+        "first_tools": tool_names(first.get("tools") or []),
+        "first_request_text": json.dumps(first.get("instructions", "")) + json.dumps(first.get("input", [])),
+        "outputs": outputs,
+        "final_text": CODEX_FINAL_TEXT,
+    }
+
+
 if __name__ == "__main__":
     name, work_dir = sys.argv[1], Path(sys.argv[2])
     scenarios = {
@@ -331,5 +540,6 @@ if __name__ == "__main__":
         "inspector": scenario_inspector,
         "claude-headless": scenario_claude_headless,
         "codex-mcp-list": scenario_codex_mcp_list,
+        "codex-exec": scenario_codex_exec,
     }
     print(json.dumps(scenarios[name](work_dir)))

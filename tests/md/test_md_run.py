@@ -150,3 +150,16 @@ def test_missing_structure_file(md_ctx, tmp_path):
     with pytest.raises(ToolError) as err:
         md_run(MdRunInput(pdb_path=str(tmp_path / "nope.pdb"), production_ps=1), md_ctx())
     assert err.value.code == "invalid_input"
+
+
+def test_a_box_smaller_than_twice_the_cutoff_is_invalid_input(md_ctx):
+    # 20 ethanol at liquid density fill about 2.3 nm^3, an edge near 1.3 nm: below 2 x 1.0 nm
+    with pytest.raises(ToolError) as err:
+        md_run(MdRunInput(components=[{"smiles": "CCO", "count": 20}], production_ps=1), md_ctx())
+    assert err.value.code == "invalid_input"
+    assert "twice the nonbonded cutoff" in err.value.message
+    details = err.value.details
+    assert details["box_edge_nm"] < 2.0 and details["cutoff_nm"] == 1.0
+    # the hinted count fits: edge scales with the cube root of the count
+    assert details["box_edge_nm"] * (details["min_molecules"] / 20) ** (1 / 3) >= 2.0
+    assert str(details["min_molecules"]) in err.value.hint

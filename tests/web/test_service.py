@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from environment.audit_log import read_records, verify
+from environment.audit_log import read_records, summary, verify
 from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.web.service import RemoteGateway
@@ -194,3 +194,6 @@ def test_web_tools_over_mcp(web_env, farm, start_mcp_server):
     assert err["code"] == "url_refused"
     log = Path(web_env["SPU_WORKDIR"]) / "audit" / "audit.jsonl"
     assert verify(log).ok and sum(1 for r in read_records(log) if r["kind"] == "call") == 2
+    # the SSRF refusal counts as a refusal in `spu audit summary` (it said "0 refused" before)
+    counts = summary(log)
+    assert counts["refused_calls"] == 1 and counts["url_refusals"] == 1 and counts["policy_refusals"] == 0

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
-import shutil
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -14,17 +11,6 @@ import typer
 
 cache_app = typer.Typer(help="The result cache shared by all servers of this machine.", no_args_is_help=True)
 config_app = typer.Typer(help="Register the tool server with an MCP client.", no_args_is_help=True)
-
-#: Tools Codex may call without asking in `codex exec` (read-only, no side effects outside the work dir).
-CODEX_APPROVED_TOOLS = (
-    "system_info",
-    "jobs",
-    "job_wait",
-    "chem_parse",
-    "chem_descriptors",
-    "ranking_check",
-    "ranking_compare",
-)
 
 
 def serve(
@@ -80,89 +66,127 @@ def cache_clear(as_json: bool = typer.Option(False, "--json", help="Machine-read
     typer.echo(json.dumps({"removed": removed}) if as_json else f"removed {removed} cached results")
 
 
-def server_command() -> list[str]:
-    """How a client should start the server: the installed `spu` script, else this interpreter."""
-    spu = shutil.which("spu")
-    if spu:
-        return [spu, "serve"]
-    return [sys.executable, "-m", "spu", "serve"]
+def _write_json(path: Path, data: dict) -> None:
+    from environment.jsonfiles import atomic_write_text
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(path, json.dumps(data, indent=2) + "\n")
 
 
-def _server_env() -> dict[str, str]:
-    return {
-        k: os.environ[k]
-        for k in ("SPU_WORKDIR", "SPU_CACHE_DIR", "SPU_WEIGHTS_DIR", "SPU_AUDIT_URL")
-        if os.environ.get(k)
-    }
+def _read_json_object(path: Path) -> dict:
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except ValueError as exc:
+        typer.echo(f"{path} is not valid JSON ({exc}); fix or remove it first", err=True)
+        raise typer.Exit(1) from None
+    if not isinstance(data, dict):
+        typer.echo(f"{path} does not hold a JSON object; fix or remove it first", err=True)
+        raise typer.Exit(1)
+    return data
 
 
-def claude_config() -> dict:
-    command = server_command()
-    entry: dict = {"type": "stdio", "command": command[0], "args": command[1:]}
-    if env := _server_env():
-        entry["env"] = env
-    return {"mcpServers": {"spu": entry}}
+def _wait_s() -> tuple[float, float]:
+    from tools_server.core.waits import WAIT_S_DEFAULT, WAIT_S_MAX
 
-
-def codex_config() -> str:
-    command = server_command()
-    lines = [
-        "[mcp_servers.spu]",
-        f"command = {json.dumps(command[0])}",
-        f"args = {json.dumps(command[1:])}",
-        "startup_timeout_sec = 30",
-        "# compute tools answer within wait_s (40 s) and hand back a job id: keep the call budget above it",
-        "tool_timeout_sec = 120",
-    ]
-    env = _server_env()
-    if env:
-        lines.append("[mcp_servers.spu.env]")
-        lines += [f"{k} = {json.dumps(v)}" for k, v in env.items()]
-    # codex exec cannot ask for approval; pre-approve the read-only tools so it can call them.
-    for name in CODEX_APPROVED_TOOLS:
-        lines += [f"[mcp_servers.spu.tools.{name}]", 'approval_mode = "approve"']
-    return "\n".join(lines) + "\n"
+    return WAIT_S_DEFAULT, WAIT_S_MAX
 
 
 @config_app.command("claude")
 def config_claude(
-    write: bool = typer.Option(False, "--write", help="Merge the entry into ./.mcp.json (project scope)."),
-    path: Path = typer.Option(Path(".mcp.json"), help="The file --write updates."),
+    write: bool = typer.Option(
+        False,
+        "--write",
+        help="Merge the server into .mcp.json and the permissions into .claude/settings.json.",
+    ),
+    skill: bool = typer.Option(
+        False, "--skill", help="Install the working method as a skill in .claude/skills/spu-method/."
+    ),
+    project: Path = typer.Option(Path("."), help="The project folder (default: the current one)."),
+    path: Path = typer.Option(None, help="The .mcp.json --write updates (default: PROJECT/.mcp.json)."),
 ) -> None:
-    """Print (or write) the Claude Code registration of the spu server."""
-    config = claude_config()
-    if not write:
-        command = server_command()
-        typer.echo(json.dumps(config, indent=2))
-        typer.echo(
-            "\n# or, with the Claude Code CLI:\nclaude mcp add --scope project spu -- "
-            + " ".join(shlex.quote(c) for c in command)
-        )
+    """Print (or write) the Claude Code setup: the .mcp.json entry, the project settings a headless
+    `claude -p` run needs, and (--skill) the working method as a skill."""
+    from prompts.method import SKILL_NAME, render_skill
+    from tools_server.core import clients
+
+    mcp_path = path or project / ".mcp.json"
+    settings_path = project / ".claude" / "settings.json"
+    _, note = clients.server_command(project)
+    if note:
+        typer.echo(f"note: {note}", err=True)
+    if write:
+        existing = _read_json_object(mcp_path)
+        existing.setdefault("mcpServers", {}).update(clients.claude_mcp_json(project)["mcpServers"])
+        _write_json(mcp_path, existing)
+        _write_json(settings_path, clients.merge_claude_settings(_read_json_object(settings_path)))
+        typer.echo(f"wrote the spu server into {mcp_path}")
+        typer.echo(f"wrote the permissions and headless settings into {settings_path}")
+    if skill:
+        folder = project / ".claude" / "skills" / SKILL_NAME
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in render_skill(clients.tools_by_domain(), _wait_s()).items():
+            (folder / name).write_text(text, encoding="utf-8")
+        typer.echo(f"installed the skill {SKILL_NAME} into {folder}")
+    if write or skill:
         return
-    existing = json.loads(path.read_text()) if path.exists() else {}
-    existing.setdefault("mcpServers", {}).update(config["mcpServers"])
-    path.write_text(json.dumps(existing, indent=2) + "\n")
-    typer.echo(f"wrote the spu server into {path}")
+    typer.echo(f"# {mcp_path}\n{json.dumps(clients.claude_mcp_json(project), indent=2)}")
+    typer.echo(f"\n# {settings_path}\n{json.dumps(clients.claude_settings(), indent=2)}")
+    typer.echo(
+        "\n# write both: spu config claude --write; add the method: spu config claude --skill"
+        f"\n# headless run:\n{clients.claude_headless_command()}"
+    )
+
+
+def _without_spu_tables(text: str) -> str:
+    """``text`` without the ``[mcp_servers.spu]`` tables (and their sub-tables) a previous --write added."""
+    out: list[str] = []
+    skipping = False
+    for line in text.splitlines(keepends=True):
+        stripped = line.strip()
+        if stripped.startswith("["):
+            name = stripped.strip("[]").strip()
+            skipping = name == "mcp_servers.spu" or name.startswith("mcp_servers.spu.")
+        if not skipping:
+            out.append(line)
+    return "".join(out).rstrip("\n") + ("\n" if out else "")
 
 
 @config_app.command("codex")
 def config_codex(
-    write: bool = typer.Option(False, "--write", help="Append the block to the Codex config file."),
+    write: bool = typer.Option(
+        False, "--write", help="Write the block into the Codex config file (replacing an earlier one)."
+    ),
+    agents_md: bool = typer.Option(
+        False, "--agents-md", help="Write or update the working-method section of ./AGENTS.md."
+    ),
     path: Path = typer.Option(None, help="Codex config file (default: $CODEX_HOME/config.toml or ~/.codex)."),
+    agents_path: Path = typer.Option(Path("AGENTS.md"), help="The AGENTS.md --agents-md updates."),
 ) -> None:
-    """Print (or write) the Codex `[mcp_servers.spu]` block."""
-    block = codex_config()
-    if not write:
+    """Print (or write) the Codex `[mcp_servers.spu]` block: every tool approved for `codex exec`, a call
+    limit above the longest wait, and the server required to start; (--agents-md) the working method."""
+    from prompts.method import render_agents_md
+    from tools_server.core import clients
+
+    block = clients.codex_toml()
+    _, note = clients.server_command()
+    if note:
+        typer.echo(f"note: {note}", err=True)
+    if write:
+        target = path or Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "config.toml"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        text = _without_spu_tables(target.read_text(encoding="utf-8") if target.exists() else "")
+        target.write_text(text + ("\n" if text else "") + block, encoding="utf-8")
+        typer.echo(f"wrote [mcp_servers.spu] into {target}")
+    if agents_md:
+        section = render_agents_md(clients.tools_by_domain(), _wait_s())
+        old = agents_path.read_text(encoding="utf-8") if agents_path.exists() else ""
+        new = clients.upsert_marked_section(old, section, clients.AGENTS_MD_START, clients.AGENTS_MD_END)
+        agents_path.write_text(new, encoding="utf-8")
+        typer.echo(f"{'updated' if old else 'wrote'} the spu working method in {agents_path}")
+    if not (write or agents_md):
         typer.echo(block, nl=False)
-        return
-    target = path or Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "config.toml"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    text = target.read_text() if target.exists() else ""
-    if "[mcp_servers.spu]" in text:
-        typer.echo(f"{target} already has [mcp_servers.spu]; edit it by hand or remove it first", err=True)
-        raise typer.Exit(1)
-    target.write_text(text + ("\n" if text and not text.endswith("\n") else "") + block)
-    typer.echo(f"wrote [mcp_servers.spu] into {target}")
 
 
 def register(app: typer.Typer) -> None:

@@ -177,10 +177,72 @@ def run_engine_check(check: DoctorCheck, *, gpu: bool, timeout_s: float, require
     return result
 
 
-def gpu_check(gpus: list[dict[str, str]]) -> CheckResult:
+#: (lowest NVIDIA Linux driver major version, the extra whose wheels it runs), newest CUDA first
+CUDA_EXTRAS = ((580, "gpu-cu13", "CUDA 13"), (525, "gpu", "CUDA 12"))
+#: distributions that tie an installation to one CUDA major version
+CUDA_DISTRIBUTIONS = {
+    "gpu-cu13": ("gpu4pyscf-cuda13x", "cupy-cuda13x", "openmm-cuda-13"),
+    "gpu": ("gpu4pyscf-cuda12x", "cupy-cuda12x", "openmm-cuda-12"),
+}
+
+
+def cuda_extra_for_driver(driver: str) -> tuple[str, str] | None:
+    """The extra (``gpu-cu13`` or ``gpu``) and CUDA version an NVIDIA driver runs, newest first; None for
+    a driver too old for CUDA 12 or a version that cannot be read."""
+    try:
+        major = int(driver.strip().split(".")[0])
+    except ValueError:
+        return None
+    return next(((extra, cuda) for lowest, extra, cuda in CUDA_EXTRAS if major >= lowest), None)
+
+
+def installed_cuda_extras() -> dict[str, list[str]]:
+    """Which CUDA-specific distributions are installed, per extra."""
+    from importlib import metadata
+
+    found: dict[str, list[str]] = {}
+    for extra, names in CUDA_DISTRIBUTIONS.items():
+        for name in names:
+            try:
+                metadata.version(name)
+            except metadata.PackageNotFoundError:
+                continue
+            found.setdefault(extra, []).append(name)
+    return found
+
+
+def gpu_check(gpus: list[dict[str, str]], installed: dict[str, list[str]] | None = None) -> CheckResult:
     if gpus:
         names = "; ".join(f"{g['name']} ({g['memory']}, driver {g['driver']})" for g in gpus)
-        return CheckResult("gpu", "NVIDIA GPU (nvidia-smi)", "ok", False, names, facts={"gpus": gpus})
+        drivers = [d for d in (cuda_extra_for_driver(g["driver"]) for g in gpus) if d]
+        facts: dict = {"gpus": gpus}
+        if len(drivers) < len(gpus):
+            return CheckResult(
+                "gpu",
+                "NVIDIA GPU (nvidia-smi)",
+                "warn",
+                False,
+                f"{names}; the driver is too old for CUDA 12",
+                "update the NVIDIA driver to 525 or newer (580 or newer for CUDA 13)",
+                facts=facts,
+            )
+        extra, cuda = min(drivers, key=lambda d: [e for _, e, _ in CUDA_EXTRAS].index(d[0]))
+        facts["cuda_extra"] = extra
+        installed = installed_cuda_extras() if installed is None else installed
+        detail = f"{names}; the driver runs {cuda}: install spu-scaffold[{extra}]"
+        # CUDA 12 wheels run on a CUDA 13 driver; CUDA 13 wheels do not run on a CUDA 12 driver
+        wrong = installed.get("gpu-cu13", []) if extra == "gpu" else []
+        if wrong:
+            return CheckResult(
+                "gpu",
+                "NVIDIA GPU (nvidia-smi)",
+                "warn",
+                False,
+                f"{detail}; installed for a newer CUDA than the driver runs: {', '.join(wrong)}",
+                f"pip uninstall {' '.join(wrong)} && pip install 'spu-scaffold[{extra}]'",
+                facts=facts,
+            )
+        return CheckResult("gpu", "NVIDIA GPU (nvidia-smi)", "ok", False, detail, facts=facts)
     why = (
         "SPU_DISABLE_GPU=1 hides it"
         if os.environ.get("SPU_DISABLE_GPU") == "1"

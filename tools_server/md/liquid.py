@@ -205,6 +205,8 @@ def build_liquid(
         hbond_constraints(system, combined, props)
         system.addForce(openmm.CMMotionRemover())
         force_field = "MMFF94 (RDKit parameters in OpenMM; PME electrostatics, switched 14-7 vdW with LRC)"
+    # packed at 85 % of the expected density: under NPT the edge shrinks by about 0.85^(1/3)
+    check_box_fits_cutoff(box_nm * 0.85 ** (1 / 3), cutoff_nm, sum(c.count for c in components))
     description = {
         "kind": "liquid",
         "force_field": force_field,
@@ -213,6 +215,35 @@ def build_liquid(
         "initial_density_g_cm3": round(density_g_cm3, 4),
     }
     return BuiltSystem(system, topology, positions_nm, True, description)
+
+
+#: the box edge must stay above 2 x cutoff (OpenMM refuses otherwise)
+BOX_MARGIN = 1.0
+
+
+def check_box_fits_cutoff(edge_nm: float, cutoff_nm: float, n_molecules: int) -> None:
+    """``invalid_input`` (with the molecule count that would fit) when the periodic box is too small for the
+    nonbonded cutoff, instead of OpenMM's exception in the middle of the run."""
+    need_nm = 2 * cutoff_nm * BOX_MARGIN
+    if edge_nm >= need_nm:
+        return
+    n_needed = math.ceil(n_molecules * (need_nm / edge_nm) ** 3)
+    smallest_cutoff = 0.7
+    raise ToolError(
+        "invalid_input",
+        f"{n_molecules} molecules make a box of about {edge_nm:.2f} nm at liquid density, smaller than twice "
+        f"the nonbonded cutoff ({cutoff_nm:g} nm); OpenMM cannot simulate it.",
+        hint=f"Use at least {n_needed} molecules for cutoff_nm={cutoff_nm:g}"
+        + (
+            f", or a smaller cutoff_nm (>= {smallest_cutoff}) with fewer"
+            if cutoff_nm > smallest_cutoff
+            else ""
+        )
+        + ".",
+        box_edge_nm=round(edge_nm, 3),
+        cutoff_nm=cutoff_nm,
+        min_molecules=n_needed,
+    )
 
 
 def build_water_box(n_waters: int, smiles: str, cutoff_nm: float) -> BuiltSystem:
@@ -232,6 +263,7 @@ def build_water_box(n_waters: int, smiles: str, cutoff_nm: float) -> BuiltSystem
     )
     box_nm = modeller.topology.getPeriodicBoxVectors()[0][0].value_in_unit(unit.nanometer)
     n_added = modeller.topology.getNumResidues()
+    check_box_fits_cutoff(box_nm, cutoff_nm, n_added)
     description = {
         "kind": "liquid",
         "force_field": "TIP3P (amber14/tip3p.xml, rigid, PME, long-range dispersion correction)",

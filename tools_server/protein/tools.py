@@ -343,6 +343,16 @@ def protein_variant_scores(args: VariantScoresInput, ctx: ToolContext) -> dict:
             {"index": index, "variant": format_mutations(muts), "ok": True, "n_mutations": len(muts)}
         )
         parsed.append((index, muts))
+    if not parsed:  # every variant is wrong: say so before any weights are looked for or loaded
+        return {
+            "models": [],
+            "method": args.method,
+            "units": "natural-log likelihood ratio vs wild type",
+            "wild_type_length": len(wt),
+            "items": items,
+            "ranking_high_to_low": [],
+            "n_errors": len(items),
+        }
     models = _variant_models(args.model)
     device = language_model.pick_device(ctx.gpu_available)
     _threads(ctx)

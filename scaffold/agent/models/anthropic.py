@@ -21,6 +21,7 @@ _CACHE = {"type": "ephemeral"}
 
 class AnthropicModel(HttpModel):
     provider = "anthropic"
+    response_shape = '{"content": [blocks], "stop_reason"}'
     default_base_url = "https://api.anthropic.com"
     api_key_env = "ANTHROPIC_API_KEY"
 

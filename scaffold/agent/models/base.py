@@ -237,6 +237,9 @@ class HttpModel:
     ) -> tuple[str, dict[str, Any]]:
         raise NotImplementedError
 
+    #: what a reply looks like, for the error when it does not
+    response_shape = "a JSON object"
+
     def parse_response(self, data: dict[str, Any]) -> ModelTurn:
         raise NotImplementedError
 
@@ -250,9 +253,14 @@ class HttpModel:
         data, attempts = self._post_with_retries(path, body)
         try:
             turn = self.parse_response(data)
-        except (KeyError, IndexError, TypeError, ValueError) as exc:
+        except ModelError:
+            raise
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:  # a wrong shape
             raise ModelError(
-                f"could not read the {self.provider} response: {exc!r}", body=json.dumps(data)[:2000]
+                f"the reply of {self.base_url + path} is not a {self.provider} response: expected "
+                f"{self.response_shape}, got {_shape_of(data)} ({type(exc).__name__}: {exc}). Check that "
+                f"the provider prefix matches the server's API (openai:, openai-responses:, anthropic:).",
+                body=json.dumps(data)[:2000],
             ) from exc
         turn.message["provider"] = self.provider
         turn.attempts = attempts
@@ -305,6 +313,13 @@ class HttpModel:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _shape_of(data: Any) -> str:
+    """A short description of a JSON value's shape: its top-level keys, or its type."""
+    if isinstance(data, dict):
+        return "an object with keys " + (", ".join(sorted(map(str, data))[:8]) or "(none)")
+    return f"a JSON {type(data).__name__}"
 
 
 def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:

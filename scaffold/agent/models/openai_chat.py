@@ -16,6 +16,7 @@ from scaffold.agent.models.base import HttpModel, ModelTurn, ToolDef, Usage, par
 
 class OpenAIChatModel(HttpModel):
     provider = "openai"
+    response_shape = '{"choices": [{"message": {"content", "tool_calls"}}]}'
     default_base_url = "https://api.openai.com/v1"
     api_key_env = "OPENAI_API_KEY"
 

@@ -18,6 +18,7 @@ class OpenAIResponsesModel(OpenAIChatModel):
     """Same endpoint family and key as Chat Completions; its own request and response shapes."""
 
     provider = "openai-responses"
+    response_shape = '{"output": [items]}'
 
     def build_request(
         self, messages: list[dict[str, Any]], tools: list[ToolDef]

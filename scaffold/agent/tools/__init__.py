@@ -44,6 +44,10 @@ class Toolbox:
         return list(self._defs)
 
     @property
+    def mcp_names(self) -> list[str]:
+        return sorted(self._mcp_names)
+
+    @property
     def names(self) -> list[str]:
         return [t.name for t in self._defs]
 

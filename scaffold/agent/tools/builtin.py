@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -182,13 +183,16 @@ class BuiltinTools:
         started = time.monotonic()
         with tempfile.TemporaryFile(mode="w+b") as sink:
             proc = subprocess.Popen(
-                argv,
+                guarded(argv),
                 cwd=self.rundir.work,
                 env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                # setpriv (util-linux) asks the kernel itself; a preexec_fn is only the fallback, as
+                # Python code between fork and exec can deadlock while other threads hold locks
+                preexec_fn=None if SETPRIV else term_on_parent_death(os.getpid()),
             )
             timed_out = False
             try:
@@ -315,6 +319,39 @@ class BuiltinTools:
         return ToolResult(
             "\n".join(notes), data={"valid": True, "draft": draft.name, "final": final}, final=final
         )
+
+
+#: The command runs under a bash that, on SIGTERM, kills its whole process group (the command and everything
+#: it started); the kernel sends that SIGTERM when the agent dies, even by SIGKILL (parent-death signal).
+GUARD_SCRIPT = 'trap "trap - TERM; kill -KILL 0" TERM; "$@" & wait $!; status=$?; exit $status'
+PR_SET_PDEATHSIG = 1
+
+
+SETPRIV = shutil.which("setpriv")
+
+
+def guarded(argv: list[str]) -> list[str]:
+    """``argv`` run under the group-killing guard shell (see GUARD_SCRIPT), which gets SIGTERM when the
+    agent dies: through ``setpriv --pdeathsig`` where it exists, else :func:`term_on_parent_death`."""
+    guard = ["bash", "-c", GUARD_SCRIPT, "spu-agent-guard", *argv]
+    return [SETPRIV, "--pdeathsig", "TERM", *guard] if SETPRIV else guard
+
+
+def term_on_parent_death(parent_pid: int) -> Callable[[], None] | None:
+    """A ``preexec_fn`` asking the kernel for SIGTERM when the agent dies (Linux ``prctl``; elsewhere the
+    process group is still killed when the agent ends normally or on SIGTERM)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def set_pdeathsig() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent_pid:  # the agent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return set_pdeathsig
 
 
 def kill_group(proc: subprocess.Popen) -> None:

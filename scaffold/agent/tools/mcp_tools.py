@@ -13,6 +13,7 @@ text (``[code] message Hint: ...``). Long outputs are cut head and tail.
 from __future__ import annotations
 
 import asyncio
+import fnmatch
 import json
 import logging
 import os
@@ -43,6 +44,14 @@ def server_command(config: dict[str, Any]) -> list[str]:
     return [str(c) for c in command] if isinstance(command, list) else str(command).split()
 
 
+def offered(name: str, include: list[str] | None, exclude: list[str]) -> bool:
+    """Whether the model sees MCP tool ``name``: listed in ``include`` (all when None) and not in ``exclude``;
+    both take shell-style patterns (``chem_*``)."""
+    if include is not None and not any(fnmatch.fnmatchcase(name, p) for p in include):
+        return False
+    return not any(fnmatch.fnmatchcase(name, p) for p in exclude)
+
+
 class McpTools:
     def __init__(
         self, config: dict[str, Any], *, workdir: Path, cwd: Path, max_output_chars: int = 20000
@@ -52,7 +61,8 @@ class McpTools:
         self.cwd = cwd
         self.max_chars = max_output_chars
         self.call_timeout_s = float(config.get("call_timeout_s") or 900)
-        self.exclude = set(config.get("exclude") or [])
+        self.include = [str(p) for p in config["include"]] if config.get("include") is not None else None
+        self.exclude = [str(p) for p in config.get("exclude") or []]
         self.tools: list[ToolDef] = []
         self.server_info: dict[str, Any] = {}
         self._loop = asyncio.new_event_loop()
@@ -103,7 +113,7 @@ class McpTools:
                             t.input_schema or {"type": "object", "properties": {}},
                         )
                         for t in listing.tools
-                        if t.name not in self.exclude
+                        if offered(t.name, self.include, self.exclude)
                     ),
                     key=lambda t: t.name,
                 )
