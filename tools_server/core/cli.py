@@ -10,6 +10,8 @@ from typing import Annotated
 import typer
 
 cache_app = typer.Typer(help="The result cache shared by all servers of this machine.", no_args_is_help=True)
+JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
 config_app = typer.Typer(help="Register the tool server with an MCP client.", no_args_is_help=True)
 
 
@@ -44,7 +46,7 @@ def serve(
 
 
 @cache_app.command("stats")
-def cache_stats(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def cache_stats(as_json: JsonOpt = False) -> None:
     """Entries and size of the result cache, per tool."""
     from tools_server.core.cache import ResultCache
 
@@ -58,7 +60,7 @@ def cache_stats(as_json: bool = typer.Option(False, "--json", help="Machine-read
 
 
 @cache_app.command("clear")
-def cache_clear(as_json: bool = typer.Option(False, "--json", help="Machine-readable output.")) -> None:
+def cache_clear(as_json: JsonOpt = False) -> None:
     """Delete every cached result."""
     from tools_server.core.cache import ResultCache
 
@@ -95,16 +97,20 @@ def _wait_s() -> tuple[float, float]:
 
 @config_app.command("claude")
 def config_claude(
-    write: bool = typer.Option(
-        False,
-        "--write",
-        help="Merge the server into .mcp.json and the permissions into .claude/settings.json.",
-    ),
-    skill: bool = typer.Option(
-        False, "--skill", help="Install the working method as a skill in .claude/skills/spu-method/."
-    ),
-    project: Path = typer.Option(Path("."), help="The project folder (default: the current one)."),
-    path: Path = typer.Option(None, help="The .mcp.json --write updates (default: PROJECT/.mcp.json)."),
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write", help="Merge the server into .mcp.json and the permissions into .claude/settings.json."
+        ),
+    ] = False,
+    skill: Annotated[
+        bool,
+        typer.Option("--skill", help="Install the working method as a skill in .claude/skills/spu-method/."),
+    ] = False,
+    project: Annotated[Path, typer.Option(help="The project folder (default: the current one).")] = Path("."),
+    path: Annotated[
+        Path | None, typer.Option(help="The .mcp.json --write updates (default: PROJECT/.mcp.json).")
+    ] = None,
 ) -> None:
     """Print (or write) the Claude Code setup: the .mcp.json entry, the project settings a headless
     `claude -p` run needs, and (--skill) the working method as a skill."""
@@ -155,14 +161,19 @@ def _without_spu_tables(text: str) -> str:
 
 @config_app.command("codex")
 def config_codex(
-    write: bool = typer.Option(
-        False, "--write", help="Write the block into the Codex config file (replacing an earlier one)."
-    ),
-    agents_md: bool = typer.Option(
-        False, "--agents-md", help="Write or update the working-method section of ./AGENTS.md."
-    ),
-    path: Path = typer.Option(None, help="Codex config file (default: $CODEX_HOME/config.toml or ~/.codex)."),
-    agents_path: Path = typer.Option(Path("AGENTS.md"), help="The AGENTS.md --agents-md updates."),
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write", help="Write the block into the Codex config file (replacing an earlier one)."
+        ),
+    ] = False,
+    agents_md: Annotated[
+        bool, typer.Option("--agents-md", help="Write or update the working-method section of ./AGENTS.md.")
+    ] = False,
+    path: Annotated[
+        Path | None, typer.Option(help="Codex config file (default: $CODEX_HOME/config.toml or ~/.codex).")
+    ] = None,
+    agents_path: Annotated[Path, typer.Option(help="The AGENTS.md --agents-md updates.")] = Path("AGENTS.md"),
 ) -> None:
     """Print (or write) the Codex `[mcp_servers.spu]` block: every tool approved for `codex exec`, a call
     limit above the longest wait, and the server required to start; (--agents-md) the working method."""

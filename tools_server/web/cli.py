@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -12,16 +13,18 @@ from environment.audit_cli import audit_app
 
 @audit_app.command("serve")
 def serve_cmd(
-    log: Path = typer.Option(..., "--log", help="Audit log file (created if missing)."),
-    policy: Path | None = typer.Option(
-        None, "--policy", help="Policy file (JSON or YAML); none: record only."
-    ),
-    token: str | None = typer.Option(None, "--token", help="Shared token (or SPU_AUDIT_TOKEN)."),
-    host: str = typer.Option("127.0.0.1", "--host"),
-    port: int = typer.Option(8765, "--port", help="0 picks a free port; the URL is printed as JSON."),
-    workdir: Path | None = typer.Option(
-        None, "--workdir", help="Fetch cache directory (default: the log's)."
-    ),
+    log: Annotated[Path, typer.Option("--log", help="Audit log file (created if missing).")],
+    policy: Annotated[
+        Path | None, typer.Option("--policy", help="Policy file (JSON or YAML); none: record only.")
+    ] = None,
+    token: Annotated[str | None, typer.Option("--token", help="Shared token (or SPU_AUDIT_TOKEN).")] = None,
+    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", help="0 picks a free port; the URL is printed as JSON.")
+    ] = 8765,
+    workdir: Annotated[
+        Path | None, typer.Option("--workdir", help="Fetch cache directory (default: the log's).")
+    ] = None,
 ) -> None:
     """Run the audit service: performs, records and screens web calls for MCP servers that forward to it."""
     from tools_server.web.service import AUDIT_TOKEN_ENV, serve
