@@ -12,8 +12,9 @@ One JSON object per line, keys sorted, no spaces::
 ``hash`` is SHA-256 over the canonical JSON (sorted keys, ``(",", ":")`` separators, UTF-8) of the record
 without its ``hash`` field, ``prev`` included; the first record's ``prev`` is 64 zeros. The seal file
 (``audit.jsonl.seal``) holds ``{"count": N, "head": "<hash of the last record>"}``, so a truncated tail is
-detected. Record kinds: ``http`` (one HTTP attempt), ``call`` (one tool call with its outcome and detector
-flags), ``recovery`` (a torn last line dropped at start-up), ``service`` (audit service start).
+detected. Record kinds: ``attempt`` (an HTTP attempt about to connect), ``http`` (its outcome), ``call``
+(one tool call with its outcome and detector flags), ``recovery`` (a torn last line dropped at start-up),
+``service`` (audit service start).
 """
 
 from __future__ import annotations

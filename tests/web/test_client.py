@@ -10,11 +10,16 @@ from tools_server.core.errors import ToolError
 from tools_server.web.client import _parse_retry_after, redact_url
 
 
+def outcomes(log):
+    """The outcome records (kind http); each follows its own attempt record, written before connecting."""
+    return [r for r in log.records() if r["kind"] == "http"]
+
+
 def test_every_attempt_logged_with_hash_and_peer(make_gateway, farm):
     gw = make_gateway()
     r = gw.client.request("GET", farm.url("/notes.txt"), tool="web_fetch", call_id="c1")
     assert r.status == 200 and r.content == b"plain notes\nsecond line\n"
-    rec = gw.audit.records()[-1]
+    rec = outcomes(gw.audit)[-1]
     assert rec["kind"] == "http" and rec["call_id"] == "c1" and rec["status"] == 200
     assert rec["bytes"] == 24 and rec["content_sha256"] == r.sha256 and rec["peer"] == "127.0.0.1"
     assert rec["content_type"] == "text/plain" and rec["latency_ms"] >= 0
@@ -24,7 +29,7 @@ def test_redirect_chain_followed_hop_by_hop(make_gateway, farm):
     gw = make_gateway()
     r = gw.client.request("GET", farm.url("/redirect/3"))
     assert r.status == 200 and r.final_url == farm.url("/page.html") and len(r.redirects) == 3
-    hops = [rec["hop"] for rec in gw.audit.records()]
+    hops = [rec["hop"] for rec in outcomes(gw.audit)]
     assert hops == [0, 1, 2, 3]
 
 
@@ -56,7 +61,7 @@ def test_streamed_oversize_stops_at_cap(make_gateway, farm):
     with pytest.raises(ToolError) as info:
         gw.client.request("GET", farm.url("/huge-chunked"))  # 6.4 MB without Content-Length
     assert info.value.code == "too_large"
-    assert gw.audit.records()[-1]["error"] == "too_large"
+    assert outcomes(gw.audit)[-1]["error"] == "too_large"
 
 
 def test_gzip_bomb_stops_at_cap(make_gateway, farm):
@@ -83,7 +88,7 @@ def test_retry_after_honoured(make_gateway, farm):
     r = gw.client.request("GET", farm.url("/retry-after?k=a"))
     assert r.status == 200 and r.content == b"after retry"
     assert time.monotonic() - t0 >= 0.95  # waited the server's Retry-After: 1
-    attempts = [(rec["attempt"], rec["status"]) for rec in gw.audit.records()]
+    attempts = [(rec["attempt"], rec["status"]) for rec in outcomes(gw.audit)]
     assert attempts == [(1, 429), (2, 200)]
 
 
@@ -91,7 +96,7 @@ def test_retries_exhausted_returns_last_status(make_gateway, farm):
     gw = make_gateway(max_retries=2)
     r = gw.client.request("GET", farm.url("/always-503"))
     assert r.status == 503
-    assert [rec["attempt"] for rec in gw.audit.records()] == [1, 2, 3]
+    assert [rec["attempt"] for rec in outcomes(gw.audit)] == [1, 2, 3]
 
 
 def test_long_retry_after_not_waited(make_gateway, farm):
@@ -123,3 +128,15 @@ def test_provider_rate_limit_spaces_requests(make_gateway, farm):
     for _ in range(3):
         gw.client.request("GET", farm.url("/notes.txt"), provider="slowprov")
     assert time.monotonic() - t0 >= 0.45  # three requests at 4/s span at least two intervals of 0.25 s
+
+
+def test_each_attempt_is_on_record_before_its_connection(make_gateway, farm):
+    """An attempt record precedes every outcome, so a connection the process never returns from (a kill,
+    a hang) still left its URL in the log."""
+    gw = make_gateway()
+    gw.client.request("GET", farm.url("/redirect/2"), tool="web_fetch", call_id="a1")
+    records = [r for r in gw.audit.records() if r["kind"] in ("attempt", "http")]
+    assert [r["kind"] for r in records] == ["attempt", "http"] * 3
+    for attempt, outcome in zip(records[::2], records[1::2], strict=True):
+        assert (attempt["url"], attempt["hop"], attempt["call_id"]) == (outcome["url"], outcome["hop"], "a1")
+        assert attempt["method"] == "GET" and "status" not in attempt and attempt["seq"] < outcome["seq"]

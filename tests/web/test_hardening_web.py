@@ -15,6 +15,11 @@ from tools_server.web.audit import AuditLog
 from tools_server.web.policy import Policy
 
 
+def outcomes(log):
+    """The outcome records (kind http); each follows its own attempt record, written before connecting."""
+    return [r for r in log.records() if r["kind"] == "http"]
+
+
 @pytest.mark.parametrize(
     "target",
     ["data:text/plain,hello", "mailto:someone@example.org", "javascript:alert(1)", "file:///etc/passwd"],
@@ -24,7 +29,7 @@ def test_redirect_to_any_scheme_is_logged_and_refused(make_gateway, farm, target
     with pytest.raises(ToolError) as info:
         gw.client.request("GET", farm.url(f"/redirect-to?to={target}"), tool="web_fetch", call_id="r1")
     assert info.value.code == "url_refused"
-    records = gw.audit.records()
+    records = outcomes(gw.audit)
     assert [r["hop"] for r in records] == [0, 1]
     assert records[0]["status"] == 302 and records[1]["error"] == "url_refused"
     assert records[1]["url"].split(":", 1)[0] == target.split(":", 1)[0]
@@ -36,7 +41,7 @@ def test_unparseable_redirect_is_refused_without_retry(make_gateway, farm, targe
     with pytest.raises(ToolError) as info:
         gw.client.request("GET", farm.url("/redirect-to"), params={"to": target}, tool="web_fetch")
     assert info.value.code == "url_refused"
-    records = gw.audit.records()
+    records = outcomes(gw.audit)
     assert len(records) == 2 and records[-1]["error"] == "url_refused"  # one attempt, then the refusal
 
 

@@ -11,8 +11,9 @@
 * Per-provider rate limits (minimum spacing of requests) and concurrency caps, and retries with jittered
   exponential backoff on connection errors, 429, 500, 502, 503 (PubChem's throttling answer) and 504,
   honouring ``Retry-After`` (seconds or an HTTP date) up to ``backoff_max_s``.
-* Every attempt, including retries, redirect hops and refusals, is appended to the audit log before the
-  request's outcome is returned.
+* Every attempt, including retries and redirect hops, is appended to the audit log (kind ``attempt``)
+  before its connection is opened, and its outcome (kind ``http``: status, bytes, digest, or the error)
+  before the request's result is returned; a refused address is recorded before anything is sent.
 """
 
 from __future__ import annotations
@@ -248,6 +249,10 @@ class AuditedClient:
         if self.audit is not None:
             self.audit.append({"kind": "http", **record})
 
+    def _log_attempt(self, method: str, record: dict[str, Any]) -> None:
+        if self.audit is not None:
+            self.audit.append({"kind": "attempt", "method": method, **record})
+
     def request(
         self,
         method: str,
@@ -351,6 +356,8 @@ class AuditedClient:
             fetched: Fetched | None = None
             try:
                 with gate.slot(deadline):
+                    # on the record before any connection is opened; the outcome follows as kind "http"
+                    self._log_attempt(method, record)
                     fetched = self._send_once(method, url, json, data, headers, limit, deadline, record)
             except ToolError as exc:
                 record.update(error=exc.code, latency_ms=round((time.monotonic() - t0) * 1000, 1))
