@@ -161,6 +161,24 @@ def runs_root_of(output: Path) -> Path | None:
     return None
 
 
+def _answers_beside_batch_tasks(runs_root: Path | None) -> list[Path]:
+    """``answers.json`` beside each task directory that a ``spu batch`` record (``RUNS_DIR/_batch/*.json``)
+    names."""
+    if runs_root is None or not (runs_root / "_batch").is_dir():
+        return []
+    found: list[Path] = []
+    for record in sorted((runs_root / "_batch").glob("*.json")):
+        try:
+            tasks = json.loads(record.read_text(encoding="utf-8")).get("tasks") or []
+        except (OSError, ValueError, AttributeError):
+            continue
+        for task in tasks:
+            candidate = Path(str(task)).parent / "answers.json"
+            if candidate.is_file() and candidate not in found:
+                found.append(candidate)
+    return found
+
+
 class Grader:
     """Finds each run's task and answers and grades drafts and submissions; silent when it cannot."""
 
@@ -183,7 +201,10 @@ class Grader:
                 self.notes.append(f"tasks under {folder or 'the demo tasks'}: {exc}")
         if answers is not None and not answers.exists():
             self.notes.append(f"--answers {answers} does not exist; ignored")
-        for source in [None, *([answers] if answers is not None and answers.exists() else [])]:
+        # the demo answers, those beside the tasks spu batch ran (as spu report finds them), then --answers
+        beside = _answers_beside_batch_tasks(runs_root)
+        given = [answers] if answers is not None and answers.exists() else []
+        for source in [None, *beside, *given]:
             try:
                 self.answers.update(discover_answers(source))
             except TaskError as exc:
