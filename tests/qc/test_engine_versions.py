@@ -7,7 +7,16 @@ import sys
 
 import pytest
 
+from tools_server.core.domain import distribution_version
 from tools_server.qc import GPU4PYSCF
+
+
+@pytest.fixture(autouse=True)
+def _fresh_versions():
+    """Versions are read once per process; these tests install metadata, so they start from a clean read."""
+    distribution_version.cache_clear()
+    yield
+    distribution_version.cache_clear()
 
 
 def _install_metadata(root, name: str, version: str) -> None:
@@ -22,6 +31,7 @@ def test_version_comes_from_the_installed_cuda_distribution(dist, tmp_path, monk
         pytest.skip("a real gpu4pyscf is installed here")
     _install_metadata(tmp_path, dist, "1.9.0")
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    distribution_version.cache_clear()
     assert GPU4PYSCF.version() == "1.9.0"
 
 
