@@ -71,7 +71,7 @@ def _sealed_log(tmp_path, n=4) -> AuditLog:
     return log
 
 
-def _refused(path) -> ToolError:
+def assert_append_refused(path) -> ToolError:
     with pytest.raises(ToolError) as info:
         AuditLog(path).append({"kind": "http", "after": True})
     assert info.value.code == "audit_log_invalid"
@@ -83,7 +83,7 @@ def test_truncated_log_refuses_appends_and_keeps_the_seal(tmp_path):
     lines = log.path.read_text().splitlines(keepends=True)
     log.path.write_text("".join(lines[:2]))
     seal_before = seal_path(log.path).read_bytes()
-    assert "truncated" in _refused(log.path).message
+    assert "truncated" in assert_append_refused(log.path).message
     assert seal_path(log.path).read_bytes() == seal_before  # never rewritten to match the shorter log
     assert not verify(log.path).ok
 
@@ -91,14 +91,14 @@ def test_truncated_log_refuses_appends_and_keeps_the_seal(tmp_path):
 def test_emptied_log_refuses_appends(tmp_path):
     log = _sealed_log(tmp_path)
     log.path.write_text("")
-    _refused(log.path)
+    assert_append_refused(log.path)
     assert log.path.read_text() == "" and not verify(log.path).ok
 
 
 def test_deleted_seal_refuses_appends(tmp_path):
     log = _sealed_log(tmp_path)
     seal_path(log.path).unlink()
-    assert "seal" in _refused(log.path).message
+    assert "seal" in assert_append_refused(log.path).message
     assert not seal_path(log.path).exists() and not verify(log.path).ok
 
 
@@ -114,7 +114,7 @@ def test_removed_last_records_refuse_appends_even_with_a_forged_shorter_seal_mis
     lines = log.path.read_text().splitlines(keepends=True)
     log.path.write_text("".join(lines[:3]))
     seal_path(log.path).unlink()
-    _refused(log.path)
+    assert_append_refused(log.path)
 
 
 def test_corrupt_last_line_after_the_seal_is_cut_and_recorded(tmp_path):
@@ -132,7 +132,7 @@ def test_corrupt_sealed_last_line_refuses_appends(tmp_path):
     lines = log.path.read_text().splitlines(keepends=True)
     lines[-1] = "{not a record}\n"
     log.path.write_text("".join(lines))
-    _refused(log.path)
+    assert_append_refused(log.path)
 
 
 def test_enforce_block_survives_deleting_flagged_records_and_a_restart(make_gateway, farm, tmp_path):
