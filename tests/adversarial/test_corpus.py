@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import socket
 import subprocess
 import sys
 import time
@@ -16,18 +15,9 @@ from typing import Any
 import httpx
 import pytest
 from adversarial_corpus import Case, cases
+from mcp_wire import INIT, http_spu_server
 
 REPLY_TIMEOUT_S = 120.0
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "adv", "version": "0"},
-    },
-}
 PING = b'{"jsonrpc":"2.0","id":999999,"method":"tools/list"}'
 CASES = cases()
 
@@ -124,12 +114,6 @@ def test_corpus_over_stdio(spu_env):
         server.close()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _http_reply(response: httpx.Response) -> dict[str, Any] | None:
     text = response.text
     if "text/event-stream" in response.headers.get("content-type", ""):
@@ -144,24 +128,9 @@ def _http_reply(response: httpx.Response) -> dict[str, Any] | None:
 
 @pytest.fixture
 def http_url(spu_env):
-    port = _free_port()
     token = "k7Qw2mZp9Lx4Vb8Nc1Rt6Yh3Jd5Gf0Se"  # 32 characters, only for the test's loopback server
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "spu", "serve", "--transport", "http", "--port", str(port), "--token", token],
-        env=spu_env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    for _ in range(300):
-        try:
-            httpx.get(url, timeout=0.5)
-            break
-        except httpx.TransportError:
-            time.sleep(0.1)
-    yield url, token, proc
-    proc.terminate()
-    proc.wait(timeout=30)
+    with http_spu_server(spu_env, token) as (url, proc):
+        yield url, token, proc
 
 
 def test_corpus_over_http(http_url):

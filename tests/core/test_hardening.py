@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,18 +16,9 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+from mcp_wire import free_port
 
 SECRET = "TOPSECRET-LINE-7f3a"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
 
 
 # -- limits before native code ------------------------------------------------------------------------
@@ -284,14 +274,8 @@ def test_token_strength_rules():
     assert token_problem("0123456789abcdef0123456789abcde") is not None  # 31 characters
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_wildcard_bind_accepts_the_allowed_host_names(spu_env):
-    port = _free_port()
+    port = free_port()
     token = "k7Qw2mZp9Lx4Vb8Nc1Rt6Yh3Jd5Gf0Se"
     proc = subprocess.Popen(
         [sys.executable, "-m", "spu", "serve", "--transport", "http", "--host", "0.0.0.0",

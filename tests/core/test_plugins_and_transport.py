@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
+from mcp_wire import HEADERS, INIT, http_spu_server
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -80,12 +79,6 @@ def test_every_tool_is_annotated_and_named_by_the_rules(mcp_server):
         assert t.description and t.input_schema["type"] == "object"
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _spu(*args: str, env=None, check: bool = False, **kw) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "spu", *args],
@@ -105,47 +98,8 @@ def test_http_refuses_public_bind_without_token(spu_env):
 
 @pytest.fixture
 def http_server(spu_env):
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "spu",
-            "serve",
-            "--transport",
-            "http",
-            "--port",
-            str(port),
-            "--token",
-            "s3cret",
-        ],
-        env=spu_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    for _ in range(100):
-        try:
-            httpx.get(url, timeout=0.5)
-            break
-        except httpx.TransportError:
-            time.sleep(0.1)
-    yield url, port
-    proc.terminate()
-    proc.wait(timeout=10)
-
-
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
-HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+    with http_spu_server(spu_env, token="s3cret") as (url, _):
+        yield url, int(url.rsplit(":", 1)[1].split("/")[0])
 
 
 def test_http_token_and_rebinding_checks(http_server):
