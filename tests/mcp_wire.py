@@ -32,11 +32,24 @@ def free_port() -> int:
 
 
 @contextmanager
-def http_spu_server(env: dict[str, str], token: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """``spu serve --transport http`` on a free loopback port; yields its /mcp URL and the process."""
+def http_spu_server(env: dict[str, str], token: str, *options: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """``spu serve --transport http`` on a free port (plus ``options``); yields its loopback /mcp URL and the
+    process."""
     port = free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "spu", "serve", "--transport", "http", "--port", str(port), "--token", token],
+        [
+            sys.executable,
+            "-m",
+            "spu",
+            "serve",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--token",
+            token,
+            *options,
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

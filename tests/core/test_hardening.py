@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from mcp_wire import free_port
+from mcp_wire import HEADERS, INIT, http_spu_server
 
 SECRET = "TOPSECRET-LINE-7f3a"
 
@@ -275,46 +275,19 @@ def test_token_strength_rules():
 
 
 def test_wildcard_bind_accepts_the_allowed_host_names(spu_env):
-    port = free_port()
     token = "k7Qw2mZp9Lx4Vb8Nc1Rt6Yh3Jd5Gf0Se"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "spu", "serve", "--transport", "http", "--host", "0.0.0.0",
-         "--port", str(port), "--token", token, "--allowed-host", "spu.example.org"],
-        env=spu_env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/mcp"  # the test only ever connects to loopback
-    try:
-        for _ in range(300):
-            try:
-                httpx.get(url, timeout=0.5)
-                break
-            except httpx.TransportError:
-                time.sleep(0.1)
-        init = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        }
-        headers = {
-            "accept": "application/json, text/event-stream",
-            "content-type": "application/json",
-            "authorization": f"Bearer {token}",
-        }
+    # bound on every interface, but the test only ever connects to loopback
+    with http_spu_server(spu_env, token, "--host", "0.0.0.0", "--allowed-host", "spu.example.org") as (
+        url,
+        _,
+    ):
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        headers = {**HEADERS, "authorization": f"Bearer {token}"}
         for host, status in [
             (f"spu.example.org:{port}", 200),
             ("spu.example.org", 200),
             (f"evil.example:{port}", 421),
             (f"0.0.0.0:{port}", 421),
         ]:
-            r = httpx.post(url, json=init, headers={**headers, "host": host}, timeout=30)
+            r = httpx.post(url, json=INIT, headers={**headers, "host": host}, timeout=30)
             assert r.status_code == status, (host, r.status_code, r.text[:200])
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
