@@ -10,8 +10,8 @@ when one can be read, else ``null``. Limits (also in ``docs/server.md``):
 * JSON nesting at most :data:`MAX_DEPTH` levels, at most :data:`MAX_ITEMS` values in one frame;
 * no lone surrogate anywhere (``"\\ud800"`` is refused with ``-32602``).
 
-:func:`serve_stdio` is the stdio transport built on these checks; :func:`guard_http` wraps the
-streamable-HTTP ASGI app with them.
+:func:`serve_stdio` (on a :class:`StdioWire`) is the stdio transport built on these checks; :func:`guard_http`
+wraps the streamable-HTTP ASGI app with them.
 """
 
 from __future__ import annotations
@@ -19,11 +19,15 @@ from __future__ import annotations
 import json
 import logging
 import os
+import queue
 import re
 import sys
+import threading
 from typing import Any
 
 import anyio
+
+from tools_server.core import handshake
 
 log = logging.getLogger(__name__)
 
@@ -146,48 +150,91 @@ def _dump(message: Any) -> bytes:
     return (json.dumps(message, separators=(",", ":"), ensure_ascii=False) + "\n").encode("utf-8")
 
 
-async def serve_stdio(lowlevel_server: Any) -> None:
-    """Serve MCP over stdin/stdout with every frame checked first (see the module docstring).
+class StdioWire:
+    """The process's stdin and stdout, taken for MCP frames.
 
-    While serving, fd 0 reads the null device and fd 1 writes to stderr, so tool code and child processes
-    cannot read or corrupt the wire.
+    From construction on, fd 0 reads the null device and fd 1 writes to stderr, so tool code, imports and
+    child processes cannot read or corrupt the wire. A daemon thread reads frames into :attr:`frames` from
+    the start (``b""`` marks the end of input). With ``answer_initialize``, a first frame that
+    :func:`~tools_server.core.handshake.initialize_result` can answer is answered by that thread at once,
+    before the SDK is imported, and queued for the SDK under
+    :data:`~tools_server.core.handshake.REPLAY_ID`. Construct it before the heavy imports.
     """
+
+    def __init__(self, answer_initialize: bool = True) -> None:
+        self._in = os.fdopen(os.dup(0), "rb", buffering=0)
+        self._out = os.dup(1)
+        null_in = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null_in, 0)
+        os.close(null_in)
+        sys.stdout.flush()
+        os.dup2(2, 1)
+        self._lock = threading.Lock()
+        self.frames: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        #: The result sent early, kept until the SDK's answer to the replayed request is compared with it.
+        self.early_result: dict[str, Any] | None = None
+        reader = threading.Thread(target=self._read, args=(answer_initialize,), name="spu-stdio", daemon=True)
+        reader.start()
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._out, view) :]
+
+    def _read_frame(self) -> bytes:
+        """One line, or b"" at end of input; an over-long line is skipped to its end and returned cut."""
+        line = self._in.readline(MAX_FRAME_BYTES + 1)
+        if len(line) > MAX_FRAME_BYTES and not line.endswith(b"\n"):
+            while (more := self._in.readline(MAX_FRAME_BYTES)) and not more.endswith(b"\n"):
+                pass
+        return line
+
+    def _read(self, answer_initialize: bool) -> None:
+        try:
+            while line := self._read_frame():
+                if not line.strip():
+                    continue
+                if answer_initialize:
+                    answer_initialize = False
+                    line = self._answer_early(line)
+                self.frames.put(line)
+        finally:
+            self.frames.put(b"")
+
+    def _answer_early(self, line: bytes) -> bytes:
+        try:
+            message = check_frame(line.rstrip(b"\r\n"))
+        except FrameError:
+            return line
+        result = handshake.initialize_result(message)
+        if result is None:
+            return line
+        self.early_result = result
+        self.write(_dump({"jsonrpc": "2.0", "id": message["id"], "result": result}))
+        return _dump({**message, "id": handshake.REPLAY_ID})
+
+
+async def serve_stdio(lowlevel_server: Any, wire: StdioWire | None = None) -> None:
+    """Serve MCP over stdin/stdout (``wire``, taken now if not given), every frame checked first (see the
+    module docstring)."""
     import mcp_types as types
     from mcp.shared._context_streams import create_context_streams
     from mcp.shared.message import SessionMessage
 
-    wire_in = os.fdopen(os.dup(0), "rb", buffering=0)
-    wire_out = os.fdopen(os.dup(1), "wb", buffering=0)
-    null_in = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null_in, 0)
-    os.close(null_in)
-    sys.stdout.flush()
-    os.dup2(2, 1)
-
+    wire = wire or StdioWire(answer_initialize=False)
     read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
     write_stream, write_reader = create_context_streams[SessionMessage](0)
-    out_lock = anyio.Lock()
 
     async def write_line(data: bytes) -> None:
-        async with out_lock:
-            await anyio.to_thread.run_sync(wire_out.write, data)
-
-    def read_frame() -> bytes | None:
-        """One line, or b"" at end of input; an over-long line is skipped to its end and returned cut."""
-        line = wire_in.readline(MAX_FRAME_BYTES + 1)
-        if len(line) > MAX_FRAME_BYTES and not line.endswith(b"\n"):
-            while (more := wire_in.readline(MAX_FRAME_BYTES)) and not more.endswith(b"\n"):
-                pass
-        return line
+        await anyio.to_thread.run_sync(wire.write, data)
 
     async def reader() -> None:
         async with read_writer:
             while True:
-                line = await anyio.to_thread.run_sync(read_frame, abandon_on_cancel=True)
+                line = await anyio.to_thread.run_sync(wire.frames.get, abandon_on_cancel=True)
                 if not line:
                     return
-                if not line.strip():
-                    continue
                 checked: Any = None
                 try:
                     checked = check_frame(line.rstrip(b"\r\n"))
@@ -203,10 +250,22 @@ async def serve_stdio(lowlevel_server: Any) -> None:
                     continue
                 await read_writer.send(SessionMessage(message))
 
+    def replayed(msg: Any) -> bool:
+        """Whether ``msg`` answers the request already answered early; if so, compare the answers."""
+        if getattr(msg, "id", None) != handshake.REPLAY_ID or wire.early_result is None:
+            return False
+        problem = handshake.same_answer(wire.early_result, msg.model_dump(by_alias=True, exclude_unset=True))
+        if problem is not None:
+            log.warning("the early answer to initialize is not the SDK's: %s", problem)
+        wire.early_result = None
+        return True
+
     async def writer() -> None:
         async with write_reader:
             async for session_message in write_reader:
                 msg = session_message.message
+                if replayed(msg):
+                    continue
                 try:
                     data = (msg.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode("utf-8")
                 except Exception as exc:  # a reply that cannot be encoded must still answer its request

@@ -1,20 +1,54 @@
-"""``spu serve`` without Typer: MCP clients start the server for every session and wait for its answer to
-``initialize``, so this path imports nothing the server does not need (Typer and its help renderer cost
-about as much as the rest of our start-up). Same options, environment variable and refusals as the Typer
-command in :mod:`tools_server.core.cli`, which ``spu serve --help`` still shows.
+"""``spu serve`` without Typer or the MCP SDK up front: MCP clients start the server for every session and
+wait for its answer to ``initialize``, so this path takes stdin/stdout and answers ``initialize``
+(:mod:`tools_server.core.handshake`) before it imports the SDK and the server. Same options, environment
+variable and refusals as the Typer command in :mod:`tools_server.core.cli`, which ``spu serve --help``
+still shows. The bind rules (loopback, wildcard, token strength) live here, where both paths read them.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
+import math
 import os
 import sys
+
+#: Shortest bearer token accepted for a non-loopback bind, and the least estimated entropy (bits).
+MIN_TOKEN_CHARS = 32
+MIN_TOKEN_BITS = 128
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def is_wildcard(host: str) -> bool:
+    return host.strip("[]") in ("0.0.0.0", "::", "")
+
+
+def token_problem(token: str | None) -> str | None:
+    """Why ``token`` is too weak to guard a public bind, or None. Entropy is estimated as length times
+    log2 of the number of distinct characters (a 32-character hex token scores 128 bits)."""
+    if not token:
+        return "no token given"
+    if token != token.strip() or any(c.isspace() for c in token):
+        return "the token holds white space"
+    if len(token) < MIN_TOKEN_CHARS:
+        return f"the token has {len(token)} characters (at least {MIN_TOKEN_CHARS} needed)"
+    distinct = len(set(token))
+    bits = len(token) * math.log2(distinct) if distinct > 1 else 0.0
+    if distinct < 8 or bits < MIN_TOKEN_BITS:
+        return f"the token is low in entropy (about {bits:.0f} bits from {distinct} distinct characters)"
+    return None
 
 
 def refusal(transport: str, host: str, token: str | None, allowed_hosts: list[str]) -> str | None:
     """Why ``spu serve`` with these options must not start, or None. Shared by both entry paths."""
-    from tools_server.core.server import is_loopback, is_wildcard, token_problem
-
     if transport not in ("stdio", "http"):
         return f"unknown transport {transport!r}: use stdio or http"
     if transport == "http" and not is_loopback(host):
@@ -43,6 +77,11 @@ def main(argv: list[str]) -> None:
     if (why := refusal(opts.transport, opts.host, opts.token, opts.allowed_host)) is not None:
         print(why, file=sys.stderr)
         raise SystemExit(2)
+    wire = None
+    if opts.transport == "stdio":
+        from tools_server.core.framing import StdioWire
+
+        wire = StdioWire(answer_initialize=True)  # answers initialize while the imports below run
     from tools_server.core.server import run
 
-    run(opts.transport, opts.host, opts.port, opts.token, opts.allowed_host)
+    run(opts.transport, opts.host, opts.port, opts.token, opts.allowed_host, wire)

@@ -9,10 +9,8 @@ error result (``isError``).
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import json
 import logging
-import math
 from typing import Any
 
 import anyio
@@ -22,17 +20,13 @@ from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from tools_server import __version__
 from tools_server.core.dispatch import Dispatcher
 from tools_server.core.errors import ToolError
-from tools_server.core.framing import guard_http, serve_stdio
+from tools_server.core.framing import StdioWire, guard_http, serve_stdio
+from tools_server.core.handshake import INSTRUCTIONS, SERVER_NAME
 from tools_server.core.registry import ToolSpec
+from tools_server.core.serve_cli import is_loopback, is_wildcard
 from tools_server.core.server_tools import SERVER_TOOLS
 
 log = logging.getLogger(__name__)
-
-INSTRUCTIONS = """\
-Tools for predicting wet-lab outcomes: audited web search and fetch, cheminformatics (RDKit), xTB and DFT,
-molecular dynamics, protein models and ranking helpers. Call system_info first. Compute tools run as jobs:
-if a call answers {status: running, job_id}, poll it with job_wait. Results carry provenance; big outputs
-are files under the server's work directory. Errors carry a stable code and a hint for recovery."""
 
 
 def mcp_tool(spec: ToolSpec) -> Tool:
@@ -61,7 +55,9 @@ def error_result(exc: ToolError) -> CallToolResult:
 
 class SpuServer(MCPServer):
     def __init__(self, dispatcher: Dispatcher | None = None) -> None:
-        super().__init__(name="spu", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+        super().__init__(
+            name=SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
+        )
         self.dispatcher = dispatcher or Dispatcher()
         # the server's own tools, registered explicitly beside the domains'
         self.dispatcher.add_server_tools(list(SERVER_TOOLS))
@@ -93,40 +89,6 @@ class SpuServer(MCPServer):
             content=[TextContent(type="text", text=json.dumps(result, default=str))],
             structured_content=result,
         )
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-#: Shortest bearer token accepted for a non-loopback bind, and the least estimated entropy (bits).
-MIN_TOKEN_CHARS = 32
-MIN_TOKEN_BITS = 128
-
-
-def token_problem(token: str | None) -> str | None:
-    """Why ``token`` is too weak to guard a public bind, or None. Entropy is estimated as length times
-    log2 of the number of distinct characters (a 32-character hex token scores 128 bits)."""
-    if not token:
-        return "no token given"
-    if token != token.strip() or any(c.isspace() for c in token):
-        return "the token holds white space"
-    if len(token) < MIN_TOKEN_CHARS:
-        return f"the token has {len(token)} characters (at least {MIN_TOKEN_CHARS} needed)"
-    distinct = len(set(token))
-    bits = len(token) * math.log2(distinct) if distinct > 1 else 0.0
-    if distinct < 8 or bits < MIN_TOKEN_BITS:
-        return f"the token is low in entropy (about {bits:.0f} bits from {distinct} distinct characters)"
-    return None
-
-
-def is_wildcard(host: str) -> bool:
-    return host.strip("[]") in ("0.0.0.0", "::", "")
 
 
 def _host_entries(name: str, port: int) -> list[str]:
@@ -184,13 +146,15 @@ def run(
     port: int = 8765,
     token: str | None = None,
     allowed_hosts: list[str] | None = None,
+    wire: StdioWire | None = None,
 ) -> None:
+    """Serve until the client leaves. ``wire``: stdin/stdout already taken (see ``serve_cli``)."""
     server = SpuServer()
     server.dispatcher.preload()
     server.dispatcher.warm_up_later()
     try:
         if transport == "stdio":
-            anyio.run(serve_stdio, server._lowlevel_server)
+            anyio.run(serve_stdio, server._lowlevel_server, wire)
         else:
             import uvicorn
 
