@@ -147,7 +147,12 @@ def test_params_preview_cuts_long_strings():
 
 
 def _only_entry(env) -> Path:
-    (entry,) = Path(env["SPU_CACHE_DIR"]).glob("v2/*/*.json")
+    """The one cache entry on disk (written a moment after the call answered: core/deferred.py)."""
+    deadline = time.monotonic() + 10
+    while not (entries := list(Path(env["SPU_CACHE_DIR"]).glob("v2/*/*.json"))):
+        assert time.monotonic() < deadline, "no cache entry was written"
+        time.sleep(0.02)
+    (entry,) = entries
     return entry
 
 

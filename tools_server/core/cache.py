@@ -17,11 +17,13 @@ import hashlib
 import json
 import logging
 import shutil
+import threading
 from pathlib import Path
 from typing import Any
 
 from environment.jsonfiles import atomic_write_json, canonical_json
 from tools_server.core import settings
+from tools_server.core.deferred import DeferredWrites
 
 log = logging.getLogger(__name__)
 _LAYOUT = "v2"
@@ -61,8 +63,35 @@ class ResultCache:
         self.root = (root or settings.cache_dir()) / _LAYOUT
         #: key -> why its entry was discarded on the last read (popped by the dispatcher)
         self.discarded: dict[str, str] = {}
+        self._staged: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        self._later = DeferredWrites("spu-cache-writes")
+
+    def stage(self, key: str, result: dict[str, Any]) -> None:
+        """Store ``result`` under ``key``: this process's reads see it at once, and a background thread
+        writes it to disk a moment later (:mod:`tools_server.core.deferred`), off the call's path."""
+        with self._lock:
+            self._staged[key] = result
+
+        def write() -> None:
+            try:
+                self.put(key, result)
+            finally:
+                with self._lock:
+                    if self._staged.get(key) is result:
+                        del self._staged[key]
+
+        self._later.add(key, write)
+
+    def flush(self) -> None:
+        """Wait until every staged result is on disk."""
+        self._later.flush()
 
     def get(self, key: str, tool: str | None = None, version: str | None = None) -> dict[str, Any] | None:
+        with self._lock:
+            staged = self._staged.get(key)
+        if staged is not None:  # a copy: the caller marks it as a hit
+            return json.loads(json.dumps(staged, default=str))
         path = self._path(key)
         try:
             raw = path.read_text(encoding="utf-8")

@@ -163,3 +163,4 @@ def run(
             )
     finally:
         server.dispatcher.jobs.shutdown()
+        server.dispatcher.cache.flush()

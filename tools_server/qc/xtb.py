@@ -13,7 +13,11 @@ Hessian of analytic gradients (``tools_server.qc.thermo``).
 
 from __future__ import annotations
 
+import collections
+import logging
 import os
+import re
+import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -21,6 +25,7 @@ from typing import Any
 
 from tools_server.chem.molecules import Molecule, MoleculeError, check_elements, load_molecule
 
+log = logging.getLogger(__name__)
 MAX_Z = 86  # GFN1/GFN2 are parametrised for H-Rn
 #: 6N gradients for the Hessian: ~10 min at 300 atoms on one core.
 MAX_FREQUENCY_ATOMS = 300
@@ -524,10 +529,20 @@ def _pool_initializer() -> None:
     os.environ["MKL_NUM_THREADS"] = "1"
 
 
+_ATOM = re.compile(r"Cl|Br|\[[^\]]*\]|[BCNOSPFI]|[bcnosp]")
+
+
 def _size(job: tuple[Any, ...]) -> int:
-    """A cheap proxy for a job's cost, to start the biggest first: the length of its molecule's text (the
-    first string of the job's arguments)."""
-    return next((len(x) for x in job if isinstance(x, str)), 0)
+    """A cheap proxy for a job's cost, to start the biggest first: the atom count of its molecule (the
+    first string of the job's arguments): an XYZ block's first line, else the atoms written in a SMILES or
+    molblock line count."""
+    text = next((x for x in job if isinstance(x, str)), "")
+    first = text.lstrip().split("\n", 1)[0].strip()
+    if first.isdigit():
+        return int(first)
+    if "\n" in text.strip():
+        return text.count("\n")
+    return len(_ATOM.findall(text))
 
 
 _POOLS: dict[int, Any] = {}
@@ -556,44 +571,80 @@ def _pool(workers: int) -> Any:
 
 
 def map_items(func: Any, jobs: list[tuple[Any, ...]], threads: int, progress: Any = None) -> list[Any]:
-    """Run ``func(*job)`` for each job on ``threads`` cores: this process takes jobs itself while a pool
-    of ``threads - 1`` spawned single-threaded processes takes the others, biggest first (so no core
-    waits at the end for one large molecule). Results come back in input order."""
+    """Run ``func(*job)`` for each job on ``threads`` cores: this process and a pool of ``threads - 1``
+    spawned single-threaded processes each take the biggest job left whenever they are free (list
+    scheduling, biggest first, so no core waits at the end for one large molecule, and no job is queued
+    behind a busy process while another is idle). Results come back in input order."""
     results: list[Any] = [None] * len(jobs)
-    order = sorted(range(len(jobs)), key=lambda k: -_size(jobs[k]))
-    done = 0
+    left = collections.deque(sorted(range(len(jobs)), key=lambda k: -_size(jobs[k])))
+    lock = threading.Condition()
+    state = {"done": 0, "in_pool": 0}
+    failures: list[BaseException] = []
 
     def finished(k: int, value: Any) -> None:
-        nonlocal done
-        results[k] = value
-        done += 1
+        with lock:
+            results[k] = value
+            state["done"] += 1
+            done = state["done"]
         if progress:
             progress(done, len(jobs))
 
-    helpers = min(threads, len(jobs)) - 1
-    if helpers <= 0:
-        for k in order:
-            finished(k, func(*jobs[k]))
-        return results
-    from concurrent.futures import FIRST_COMPLETED, wait
+    def take() -> int | None:
+        with lock:
+            return left.popleft() if left and not failures else None
 
+    helpers = min(threads, len(jobs)) - 1
+    pool = None
+    if helpers > 0:
+        try:
+            pool = _pool(helpers)
+        except Exception:
+            pool = None  # no pool (a sandbox without process spawning): everything runs here
+
+    def feed() -> None:
+        """Give the pool its next job (called at the start and as each pool job ends)."""
+        k = take()
+        if k is None:
+            return
+        with lock:
+            state["in_pool"] += 1
+        try:
+            future = pool.submit(func, *jobs[k])
+        except Exception as exc:  # the pool broke: this process takes the rest
+            with lock:
+                left.appendleft(k)
+                state["in_pool"] -= 1
+                lock.notify_all()
+            log.warning("xTB helper pool unavailable (%s); continuing in one process", exc)
+            return
+        future.add_done_callback(lambda f, k=k: landed(k, f))
+
+    def landed(k: int, future: Any) -> None:
+        try:
+            value = future.result()
+        except BaseException as exc:
+            with lock:
+                failures.append(exc)
+        else:
+            finished(k, value)
+            feed()
+        with lock:
+            state["in_pool"] -= 1
+            lock.notify_all()
+
+    if pool is not None:
+        for _ in range(helpers):
+            feed()
     try:
-        pool = _pool(helpers)
-    except Exception:
-        # no pool (a sandbox without process spawning): everything runs here, one after the other
-        for k in order:
+        while (k := take()) is not None:
             finished(k, func(*jobs[k]))
-        return results
-    queue = list(order)
-    in_flight: dict[Any, int] = {}
-    while queue or in_flight:
-        while queue and len(in_flight) < 2 * helpers:  # keep every helper fed while this process works
-            k = queue.pop(0)
-            in_flight[pool.submit(func, *jobs[k])] = k
-        if queue:
-            k = queue.pop()  # this process takes the smallest remaining job, the helpers the biggest
-            finished(k, func(*jobs[k]))
-        ready, _ = wait(list(in_flight), timeout=0 if queue else None, return_when=FIRST_COMPLETED)
-        for fut in ready:
-            finished(in_flight.pop(fut), fut.result())
+    except BaseException as exc:
+        with lock:
+            failures.append(exc)  # the pool takes no more jobs
+        raise
+    with lock:
+        while state["in_pool"]:
+            lock.wait()
+    if failures:
+        raise failures[0]
     return results

@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import queue
+import select
 import signal
 import subprocess
 import sys
@@ -28,7 +29,7 @@ from tools_server.core.jobs.model import Finisher, Job
 
 
 class _Worker:
-    """One worker process and the thread reading its protocol stream."""
+    """One worker process and its protocol stream."""
 
     def __init__(self, kind: str, index: int, warm: list[str] | None = None) -> None:
         log_dir = settings.workdir() / "workers"
@@ -52,28 +53,42 @@ class _Worker:
             stderr=self._stderr,
             start_new_session=True,
             env=env,
-            text=True,
-            bufsize=1,
+            bufsize=0,
         )
-        self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
         assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                self.messages.put(json.loads(line))
-            except json.JSONDecodeError:
-                continue
-        self.messages.put(None)  # end of stream: the worker is gone
+        self._fd = self.proc.stdout.fileno()
+        self._buffer = bytearray()
+        self._eof = False
+
+    def next_message(self, timeout: float | None) -> dict[str, Any] | None:
+        """The worker's next protocol message; ``{}`` when ``timeout`` seconds pass without one, None when
+        the worker is gone. Read by the slot's own thread (no hand-off through a reader thread)."""
+        while True:
+            end = self._buffer.find(b"\n")
+            if end >= 0:
+                line = bytes(self._buffer[:end])
+                del self._buffer[: end + 1]
+                try:
+                    return json.loads(line)
+                except ValueError:
+                    continue
+            if self._eof:
+                return None
+            ready, _, _ = select.select([self._fd], [], [], timeout)
+            if not ready:
+                return {}
+            chunk = os.read(self._fd, 1 << 16)
+            if chunk:
+                self._buffer += chunk
+            else:
+                self._eof = True
 
     def alive(self) -> bool:
         return self.proc.poll() is None
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message) + "\n")
-        self.proc.stdin.flush()
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
 
     def rss_mb(self) -> float:
         try:
@@ -227,9 +242,10 @@ class LocalExecutor:
     ) -> _Worker | None:
         """Run one job on this slot's worker (started if needed); returns the worker still usable, if any."""
         # the job has its slot and cores: starting a worker for it is part of running it, not queueing
+        # (no wake-up for waiters: they wait for progress or the end, and a wake-up here would compete with
+        # sending the job to its worker)
         job.status = "running"
         job.started = time.time()
-        job._notify()
         if worker is None or not worker.alive():
             worker = self._start_worker(kind, index)
             if worker is None:
@@ -257,7 +273,7 @@ class LocalExecutor:
         if kind == "cpu" and index >= self.warm_cpu_workers:
             modules = None
         worker = _Worker(kind, index, modules)
-        if worker.messages.get() is None:
+        if worker.next_message(None) is None:
             self.failed_tail = worker.stderr_tail()
             worker.kill()
             return None
@@ -282,12 +298,10 @@ class LocalExecutor:
         except (BrokenPipeError, OSError):
             return self._crashed(worker)
         deadline = time.monotonic() + job.time_limit_s
+        memory_checked = time.monotonic()
         try:
             while True:
-                try:
-                    msg = worker.messages.get(timeout=0.1)
-                except queue.Empty:
-                    msg = {}
+                msg = worker.next_message(0.1)
                 if msg is None:
                     return self._crashed(worker)
                 kind_ = msg.get("type")
@@ -307,6 +321,9 @@ class LocalExecutor:
                             f"The job exceeded its time limit of {job.time_limit_s:g} s and was stopped.",
                         ).to_dict(),
                     }
+                if time.monotonic() - memory_checked < 0.1:  # reading every process costs ~1 ms
+                    continue
+                memory_checked = time.monotonic()
                 rss = worker.rss_mb()
                 if rss > memory_limit:
                     return {

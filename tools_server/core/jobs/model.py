@@ -15,6 +15,11 @@ TERMINAL = ("done", "error", "cancelled")
 Finisher = Callable[["Job", dict[str, Any]], dict[str, Any]]
 
 
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
 @dataclass
 class Job:
     job_id: str
@@ -37,7 +42,9 @@ class Job:
     error: dict[str, Any] | None = None
     cancel_requested: bool = False
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
-    _waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Event]] = field(default_factory=list, repr=False)
+    _waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(
+        default_factory=list, repr=False
+    )
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -86,21 +93,24 @@ class Job:
     def _notify(self) -> None:
         with self._lock:
             waiters = list(self._waiters)
-        for loop, event in waiters:
+        for loop, future in waiters:
             with contextlib.suppress(RuntimeError):  # the waiting loop may have closed
-                loop.call_soon_threadsafe(event.set)
+                loop.call_soon_threadsafe(_wake, future)
 
     async def wait_changed(self, timeout: float) -> None:
         """Sleep until the job's progress or state changes, or ``timeout`` passes."""
-        event = asyncio.Event()
-        entry = (asyncio.get_running_loop(), event)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        entry = (loop, future)
         with self._lock:
             self._waiters.append(entry)
         try:
             if not self.done:
-                await asyncio.wait_for(event.wait(), timeout)
-        except TimeoutError:
-            pass
+                timer = loop.call_later(timeout, _wake, future)
+                try:
+                    await future
+                finally:
+                    timer.cancel()
         finally:
             with self._lock:
                 self._waiters.remove(entry)

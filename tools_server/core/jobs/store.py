@@ -4,15 +4,14 @@ restart returns the stored result."""
 from __future__ import annotations
 
 import json
-import queue
 import re
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from environment.jsonfiles import atomic_write_json
 from tools_server.core import settings
+from tools_server.core.deferred import DeferredWrites
 from tools_server.core.jobs.model import Job
 
 _JOB_ID_RE = re.compile(r"^[a-z0-9_]+-[0-9a-f]+$")
@@ -25,9 +24,7 @@ class JobStore:
         self.root = root or settings.workdir() / "jobs"
         self.root.mkdir(parents=True, exist_ok=True)
 
-        self._pending: queue.Queue[tuple[str, dict[str, Any]] | None] = queue.Queue()
-        self._writer: threading.Thread | None = None
-        self._writer_lock = threading.Lock()
+        self._later = DeferredWrites("spu-job-records")
 
     def save(self, job: Job) -> None:
         self._write(job.job_id, job.record())
@@ -36,30 +33,14 @@ class JobStore:
         atomic_write_json(self.root / f"{job_id}.json", record, indent=None, fsync=False, default=str)
 
     def save_later(self, job: Job) -> None:
-        """Save the job's record as it is now from a background thread, in order (off the job's critical
-        path: a file write costs about as much as the rest of a trivial job's dispatch)."""
-        self._pending.put((job.job_id, job.record()))
-        if self._writer is None:
-            with self._writer_lock:
-                if self._writer is None:
-                    self._writer = threading.Thread(target=self._drain, daemon=True, name="spu-job-records")
-                    self._writer.start()
-
-    def _drain(self) -> None:
-        while True:
-            item = self._pending.get()
-            try:
-                if item is not None:
-                    self._write(*item)
-            except OSError:
-                pass  # a record that cannot be written only costs job_wait after a restart
-            finally:
-                self._pending.task_done()
+        """Save the job's record as it is now, from a background thread (:mod:`tools_server.core.deferred`):
+        off the job's critical path."""
+        record = job.record()
+        self._later.add(job.job_id, lambda: self._write(job.job_id, record))
 
     def flush(self) -> None:
         """Wait until every record handed to :meth:`save_later` is on disk."""
-        if self._writer is not None:
-            self._pending.join()
+        self._later.flush()
 
     def load(self, job_id: str) -> dict[str, Any] | None:
         if not _JOB_ID_RE.match(job_id):
