@@ -145,16 +145,30 @@ def test_core_budget_wait_ends_on_cancel():
 def test_warm_worker_has_imported_the_engines_before_the_first_job(perf_env, start_mcp_server):
     env = {**perf_env, "SPU_WARM_WORKERS": "1", "SPU_CPU_SLOTS": "1"}
     server = start_mcp_server(env)
+    _wait_for_warm_up(env)
+    out = server.call_ok("perf_warm_probe", {"wait_s": 60})
+    assert out["imported"] == {"wave": True, "colorsys": True}
+
+
+def _wait_for_warm_up(env: dict) -> None:
     logs = Path(env["SPU_WORKDIR"]) / "workers"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the worker says in its log when its warm-up imports are done
         if any("warm imports" in p.read_text() for p in logs.glob("cpu-0-*.log")):
-            break
+            return
         time.sleep(0.2)
-    else:
-        pytest.fail("the worker never reported its warm-up imports")
-    out = server.call_ok("perf_warm_probe", {"wait_s": 60})
-    assert out["imported"] == {"wave": True, "colorsys": True}
+    pytest.fail("the worker never reported its warm-up imports")
+
+
+def test_jobs_go_to_the_warm_worker_first(perf_env, start_mcp_server):
+    # Two CPU slots, one warm worker. Before, idle slots took jobs in turn, so every second call landed on
+    # the bare worker and paid the engine imports the warm one had already done.
+    env = {**perf_env, "SPU_WARM_WORKERS": "1"}
+    server = start_mcp_server(env)
+    _wait_for_warm_up(env)
+    calls = [server.call_ok("perf_warm_probe", {"wait_s": 60}) for _ in range(4)]
+    assert [c["imported"] for c in calls] == [{"wave": True, "colorsys": True}] * 4
+    assert len({c["pid"] for c in calls}) == 1
 
 
 def test_cold_worker_imports_nothing_ahead(perf_env, start_mcp_server):

@@ -192,6 +192,48 @@ def test_large_result_becomes_an_artifact(spu_env):
 
 
 @pytest.mark.slow
+def test_dask_jobs_get_their_reserved_cores(job_env, monkeypatch):
+    """Before, every Dask task ran with one thread whatever its tool declared. With a ``cores`` resource
+    on the workers, two all-cores jobs also never share a worker."""
+    import asyncio
+
+    from distributed import Client, LocalCluster
+
+    from tools_server.core.dispatch import Dispatcher
+    from tools_server.core.jobs import JobManager
+    from tools_server.core.jobs.dask import DaskExecutor
+    from tools_server.core.registry import load_registry
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    monkeypatch.setenv("SPU_TOOL_MODULES", "spu_perf_tools")
+    with (
+        LocalCluster(
+            n_workers=1,
+            threads_per_worker=2,
+            resources={"cores": 2},
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        executor = DaskExecutor(client=client)
+        assert executor.max_cores == 2
+        dispatcher = Dispatcher(JobManager(executor), registry=load_registry())
+
+        async def both():
+            return await asyncio.gather(
+                dispatcher.call("perf_all", {"seconds": 0.5, "tag": "a"}),
+                dispatcher.call("perf_all", {"seconds": 0.5, "tag": "b"}),
+                dispatcher.call("perf_single", {"seconds": 0, "tag": "one"}),
+            )
+
+        a, b, one = asyncio.run(both())
+        assert a["threads"] == 2 and b["threads"] == 2 and one["threads"] == 1
+        assert a["end"] <= b["start"] or b["end"] <= a["start"], "two all-cores jobs ran at once"
+
+
+@pytest.mark.slow
 def test_dask_backend_on_a_local_cluster(job_env, monkeypatch):
     """The swappable executor: the same job on a Dask LocalCluster (loopback only)."""
     import asyncio

@@ -19,10 +19,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
 import re
+import select
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -32,6 +33,8 @@ from tools_server.core import handshake
 log = logging.getLogger(__name__)
 
 MAX_FRAME_BYTES = 16 * 2**20
+#: Frames the stdio reader reads ahead of the server (it then waits: a flood cannot fill the memory).
+FRAMES_AHEAD = 64
 MAX_DEPTH = 64
 MAX_ITEMS = 1_000_000
 
@@ -154,15 +157,15 @@ class StdioWire:
     """The process's stdin and stdout, taken for MCP frames.
 
     From construction on, fd 0 reads the null device and fd 1 writes to stderr, so tool code, imports and
-    child processes cannot read or corrupt the wire. A daemon thread reads frames into :attr:`frames` from
-    the start (``b""`` marks the end of input). With ``answer_initialize``, a first frame that
+    child processes cannot read or corrupt the wire. A daemon thread reads frames from the start and
+    hands them to the consumer (:meth:`attach`). With ``answer_initialize``, a first frame that
     :func:`~tools_server.core.handshake.initialize_result` can answer is answered by that thread at once,
     before the SDK is imported, and queued for the SDK under
     :data:`~tools_server.core.handshake.REPLAY_ID`. Construct it before the heavy imports.
     """
 
     def __init__(self, answer_initialize: bool = True) -> None:
-        self._in = os.fdopen(os.dup(0), "rb", buffering=0)
+        self._in = os.fdopen(os.dup(0), "rb")
         self._out = os.dup(1)
         null_in = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null_in, 0)
@@ -170,11 +173,41 @@ class StdioWire:
         sys.stdout.flush()
         os.dup2(2, 1)
         self._lock = threading.Lock()
-        self.frames: queue.SimpleQueue[bytes] = queue.SimpleQueue()
+        self._frames: list[bytes] = []  # read before a consumer attached
+        self._deliver: Callable[[bytes], None] | None = None
+        self._room = threading.Semaphore(FRAMES_AHEAD)
         #: The result sent early, kept until the SDK's answer to the replayed request is compared with it.
         self.early_result: dict[str, Any] | None = None
         reader = threading.Thread(target=self._read, args=(answer_initialize,), name="spu-stdio", daemon=True)
         reader.start()
+
+    def attach(self, deliver: Callable[[bytes], None]) -> None:
+        """Hand every frame read so far, then each new one, to ``deliver`` (called from the reader thread;
+        ``b""`` marks the end of input). The consumer calls :meth:`taken` for each frame it takes, so the
+        reader stays at most :data:`FRAMES_AHEAD` frames ahead."""
+        with self._lock:
+            for line in self._frames:
+                deliver(line)
+            self._frames.clear()
+            self._deliver = deliver
+
+    def taken(self) -> None:
+        self._room.release()
+
+    def _put(self, line: bytes) -> None:
+        self._room.acquire()
+        with self._lock:
+            if self._deliver is None:
+                self._frames.append(line)
+            else:
+                self._deliver(line)
+
+    def can_write_now(self, size: int) -> bool:
+        """Whether ``size`` bytes can be written without blocking (a small reply to a reading client)."""
+        if size > select.PIPE_BUF:
+            return False
+        _, ready, _ = select.select([], [self._out], [], 0)
+        return bool(ready)
 
     def write(self, data: bytes) -> None:
         with self._lock:
@@ -198,9 +231,9 @@ class StdioWire:
                 if answer_initialize:
                     answer_initialize = False
                     line = self._answer_early(line)
-                self.frames.put(line)
+                self._put(line)
         finally:
-            self.frames.put(b"")
+            self._put(b"")
 
     def _answer_early(self, line: bytes) -> bytes:
         try:
@@ -218,6 +251,8 @@ class StdioWire:
 async def serve_stdio(lowlevel_server: Any, wire: StdioWire | None = None) -> None:
     """Serve MCP over stdin/stdout (``wire``, taken now if not given), every frame checked first (see the
     module docstring)."""
+    import asyncio
+
     import mcp_types as types
     from mcp.shared._context_streams import create_context_streams
     from mcp.shared.message import SessionMessage
@@ -225,14 +260,21 @@ async def serve_stdio(lowlevel_server: Any, wire: StdioWire | None = None) -> No
     wire = wire or StdioWire(answer_initialize=False)
     read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
     write_stream, write_reader = create_context_streams[SessionMessage](0)
+    loop = asyncio.get_running_loop()
+    inbox: asyncio.Queue[bytes] = asyncio.Queue()
+    wire.attach(lambda line: loop.call_soon_threadsafe(inbox.put_nowait, line))
 
     async def write_line(data: bytes) -> None:
-        await anyio.to_thread.run_sync(wire.write, data)
+        if wire.can_write_now(len(data)):
+            wire.write(data)  # no thread hand-off for a reply the pipe can take at once
+        else:
+            await anyio.to_thread.run_sync(wire.write, data)
 
     async def reader() -> None:
         async with read_writer:
             while True:
-                line = await anyio.to_thread.run_sync(wire.frames.get, abandon_on_cancel=True)
+                line = await inbox.get()
+                wire.taken()
                 if not line:
                     return
                 checked: Any = None

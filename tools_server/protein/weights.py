@@ -148,3 +148,26 @@ def esmfold_config(name: str = DEFAULT_ESMFOLD) -> dict[str, Any] | None:
     if path is None:
         return None
     return json.loads((path / "config.json").read_text())
+
+
+def save_random_esm2(path: Path, layers: int = 2, embed_dim: int = 32, heads: int = 4, seed: int = 0) -> Path:
+    """Write a randomly initialised ESM-2 checkpoint in fair-esm's own format (``{"model", "cfg"}``) to
+    ``path``: for tests and benchmarks on machines without the published weights (it predicts nothing).
+    Put it at ``esm_dir() / "<name>.pt"`` and call the tools with ``model="<name>"``."""
+    from argparse import Namespace
+
+    import esm
+    import torch
+
+    torch.manual_seed(seed)
+    alphabet = esm.data.Alphabet.from_architecture("ESM-1b")
+    model = esm.model.esm2.ESM2(
+        num_layers=layers, embed_dim=embed_dim, attention_heads=heads, alphabet=alphabet, token_dropout=True
+    )
+    cfg = Namespace(
+        encoder_layers=layers, encoder_embed_dim=embed_dim, encoder_attention_heads=heads, token_dropout=True
+    )
+    state = {f"encoder.{k}": v for k, v in model.state_dict().items()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"model": state, "cfg": {"model": cfg}}, path)
+    return path

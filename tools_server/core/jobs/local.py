@@ -11,7 +11,6 @@ import collections
 import contextlib
 import json
 import os
-import queue
 import select
 import signal
 import subprocess
@@ -19,13 +18,14 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import psutil
 
 from tools_server.core import hardware, settings
 from tools_server.core.errors import ToolError
-from tools_server.core.jobs.model import Finisher, Job
+from tools_server.core.jobs.model import Finisher, Job, lost_to_restart
 
 
 class _Worker:
@@ -160,6 +160,47 @@ class CoreBudget:
             self._cond.notify_all()
 
 
+_Item = tuple[Job, Finisher] | None
+
+
+class _Handout:
+    """Hands each job of one slot kind to an idle slot, preferring a slot whose worker imported its engines
+    ahead of time (``warm``), then the one that finished a job most recently (its worker has imported what
+    recent jobs needed); jobs wait in arrival order while every slot is busy."""
+
+    def __init__(self, warm: Callable[[int], bool]) -> None:
+        self._warm = warm
+        self._lock = threading.Lock()
+        self._backlog: collections.deque[_Item] = collections.deque()
+        self._idle: dict[int, tuple[threading.Event, list[_Item]]] = {}
+        self._last_done: dict[int, float] = {}
+
+    def _rank(self, index: int) -> tuple[bool, float]:
+        return (not self._warm(index), -self._last_done.get(index, 0.0))
+
+    def put(self, item: _Item) -> None:
+        with self._lock:
+            if not self._idle:
+                self._backlog.append(item)
+                return
+            index = min(self._idle, key=self._rank)
+            event, box = self._idle.pop(index)
+        box.append(item)
+        event.set()
+
+    def take(self, index: int, finished_one: bool) -> _Item:
+        """The next item for slot ``index`` (waiting while there is none)."""
+        event, box = threading.Event(), []
+        with self._lock:
+            if finished_one:
+                self._last_done[index] = time.monotonic()
+            if self._backlog:
+                return self._backlog.popleft()
+            self._idle[index] = (event, box)
+        event.wait()
+        return box[0]
+
+
 class LocalExecutor:
     """Worker processes on this machine: ``cpu_slots`` for CPU jobs and one slot for the GPU, if any."""
 
@@ -183,9 +224,9 @@ class LocalExecutor:
         self.warm = warm
         self.warm_cpu_workers = warm_cpu_workers
         self.failed_tail = ""
-        self.queues: dict[str, queue.Queue[tuple[Job, Finisher] | None]] = {
-            "cpu": queue.Queue(),
-            "gpu": queue.Queue(),
+        self.handouts = {
+            "cpu": _Handout(lambda i: self.warm is not None and i < self.warm_cpu_workers),
+            "gpu": _Handout(lambda i: self.warm is not None),
         }
         self._threads: list[threading.Thread] = []
         self._running: dict[str, _Worker] = {}
@@ -208,7 +249,7 @@ class LocalExecutor:
 
     def submit(self, job: Job, finish: Finisher) -> None:
         job.device = "gpu" if self.queue_for(job) == "gpu" else "cpu"
-        self.queues[self.queue_for(job)].put((job, finish))
+        self.handouts[self.queue_for(job)].put((job, finish))
 
     def cancel(self, job: Job) -> None:
         job.cancel_requested = True
@@ -217,10 +258,12 @@ class LocalExecutor:
         worker: _Worker | None = None
         if self.warm is not None:
             worker = self._start_worker(kind, index)
+        finished_one = False
         while True:
-            item = self.queues[kind].get()
+            item = self.handouts[kind].take(index, finished_one)
             if item is None:
                 break
+            finished_one = True
             job, finish = item
             # a GPU job drives the GPU from one core; a CPU job reserves what its tool declared
             cores = 1 if kind == "gpu" else self.cores.cores_for(job.threads)
@@ -302,6 +345,8 @@ class LocalExecutor:
         try:
             while True:
                 msg = worker.next_message(0.1)
+                if msg is None and self._closed:  # the server is stopping and took the worker with it
+                    return {"error": lost_to_restart()}
                 if msg is None:
                     return self._crashed(worker)
                 kind_ = msg.get("type")
@@ -356,9 +401,10 @@ class LocalExecutor:
         }
 
     def shutdown(self) -> None:
-        for kind, q in self.queues.items():
+        self._closed = True
+        for kind, handout in self.handouts.items():
             for _ in range(self.cpu_slots if kind == "cpu" else self.gpu_slots):
-                q.put(None)
+                handout.put(None)
         with self._lock:
             workers = list(self._running.values())
         for worker in workers:

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from tools_server.core.errors import ToolError
-from tools_server.core.jobs.model import TERMINAL, Finisher, Job
+from tools_server.core.jobs.model import TERMINAL, Finisher, Job, lost_to_restart
 from tools_server.core.jobs.store import JobStore
 from tools_server.core.registry import ToolSpec
 
@@ -135,11 +135,7 @@ class JobManager:
             record = {
                 **record,
                 "status": "error",
-                "error": ToolError(
-                    "engine_crashed",
-                    "The server restarted while this job was running; its result was lost.",
-                    "Submit the same call again (finished results are cached).",
-                ).to_dict(),
+                "error": lost_to_restart(),
             }
         return Job.from_record(record)
 

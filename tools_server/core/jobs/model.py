@@ -15,6 +15,17 @@ TERMINAL = ("done", "error", "cancelled")
 Finisher = Callable[["Job", dict[str, Any]], dict[str, Any]]
 
 
+def lost_to_restart() -> dict[str, Any]:
+    """The error of a job whose server stopped while it ran (its worker went with the server)."""
+    from tools_server.core.errors import ToolError
+
+    return ToolError(
+        "engine_crashed",
+        "The server restarted while this job was running; its result was lost.",
+        "Submit the same call again (finished results are cached).",
+    ).to_dict()
+
+
 def _wake(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
