@@ -168,7 +168,12 @@ def analyze_cmd(
         typer.Option("--answers-dir", help="answers.json files (searched below; matched by task_id)."),
     ] = None,
     tasks: Annotated[
-        Path | None, typer.Option("--tasks", help="Directory searched for task dirs (default: demo tasks).")
+        Path | None,
+        typer.Option(
+            "--tasks",
+            help="Directory searched for task dirs (default: --answers-dir when it holds tasks, as the "
+            "suite in environment/tasks does; else the demo tasks).",
+        ),
     ] = None,
     skip_invalid: Annotated[
         bool, typer.Option("--skip-invalid", help="List unreadable runs in summary.md instead of stopping.")
@@ -184,6 +189,8 @@ def analyze_cmd(
     for given, option in ((answers_dir, "--answers-dir"), (tasks, "--tasks")):
         if given is not None and not given.exists():
             raise _fail(ValueError(f"{option} {given} does not exist"), EXIT_USAGE)
+    if tasks is None and answers_dir is not None and next(answers_dir.rglob("contract.json"), None):
+        tasks = answers_dir  # the tasks sit beside their answers
     try:
         loaded_tasks = discover_tasks(tasks)
         loaded_answers = discover_answers(answers_dir) if answers_dir is not None else {}

@@ -220,6 +220,25 @@ def test_the_cli_exits_1_naming_the_file_and_line(temp_task, tmp_path):
     assert "Traceback" not in done.stderr
 
 
+def test_the_cli_finds_the_tasks_beside_their_answers(temp_task, tmp_path):
+    # Before, --tasks defaulted to the demo tasks, so a run of any other task needed both options.
+    answers_path = temp_task[3]
+    runs = tmp_path / "runs"
+    write_jsonl_run(runs / "r1", "t-temp", [("bash", {"command": "ls"})], final=MEASURED)
+    args = ["analyze", str(runs), "--out", str(tmp_path / "out"), "--answers-dir", str(answers_path.parent)]
+    done = subprocess.run(
+        [sys.executable, "-m", "spu", *args, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    (row,) = json.loads(done.stdout)["runs_table"]
+    assert row["task"] == "t-temp" and row["final_score"] == pytest.approx(1.0)
+
+
 # -- whole analyses -------------------------------------------------------------------------------------
 
 
