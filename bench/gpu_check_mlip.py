@@ -47,8 +47,6 @@ BATCH = 64
 
 
 def _ani_module():
-    import torch
-
     from tools_server.mlip import models
 
     if models.ani_state_dict().is_file():
@@ -58,18 +56,7 @@ def _ani_module():
 
         os.environ["TORCHANI_DATA_DIR"] = str(models.ani_dir())
         return torchani.models.ANI2x(), "published weights"
-    from torchani.arch import Assembler
-    from torchani.utils import SYMBOLS_2X
-
-    asm = Assembler(periodic_table_index=True)
-    asm.set_symbols(SYMBOLS_2X)
-    asm.set_global_cutoff_fn("cosine")
-    asm.set_aev_computer(radial="ani2x", angular="ani2x", strategy="pyaev")
-    asm.set_atomic_networks(ctor="ani2x")
-    asm.set_neighborlist("all_pairs")
-    asm.set_gsaes_as_self_energies("wb97x-631gd")
-    torch.manual_seed(0)
-    model = asm.assemble(8)
+    model = models.random_ani2x()
     model.requires_grad_(False)
     return model, "random weights"
 

@@ -33,18 +33,7 @@ def ani2x_model(device: str = "cpu") -> tuple[Any, str]:
     if models.ani_state_dict().is_file():
         calc = models.load_calculator("ani2x", "ani2x", device)
         return calc, "ANI-2x (published weights)"
-    from torchani.arch import Assembler
-    from torchani.utils import SYMBOLS_2X
-
-    asm = Assembler(periodic_table_index=True)
-    asm.set_symbols(SYMBOLS_2X)
-    asm.set_global_cutoff_fn("cosine")
-    asm.set_aev_computer(radial="ani2x", angular="ani2x", strategy="pyaev")
-    asm.set_atomic_networks(ctor="ani2x")
-    asm.set_neighborlist("all_pairs")
-    asm.set_gsaes_as_self_energies("wb97x-631gd")
-    torch.manual_seed(0)
-    model = asm.assemble(8).to(device=device, dtype=torch.float64)
+    model = models.random_ani2x().to(device=device, dtype=torch.float64)
     model.requires_grad_(False)
     return model.ase(), "ANI-2x architecture (random weights)"
 

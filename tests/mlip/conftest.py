@@ -33,18 +33,9 @@ def ani2x_state_dict(tmp_path_factory) -> Path:
     """ANI-2x's architecture (8 networks, 7 elements) as TorchANI assembles it, with random weights."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("torchani")
-    from torchani.arch import Assembler
-    from torchani.utils import SYMBOLS_2X
+    from tools_server.mlip.models import random_ani2x
 
-    asm = Assembler(periodic_table_index=True)
-    asm.set_symbols(SYMBOLS_2X)
-    asm.set_global_cutoff_fn("cosine")
-    asm.set_aev_computer(radial="ani2x", angular="ani2x", strategy="pyaev")
-    asm.set_atomic_networks(ctor="ani2x")
-    asm.set_neighborlist("all_pairs")
-    asm.set_gsaes_as_self_energies("wb97x-631gd")
-    torch.manual_seed(0)
-    model = asm.assemble(8)
+    model = random_ani2x()
     path = tmp_path_factory.mktemp("ani") / "ani2x_state_dict.pt"
     torch.save(model.state_dict(), path)
     return path

@@ -172,7 +172,8 @@ class StdioWire:
         os.close(null_in)
         sys.stdout.flush()
         os.dup2(2, 1)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the frames and the consumer
+        self._write_lock = threading.Lock()
         self._frames: list[bytes] = []  # read before a consumer attached
         self._deliver: Callable[[bytes], None] | None = None
         self._room = threading.Semaphore(FRAMES_AHEAD)
@@ -202,18 +203,27 @@ class StdioWire:
             else:
                 self._deliver(line)
 
-    def can_write_now(self, size: int) -> bool:
-        """Whether ``size`` bytes can be written without blocking (a small reply to a reading client)."""
-        if size > select.PIPE_BUF:
+    def write_now(self, data: bytes) -> bool:
+        """Write ``data`` if that cannot block (a small reply, a client that reads, no other write under
+        way); False if it was not written."""
+        if len(data) > select.PIPE_BUF or not self._write_lock.acquire(blocking=False):
             return False
-        _, ready, _ = select.select([], [self._out], [], 0)
-        return bool(ready)
+        try:
+            if not select.select([], [self._out], [], 0)[1]:
+                return False
+            self._write_all(data)
+            return True
+        finally:
+            self._write_lock.release()
 
     def write(self, data: bytes) -> None:
-        with self._lock:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self._out, view) :]
+        with self._write_lock:
+            self._write_all(data)
+
+    def _write_all(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._out, view) :]
 
     def _read_frame(self) -> bytes:
         """One line, or b"" at end of input; an over-long line is skipped to its end and returned cut."""
@@ -265,9 +275,7 @@ async def serve_stdio(lowlevel_server: Any, wire: StdioWire | None = None) -> No
     wire.attach(lambda line: loop.call_soon_threadsafe(inbox.put_nowait, line))
 
     async def write_line(data: bytes) -> None:
-        if wire.can_write_now(len(data)):
-            wire.write(data)  # no thread hand-off for a reply the pipe can take at once
-        else:
+        if not wire.write_now(data):  # no thread hand-off for a reply the pipe takes at once
             await anyio.to_thread.run_sync(wire.write, data)
 
     async def reader() -> None:

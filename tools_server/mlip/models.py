@@ -224,3 +224,22 @@ def engine_version(engine: str) -> str | None:
         return metadata.version(INFO[engine].dist)
     except metadata.PackageNotFoundError:
         return None
+
+
+def random_ani2x(seed: int = 0) -> Any:
+    """ANI-2x's architecture (8 networks, 7 elements) as TorchANI assembles it, with random weights: for
+    tests and benchmarks on machines without the published weights (it predicts nothing). Its
+    ``state_dict()`` saved as ``ani_state_dict()`` is what :func:`load_calculator` loads."""
+    import torch
+    from torchani.arch import Assembler
+    from torchani.utils import SYMBOLS_2X
+
+    asm = Assembler(periodic_table_index=True)
+    asm.set_symbols(SYMBOLS_2X)
+    asm.set_global_cutoff_fn("cosine")
+    asm.set_aev_computer(radial="ani2x", angular="ani2x", strategy="pyaev")
+    asm.set_atomic_networks(ctor="ani2x")
+    asm.set_neighborlist("all_pairs")
+    asm.set_gsaes_as_self_energies("wb97x-631gd")
+    torch.manual_seed(seed)
+    return asm.assemble(8)

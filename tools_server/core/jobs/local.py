@@ -88,7 +88,9 @@ class _Worker:
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        view = memoryview(json.dumps(message).encode() + b"\n")
+        while view:  # an unbuffered pipe may take a large job in several writes
+            view = view[self.proc.stdin.write(view) :]
 
     def rss_mb(self) -> float:
         try:
