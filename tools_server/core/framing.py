@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import select
+import stat
 import sys
 import threading
 from collections.abc import Callable
@@ -174,6 +175,7 @@ class StdioWire:
         os.dup2(2, 1)
         self._lock = threading.Lock()  # the frames and the consumer
         self._write_lock = threading.Lock()
+        self._pipe_size = _pipe_size(self._out)
         self._frames: list[bytes] = []  # read before a consumer attached
         self._deliver: Callable[[bytes], None] | None = None
         self._room = threading.Semaphore(FRAMES_AHEAD)
@@ -204,15 +206,22 @@ class StdioWire:
                 self._deliver(line)
 
     def write_now(self, data: bytes) -> bool:
-        """Write ``data`` if that cannot block (a small reply, a client that reads, no other write under
-        way); False if it was not written."""
-        if len(data) > select.PIPE_BUF or not self._write_lock.acquire(blocking=False):
+        """Write ``data`` from the calling thread if that cannot block: no other write under way, and the
+        pipe to the client has room for all of it (not a pipe: at most ``PIPE_BUF`` bytes and writable).
+        False if it was not written (the caller then writes from a thread)."""
+        if len(data) > max(select.PIPE_BUF, self._pipe_size) or not self._write_lock.acquire(blocking=False):
             return False
         try:
-            if not select.select([], [self._out], [], 0)[1]:
+            if self._pipe_size:
+                room = self._pipe_size - _queued(self._out)
+            else:
+                room = select.PIPE_BUF if select.select([], [self._out], [], 0)[1] else 0
+            if len(data) > room:
                 return False
             self._write_all(data)
             return True
+        except OSError:
+            return False
         finally:
             self._write_lock.release()
 
@@ -256,6 +265,29 @@ class StdioWire:
         self.early_result = result
         self.write(_dump({"jsonrpc": "2.0", "id": message["id"], "result": result}))
         return _dump({**message, "id": handshake.REPLAY_ID})
+
+
+def _pipe_size(fd: int) -> int:
+    """The capacity of the pipe ``fd`` writes to, or 0 when it is not a pipe (or the system cannot say)."""
+    try:
+        import fcntl
+
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return 0
+        return int(fcntl.fcntl(fd, 1032))  # F_GETPIPE_SZ (Linux)
+    except (ImportError, OSError):
+        return 0
+
+
+def _queued(fd: int) -> int:
+    """Bytes written to the pipe ``fd`` and not yet read by the client."""
+    import array
+    import fcntl
+    import termios
+
+    count = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, count)
+    return count[0]
 
 
 async def serve_stdio(lowlevel_server: Any, wire: StdioWire | None = None) -> None:
