@@ -61,6 +61,12 @@ def test_early_answer_is_the_sdks(version, spu_env):
     assert handshake.same_answer(early, sdk) is None
 
 
+def test_the_handshake_versions_are_the_sdks():
+    from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+    assert handshake.HANDSHAKE_VERSIONS == HANDSHAKE_PROTOCOL_VERSIONS
+
+
 def test_same_answer_names_what_differs():
     early = handshake.initialize_result(_initialize("2025-06-18"))
     other = {**early, "protocolVersion": "2025-03-26"}
