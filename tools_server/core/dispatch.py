@@ -107,8 +107,8 @@ class Dispatcher:
 
         discarded = self.cache.discarded.pop(key, None) if key is not None else None
 
-        def finish(job: Job | None, payload: dict[str, Any], device: str) -> dict[str, Any]:
-            result = self._finish(spec, params, canonical, engines, payload, job and job.job_id, device)
+        def finish(job_id: str | None, payload: dict[str, Any], device: str) -> dict[str, Any]:
+            result = self._finish(spec, params, canonical, engines, payload, job_id, device)
             if key is not None:
                 self.cache.stage(key, result)
             if discarded:
@@ -123,7 +123,7 @@ class Dispatcher:
         job = self.jobs.submit(
             spec,
             params,
-            lambda job, payload: finish(job, payload, job.device or "cpu"),
+            lambda job, payload: finish(job.job_id, payload, job.device or "cpu"),
             threads=spec.threads_for(args),
         )
         return await self.await_job(job, wait_s, progress)
