@@ -115,9 +115,9 @@ class JobManager:
                     job.error, job.status = exc.to_dict(), "error"
             job.progress = 1.0 if job.status == "done" else job.progress
             job.finished = time.time()
-            job._done.set()
-            job._notify()
             self.store.save_later(job)
+            job._done.set()
+            job._notify()  # last: the waiting call should not wait for this thread to finish its work
             return job.result or {}
 
         self.executor.submit(job, complete)

@@ -33,10 +33,10 @@ class JobStore:
         atomic_write_json(self.root / f"{job_id}.json", record, indent=None, fsync=False, default=str)
 
     def save_later(self, job: Job) -> None:
-        """Save the job's record as it is now, from a background thread (:mod:`tools_server.core.deferred`):
-        off the job's critical path."""
-        record = job.record()
-        self._later.add(job.job_id, lambda: self._write(job.job_id, record))
+        """Save the job's record from a background thread (:mod:`tools_server.core.deferred`), off the job's
+        critical path. The record is taken when it is written, so it shows the job's state then: a change
+        after this call is saved by the ``save_later`` that follows it."""
+        self._later.add(job.job_id, lambda: self._write(job.job_id, job.record()))
 
     def flush(self) -> None:
         """Wait until every record handed to :meth:`save_later` is on disk."""
