@@ -22,25 +22,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-_runner = sys.modules.get("__main__")
-if _runner is not None and hasattr(_runner, "EXTENSION_MODULES") and hasattr(_runner, "CHECKS"):
-    CHECKS, CheckResult = _runner.CHECKS, _runner.CheckResult
-else:
-    try:
-        from gpu_check import CHECKS, CheckResult
-    except ImportError:  # gpu_check.py absent: a local stand-in with the same fields
-        from dataclasses import dataclass
+from _gpu_checks import registry  # found through the path set above
 
-        CHECKS = []
-
-        @dataclass
-        class CheckResult:  # type: ignore[no-redef]
-            name: str
-            status: str
-            gpu_s: float | None = None
-            cpu_s: float | None = None
-            difference: str | None = None
-            detail: str | None = None
+CHECKS, CheckResult = registry()
 
 
 BATCH = 64

@@ -23,21 +23,13 @@ def _run(ctx, **kw):
 
 def test_ani2x_energy_matches_torchani_with_the_same_weights(tiny_ani2x, ctx):
     torch = pytest.importorskip("torch")
-    from torchani.arch import Assembler
-    from torchani.utils import SYMBOLS_2X
+    from tools_server.mlip.models import random_ani2x
 
     out = _run(ctx, molecules=["C"], engine="ani2x")
     item = out["items"][0]
     assert item["ok"] and out["model"] == "ani2x" and out["reference_method"] == "wB97X/6-31G(d)"
     # The same state dict evaluated directly by TorchANI (Hartree) at the tool's own geometry.
-    asm = Assembler(periodic_table_index=True)
-    asm.set_symbols(SYMBOLS_2X)
-    asm.set_global_cutoff_fn("cosine")
-    asm.set_aev_computer(radial="ani2x", angular="ani2x", strategy="pyaev")
-    asm.set_atomic_networks(ctor="ani2x")
-    asm.set_neighborlist("all_pairs")
-    asm.set_gsaes_as_self_energies("wb97x-631gd")
-    model = asm.assemble(8)
+    model = random_ani2x()
     model.load_state_dict(torch.load(tiny_ani2x, weights_only=True))
     model = model.double()
     from tools_server.chem.molecules import load_molecule

@@ -15,16 +15,8 @@ CHECKS: tuple[DoctorCheck, ...] = (
         code=f"""
 import importlib.metadata as md
 import torch
-from torchani.arch import Assembler
-from torchani.utils import SYMBOLS_2X
-asm = Assembler(periodic_table_index=True)
-asm.set_symbols(SYMBOLS_2X)
-asm.set_global_cutoff_fn("cosine")
-asm.set_aev_computer(radial="ani2x", angular="ani2x", strategy="pyaev")
-asm.set_atomic_networks(ctor="ani2x")
-asm.set_neighborlist("all_pairs")
-asm.set_gsaes_as_self_energies("wb97x-631gd")
-model = asm.assemble(1)
+from tools_server.mlip.models import random_ani2x
+model = random_ani2x()
 with torch.no_grad():
     for p in model.parameters():
         p.zero_()
