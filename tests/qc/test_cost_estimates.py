@@ -33,20 +33,38 @@ def test_machine_factor_is_the_median_of_recent_runs(tmp_path):
     assert CostModel("md_cpu", root=tmp_path).factor() == 1.0  # each kind of job has its own record
 
 
-def _run(smiles: str, threads: int) -> dict:
-    ctx = ToolContext("dft_run", f"cost-{smiles}", threads=threads)
-    out = Q.dft_run(Q.DftInput(molecule=smiles, functional="B3LYP", basis="def2-SVP", device="cpu"), ctx)
-    return {**ctx.engine["cost"], "n_basis": out["n_basis"]}
+# dft_run (B3LYP/def2-SVP, density fitting, one thread) as bench/cost_estimates.py measured it on the 2-core
+# development machine on 2026-12-01, in order: (molecule, basis functions, atoms, measured seconds).
+RECORDED = [
+    ("water", 24, 3, 1.30),
+    ("methanol", 48, 6, 4.20),
+    ("ethanol", 72, 9, 9.23),
+    ("isopropanol", 96, 12, 24.05),
+]
 
 
-@pytest.mark.slow
-def test_estimate_within_2x_of_measured_for_three_sizes(tmp_path, monkeypatch):
-    # A fresh machine record: the first run (water) calibrates, then three sizes are estimated from it.
+def test_estimate_within_2x_of_recorded_runs_for_three_sizes(tmp_path):
+    # A fresh machine record: the first run (water) calibrates, then three sizes are estimated from it. The
+    # accuracy on the machine at hand is bench/cost_estimates.py's to measure, not this test's.
+    model = CostModel("dft_cpu", root=tmp_path)
+    ratios = []
+    for _name, n_basis, n_atoms, measured_s in RECORDED:
+        law_s = estimate_cpu_seconds(n_basis, n_atoms, "energy", cores=1, density_fitting=True)
+        calibrated = bool(model.ratios())
+        out = model.record(law_s, model.estimate(law_s), measured_s)
+        if calibrated:
+            ratios.append(out["estimate_ratio"])
+    assert len(ratios) == 3
+    for ratio in ratios:
+        assert 0.5 <= ratio <= 2.0, ratios
+
+
+def test_dft_provenance_carries_its_cost(tmp_path, monkeypatch):
     monkeypatch.setenv("SPU_WORKDIR", str(tmp_path / "work"))
     monkeypatch.setenv("SPU_CACHE_DIR", str(tmp_path / "cache"))
-    first = _run("O", threads=1)
-    assert first["calibration"]["runs"] == 0 and first["estimate_ratio"] > 0
-    rows = [_run(smiles, threads=1) for smiles in ("CO", "CCO", "CC(C)O")]
-    assert [r["n_basis"] for r in rows] == [48, 72, 96]
-    for row in rows:
-        assert 0.5 <= row["estimate_ratio"] <= 2.0, rows
+    ctx = ToolContext("dft_run", "cost-water", threads=1)
+    out = Q.dft_run(Q.DftInput(molecule="O", functional="B3LYP", basis="def2-SVP", device="cpu"), ctx)
+    cost = ctx.engine["cost"]
+    assert out["n_basis"] == 24
+    assert cost["calibration"]["runs"] == 0 and cost["measured_s"] > 0
+    assert cost["estimate_ratio"] == pytest.approx(cost["measured_s"] / cost["estimate_s"], rel=0.01)

@@ -46,7 +46,7 @@ def test_slow_body_hits_total_timeout(make_gateway, farm):
     with pytest.raises(ToolError) as info:
         gw.client.request("GET", farm.url("/slow"))
     assert info.value.code == "timeout"
-    assert time.monotonic() - t0 < 4  # the server would drip for 20 s
+    assert time.monotonic() - t0 < 12  # a no-hang bound: the server would drip for 20 s
 
 
 def test_declared_oversize_refused_without_reading(make_gateway, farm):

@@ -32,6 +32,16 @@ WINDOW = 20
 #: A run this far off the law (a suspended laptop, a swap storm) does not move the factor.
 _OUTLIER = 20.0
 _lock = threading.Lock()
+_ran_in_process: set[str] = set()
+
+
+def first_in_process(kind: str) -> bool:
+    """True the first time a job of ``kind`` asks in this process (a worker's first run pays one-time
+    costs, such as an engine's first context, that do not scale with the job); false afterwards."""
+    with _lock:
+        first = kind not in _ran_in_process
+        _ran_in_process.add(kind)
+    return first
 
 
 def _cpu_model() -> str:
@@ -75,16 +85,24 @@ class CostModel:
     def estimate(self, law_s: float) -> float:
         return law_s * self.factor()
 
-    def record(self, law_s: float, estimate_s: float, measured_s: float) -> dict[str, Any]:
-        """Store ``measured / law`` for the next estimates; returns the provenance fields: the estimate,
-        the measured time and their ratio (``estimate_ratio`` > 1: the run took longer than estimated)."""
+    def record(
+        self, law_s: float, estimate_s: float, measured_s: float, *, calibrate: bool = True
+    ) -> dict[str, Any]:
+        """Store ``measured / law`` for the next estimates (unless ``calibrate`` is false: a run that paid
+        one-time costs); returns the provenance fields: the estimate, the measured time and their ratio
+        (``estimate_ratio`` > 1: the run took longer than estimated)."""
         out = {
             "estimate_s": round(estimate_s, 3),
             "measured_s": round(measured_s, 3),
             "estimate_ratio": round(measured_s / estimate_s, 3) if estimate_s > 0 else None,
-            "calibration": {"machine": machine_key(), "runs": len(self.ratios())},
+            "calibration": {"machine": machine_key(), "runs": len(self.ratios()), "recorded": calibrate},
         }
-        if law_s <= 0 or measured_s <= 0 or not (1 / _OUTLIER < measured_s / law_s < _OUTLIER):
+        if (
+            not calibrate
+            or law_s <= 0
+            or measured_s <= 0
+            or not (1 / _OUTLIER < measured_s / law_s < _OUTLIER)
+        ):
             return out
         with _lock:
             data = self._load()

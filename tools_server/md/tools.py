@@ -179,10 +179,10 @@ def md_run(args: MdRunInput, ctx: ToolContext) -> dict:
         nve_check_ps=args.nve_check_ps,
         seed=args.seed,
     )
-    from tools_server.core.calibration import CostModel
+    from tools_server.core.calibration import CostModel, first_in_process
 
     device = "cuda" if ctx.gpu_available else "cpu"
-    law_s = estimate_seconds(n_atoms, protocol.total_steps, device, ctx.threads)
+    law_s = estimate_seconds(n_atoms, protocol, device, ctx.threads)
     model = CostModel(f"md_{device}")  # the law corrected by what this machine's recent runs took
     estimate = model.estimate(law_s)
     if estimate > args.max_wall_s:
@@ -199,10 +199,13 @@ def md_run(args: MdRunInput, ctx: ToolContext) -> dict:
     result = run_protocol(built, protocol, ctx)
     ran_on = ctx.engine.get("device", device)
     if ran_on != device:  # CUDA did not load: the run calibrates the CPU's record, not the GPU's
-        law_s = estimate_seconds(n_atoms, protocol.total_steps, ran_on, ctx.threads)
+        law_s = estimate_seconds(n_atoms, protocol, ran_on, ctx.threads)
         model = CostModel(f"md_{ran_on}")
-    # the estimate against what this run took, in provenance; calibrates the next
-    ctx.engine["cost"] = model.record(law_s, estimate, time.perf_counter() - started)
+    # the estimate against what this run took, in provenance; calibrates the next, unless it was this
+    # worker's first run, which pays one-time costs (OpenMM's first contexts) that later runs do not
+    ctx.engine["cost"] = model.record(
+        law_s, estimate, time.perf_counter() - started, calibrate=not first_in_process(model.kind)
+    )
     result["system"] = built.description
     result["protocol"] = {
         "ensemble": "NPT" if pressure is not None else "NVT",
