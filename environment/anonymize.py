@@ -27,7 +27,7 @@ from environment.task import TASK_FILES, TaskError, check_answers, load_answers,
 _HEX = "0123456789abcdef"
 
 
-def _new_ids(old_ids: list[str], rng: random.Random) -> dict[str, str]:
+def new_ids(old_ids: list[str], rng: random.Random) -> dict[str, str]:
     length = 4 if len(old_ids) <= 2000 else 6
     taken = set(old_ids)
     mapping: dict[str, str] = {}
@@ -70,7 +70,7 @@ def anonymize_task(
         raise TaskError("the anonymized task cannot be written inside the source task")
     rng = random.Random(seed if seed is not None else secrets.randbits(64))
     old_ids = list(dict.fromkeys(e for g in task.groups for e in g.experiment_ids))
-    mapping = _new_ids(old_ids, rng)
+    mapping = new_ids(old_ids, rng)
     readable_answers = None
     if answers is not None:
         readable_answers = load_answers(answers)
@@ -83,15 +83,40 @@ def anonymize_task(
 
     shutil.copytree(src, dst)
     pattern = _token_pattern(old_ids)
-    replaced: dict[str, int] = {}
+    _rename_inputs(dst, pattern, mapping)
+    shuffled = _write_contract(src, dst, mapping, rng)
+    _write_targets(src, dst, task, mapping, shuffled)
+    replaced = _rewrite_text(dst, pattern, mapping) if rewrite_text else {}
+    reverse = {new: old for old, new in mapping.items()}
+    if readable_answers is not None:
+        map_path = _write_answers(readable_answers, mapping, reverse, answers_target)
+    else:
+        map_path = Path(answers_out) if answers_out is not None else dst.parent / "id_map.json"
+        map_path.write_text(
+            json.dumps({"task_id": task.task_id, "id_map": reverse}, indent=2) + "\n", encoding="utf-8"
+        )
+    load_task(dst)
+    return {
+        "task_dir": str(dst),
+        "mapping_file": str(map_path),
+        "id_map": reverse,
+        "text_replacements": replaced,
+    }
 
-    # input files named after an experiment id
+
+def _rename_inputs(dst: Path, pattern: re.Pattern[str], mapping: dict[str, str]) -> None:
+    """Input files named after an experiment id take the new id (deepest paths first)."""
     for path in sorted(dst.rglob("*"), key=lambda p: len(p.parts), reverse=True):
         if path.is_file() and path.relative_to(dst).as_posix() not in TASK_FILES:
             new_name = pattern.sub(lambda m: mapping[m.group(0)], path.name)
             if new_name != path.name:
                 path.rename(path.with_name(new_name))
 
+
+def _write_contract(
+    src: Path, dst: Path, mapping: dict[str, str], rng: random.Random
+) -> dict[str, list[str]]:
+    """The contract with new ids in a new shuffled order; returns that order per group."""
     contract = load_json_strict(src / "contract.json")
     shuffled: dict[str, list[str]] = {}
     for raw in contract["groups"]:
@@ -102,7 +127,12 @@ def anonymize_task(
     (dst / "contract.json").write_text(
         json.dumps(contract, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
+    return shuffled
 
+
+def _write_targets(
+    src: Path, dst: Path, task: Any, mapping: dict[str, str], shuffled: dict[str, list[str]]
+) -> None:
     reader = csv.DictReader(io.StringIO((src / "targets.csv").read_text(encoding="utf-8-sig")))
     columns = list(reader.fieldnames or [])
     rows = {(row["group_id"].strip(), mapping[row["experiment_id"].strip()]): row for row in reader}
@@ -116,39 +146,30 @@ def anonymize_task(
             writer.writerow(row)
     (dst / "targets.csv").write_text(out.getvalue(), encoding="utf-8")
 
-    if rewrite_text:
-        for path in sorted(dst.rglob("*")):
-            name = path.relative_to(dst).as_posix()
-            if not path.is_file() or name in ("contract.json", "targets.csv"):
-                continue
-            try:
-                text = path.read_text(encoding="utf-8")
-            except UnicodeDecodeError:
-                continue
-            new_text, count = pattern.subn(lambda m: mapping[m.group(0)], text)
-            if count:
-                path.write_text(new_text, encoding="utf-8")
-                replaced[name] = count
 
-    reverse = {new: old for old, new in mapping.items()}
-    if readable_answers is not None:
-        target = answers_target
-        data = readable_answers.model_dump()
-        for group in data["groups"]:
-            group["values"] = {mapping[e]: v for e, v in group["values"].items()}
-            group["sources"] = {mapping.get(e, e): s for e, s in group.get("sources", {}).items()}
-        data["id_map"] = reverse
-        target.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        map_path = target
-    else:
-        map_path = Path(answers_out) if answers_out is not None else dst.parent / "id_map.json"
-        map_path.write_text(
-            json.dumps({"task_id": task.task_id, "id_map": reverse}, indent=2) + "\n", encoding="utf-8"
-        )
-    load_task(dst)
-    return {
-        "task_dir": str(dst),
-        "mapping_file": str(map_path),
-        "id_map": reverse,
-        "text_replacements": replaced,
-    }
+def _rewrite_text(dst: Path, pattern: re.Pattern[str], mapping: dict[str, str]) -> dict[str, int]:
+    """Old ids in the text files become new ids; returns the replacements per file."""
+    replaced: dict[str, int] = {}
+    for path in sorted(dst.rglob("*")):
+        name = path.relative_to(dst).as_posix()
+        if not path.is_file() or name in ("contract.json", "targets.csv"):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue
+        new_text, count = pattern.subn(lambda m: mapping[m.group(0)], text)
+        if count:
+            path.write_text(new_text, encoding="utf-8")
+            replaced[name] = count
+    return replaced
+
+
+def _write_answers(readable: Any, mapping: dict[str, str], reverse: dict[str, str], target: Path) -> Path:
+    data = readable.model_dump()
+    for group in data["groups"]:
+        group["values"] = {mapping[e]: v for e, v in group["values"].items()}
+        group["sources"] = {mapping.get(e, e): s for e, s in group.get("sources", {}).items()}
+    data["id_map"] = reverse
+    target.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return target

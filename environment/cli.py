@@ -52,7 +52,10 @@ def task_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Check a task directory and summarize it: identity, groups, columns, input files; with its spec
-    known, the author warnings and whether the task matches a fresh build."""
+    known, the author warnings and whether the task matches a fresh build.
+
+    Exit 0 the task is valid (and matches its spec), 1 the task has drifted from its spec (the differing
+    files are listed: rebuild with spu task build), 2 the task or its spec cannot be read."""
     task = _load_task(path)
     authoring = _authoring(path, spec)
     summary = {
@@ -76,9 +79,10 @@ def task_show(
             **authoring,
             "warnings": [{"code": w.code, "group": w.group, "text": str(w)} for w in authoring["warnings"]],
         }
+    drifted = bool(authoring and authoring["differs_from_build"])
     if as_json:
         echo_json(summary)
-        return
+        raise typer.Exit(EXIT_INVALID if drifted else 0)
     typer.echo(f"{task.task_id} (version {task.task_version}): {task.title}")
     typer.echo(f"{task.n_experiments} experiments in {len(task.groups)} groups")
     for g in summary["groups"]:
@@ -90,6 +94,8 @@ def task_show(
     typer.echo(f"input files: {', '.join(task.input_files) or '-'}")
     if authoring is not None:
         _echo_authoring(authoring)
+    if drifted:
+        raise typer.Exit(EXIT_INVALID)
 
 
 def _authoring(task_dir: Path, spec: Path | None) -> dict[str, Any] | None:

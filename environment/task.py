@@ -16,13 +16,21 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from environment.contract import (
+    DEFAULT_DIRECTION,
+    REQUIRED_FILES,
+    TASK_FILES,
+    WEIGHT_TOLERANCE,
+    as_id,
+    filled_weights,
+    parse_number,
+    repeated,
+    weight_problem,
+    weights_problem,
+)
 from environment.jsonfiles import DuplicateKeyError, load_json_strict
 
-#: Files of a task directory that are not input files.
-TASK_FILES = ("contract.json", "instruction.md", "experiment.md", "protocol.json", "targets.csv")
-REQUIRED_FILES = ("contract.json", "instruction.md", "targets.csv")
-DEFAULT_DIRECTION = "order from lowest to highest measured value"
-WEIGHT_TOLERANCE = 1e-6
+__all__ = ["DEFAULT_DIRECTION", "REQUIRED_FILES", "TASK_FILES", "WEIGHT_TOLERANCE"]
 
 
 class TaskError(ValueError):
@@ -36,6 +44,7 @@ class Group(BaseModel):
 
     group_id: str
     endpoint: str = ""
+    unit: str = ""
     direction: str = DEFAULT_DIRECTION
     weight: float
     experiment_ids: list[str]
@@ -120,11 +129,9 @@ def _read_json(path: Path, what: str) -> Any:
 
 
 def _as_id(value: Any, where: str) -> str:
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise TaskError(f"{where} must be a string, not {type(value).__name__}")
-    text = str(value)
-    if not text.strip():
-        raise TaskError(f"{where} is empty")
+    text = as_id(value)
+    if text is None:
+        raise TaskError(f"{where} must be a non-empty string, not {value!r}")
     return text
 
 
@@ -156,28 +163,19 @@ def parse_contract(data: Any, root: Path) -> dict[str, Any]:
         if not isinstance(ids, list) or not ids:
             raise TaskError(f"group {group_id!r}: 'experiment_ids' must list at least one experiment")
         ids = [_as_id(x, f"group {group_id!r} experiment id") for x in ids]
-        duplicates = sorted({x for x in ids if ids.count(x) > 1})
+        duplicates = repeated(ids)
         if duplicates:
             raise TaskError(f"group {group_id!r} lists experiment ids more than once: {duplicates}")
-        weight = raw.get("weight")
-        if weight is not None and (
-            isinstance(weight, bool)
-            or not isinstance(weight, int | float)
-            or not math.isfinite(weight)
-            or weight < 0
-        ):
-            raise TaskError(f"group {group_id!r}: weight must be a non-negative number, not {weight!r}")
-        groups.append({**raw, "group_id": group_id, "experiment_ids": ids, "weight": weight})
-    given = [g["weight"] for g in groups if g["weight"] is not None]
-    if given and len(given) != len(groups):
-        raise TaskError(
-            "contract.json: give a weight for every group or for none (then groups weigh equally)"
-        )
-    if not given:
-        for g in groups:
-            g["weight"] = 1.0 / len(groups)
-    elif abs(sum(given) - 1.0) > WEIGHT_TOLERANCE:
-        raise TaskError(f"contract.json: group weights sum to {sum(given):.6g}, not 1")
+        problem = weight_problem(raw.get("weight"))
+        if problem:
+            raise TaskError(f"group {group_id!r}: {problem}")
+        groups.append({**raw, "group_id": group_id, "experiment_ids": ids, "weight": raw.get("weight")})
+    weights = [g["weight"] for g in groups]
+    problem = weights_problem(weights)
+    if problem:
+        raise TaskError(f"contract.json: {problem}")
+    for g, weight in zip(groups, filled_weights(weights), strict=True):
+        g["weight"] = weight
     return {
         "task_id": task_id,
         "task_version": task_version,
@@ -185,14 +183,6 @@ def parse_contract(data: Any, root: Path) -> dict[str, Any]:
         "groups": [Group(**g) for g in groups],
         "root": root,
     }
-
-
-def _numeric(text: str) -> float | None:
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
 
 
 def parse_targets(text: str, groups: list[Group]) -> tuple[list[dict[str, Any]], list[str], list[str]]:
@@ -235,10 +225,10 @@ def parse_targets(text: str, groups: list[Group]) -> tuple[list[dict[str, Any]],
         if column in ("experiment_id", "group_id"):
             continue
         cells = [row[column] for row in rows if row[column] != ""]
-        if cells and all(_numeric(c) is not None for c in cells):
+        if cells and all(parse_number(c) is not None for c in cells):
             numeric.append(column)
             for row in rows:
-                row[column] = _numeric(row[column]) if row[column] != "" else None
+                row[column] = parse_number(row[column]) if row[column] != "" else None
     return rows, columns, numeric
 
 

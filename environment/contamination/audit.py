@@ -224,22 +224,15 @@ def _binomial_p(successes: int, trials: int, null: float) -> float:
     return float(binomtest(successes, trials, p=min(max(null, 0.0), 1.0), alternative="greater").pvalue)
 
 
-def audit_cell(
-    rows: Sequence[Prediction],
-    seed: int = 0,
-    min_label_figures: int = 3,
-    null_splits: int = 20,
-    honest_sims: int = 0,
-    alpha: float = 0.05,
-) -> CellAudit:
-    """Statistics of one cell before multiple-testing correction (``q_*`` and ``significant_*`` unset).
+_Item = tuple[str, DigitKey, DigitKey | None, Decimal, Decimal | None]
 
-    ``honest_sims`` > 0 also runs the honest-noise control (``environment.contamination.control``) with
-    that many simulated predictors.
-    """
+
+def _audited_items(rows: Sequence[Prediction], min_label_figures: int) -> tuple[list[_Item], int, int]:
+    """(item id, label digits, prediction digits, label, prediction) of each audited row of one cell, with
+    the counts of labels excluded (too few figures) and predictions that do not parse."""
     first = rows[0]
     seen: set[str] = set()
-    audited: list[tuple[str, DigitKey, DigitKey | None, Decimal, Decimal | None]] = []
+    audited: list[_Item] = []
     label_excluded = unparsed = 0
     for row in rows:
         if row.cell != first.cell:
@@ -255,6 +248,24 @@ def audit_cell(
         predicted_value = parse_decimal(row.prediction)
         unparsed += predicted_value is None
         audited.append((row.item_id, label, digit_key(predicted_value), label_value, predicted_value))
+    return audited, label_excluded, unparsed
+
+
+def audit_cell(
+    rows: Sequence[Prediction],
+    seed: int = 0,
+    min_label_figures: int = 3,
+    null_splits: int = 20,
+    honest_sims: int = 0,
+    alpha: float = 0.05,
+) -> CellAudit:
+    """Statistics of one cell before multiple-testing correction (``q_*`` and ``significant_*`` unset).
+
+    ``honest_sims`` > 0 also runs the honest-noise control (``environment.contamination.control``) with
+    that many simulated predictors.
+    """
+    first = rows[0]
+    audited, label_excluded, unparsed = _audited_items(rows, min_label_figures)
     audited.sort(key=lambda item: item[0])
     labels = [item[1] for item in audited]
     counts = nested_matches([item[2] for item in audited], labels)

@@ -31,7 +31,11 @@ def test_readme_lists_every_task():
 @pytest.mark.parametrize("spec_dir", PARAMS)
 def test_suite_task_builds_without_author_warnings(spec_dir, tmp_path):
     result = build_task(spec_dir, tmp_path)
-    assert [str(w) for w in result.warnings] == []
+    codes = [w.code for w in result.warnings]
+    # tnks2's citation gives the DOI only: the study's title could not be checked offline, and the builder
+    # says so rather than skipping the title check silently
+    allowed = ["no-title"] if spec_dir.parent.name == "bio-tnks2-inhibitor-potency" else []
+    assert codes == allowed, [str(w) for w in result.warnings]
 
 
 @pytest.mark.parametrize("spec_dir", PARAMS)

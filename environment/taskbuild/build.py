@@ -1,0 +1,154 @@
+"""Writing a build (``OUT/task/`` and ``OUT/answers.json``), and comparing a task with a fresh build."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from environment.task import TaskError, check_answers, load_answers, load_task
+from environment.taskbuild.checks import author_checks, notes
+from environment.taskbuild.problems import SPEC_FILE, AuthorWarning, SpecError, spec_error
+from environment.taskbuild.render import Rendered, render
+from environment.taskbuild.spec import Spec, load_spec
+
+
+@dataclass
+class BuildResult:
+    task_id: str
+    task_version: str
+    task_dir: str
+    answers: str
+    experiments: int
+    groups: int
+    warnings: list[AuthorWarning]
+    notes: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["warnings"] = [{**asdict(w), "text": str(w)} for w in self.warnings]
+        return data
+
+
+def _out_problem(out: Path, message: str, hint: str = "") -> SpecError:
+    return spec_error("bad-output", str(out), message, hint=hint)
+
+
+def build_task(spec_dir: str | Path, out_dir: str | Path, *, force: bool = False) -> BuildResult:
+    """Build ``OUT_DIR/task/`` and ``OUT_DIR/answers.json`` from a spec, check them, return the warnings.
+
+    An existing ``OUT_DIR/task`` is replaced only when it is a built task of the same task id (or with
+    ``force``); the new files are written beside it first, so a failed build leaves the old one intact.
+    """
+    spec = load_spec(spec_dir)
+    rendered = render(spec)
+    out = Path(out_dir)
+    task_dir = out / "task"
+    answers_path = out / "answers.json"
+    try:
+        _check_output(spec, out, task_dir, force)
+        _write_build(rendered, out, task_dir, answers_path)
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a link loop on the way to OUT_DIR
+        raise _out_problem(
+            out, f"cannot write the build there: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
+    except SpecError:
+        raise
+    except TaskError as exc:
+        # the builder's own output failed the task checks: a spec the checks above let through
+        raise spec_error("task-check", str(out), f"the built task fails the task checks: {exc}") from None
+    return BuildResult(
+        task_id=spec.task_id,
+        task_version=spec.task_version,
+        task_dir=str(task_dir),
+        answers=str(answers_path),
+        experiments=len(rendered.id_map),
+        groups=len(spec.groups),
+        warnings=author_checks(spec, rendered),
+        notes=notes(spec),
+    )
+
+
+def _check_output(spec: Spec, out: Path, task_dir: Path, force: bool) -> None:
+    if out.is_symlink() and not out.exists():
+        raise _out_problem(out, "is a broken link or a link loop", "choose another OUT_DIR")
+    if out.exists() and not out.is_dir():
+        raise _out_problem(out, "is a file, not a directory")
+    if spec.root.resolve().is_relative_to(task_dir.resolve()):
+        raise _out_problem(out, "the task directory would replace the spec", "build into another directory")
+    if task_dir.exists() and not force:
+        try:
+            existing = json.loads((task_dir / "contract.json").read_text(encoding="utf-8")).get("task_id")
+        except (OSError, ValueError, AttributeError):
+            existing = None
+        if existing != spec.task_id:
+            raise _out_problem(
+                out,
+                f"{task_dir} exists and is not a built task of {spec.task_id!r}",
+                "choose another OUT_DIR, or pass --force to replace it",
+            )
+
+
+def _write_build(rendered: Rendered, out: Path, task_dir: Path, answers_path: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".task-build-", dir=out))
+    try:
+        new_task = staging / "task"
+        for rel, data in rendered.files.items():
+            target = new_task / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        (staging / "answers.json").write_bytes(rendered.answers)
+        check_answers(load_task(new_task), load_answers(staging / "answers.json"))
+        if task_dir.is_symlink() or task_dir.is_file():
+            task_dir.unlink()
+        elif task_dir.exists():
+            shutil.rmtree(task_dir)
+        os.replace(new_task, task_dir)
+        os.replace(staging / "answers.json", answers_path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def compare_with_build(spec_dir: str | Path, out_dir: str | Path) -> list[str]:
+    """Files under ``out_dir`` (``task/`` and ``answers.json``) that differ from a fresh build of the spec."""
+    rendered = render(load_spec(spec_dir))
+    out = Path(out_dir)
+    expected = {f"task/{rel}": data for rel, data in rendered.files.items()}
+    expected["answers.json"] = rendered.answers
+    task_dir = out / "task"
+    present = (
+        {f"task/{p.relative_to(task_dir).as_posix()}" for p in task_dir.rglob("*") if p.is_file()}
+        if task_dir.is_dir()
+        else set()
+    )
+    if (out / "answers.json").is_file():
+        present.add("answers.json")
+    differ = []
+    for rel in sorted(set(expected) | present):
+        path = out / rel
+        if rel not in expected or not path.is_file() or path.read_bytes() != expected[rel]:
+            differ.append(rel)
+    return differ
+
+
+def spec_of_task(task_dir: str | Path) -> Path | None:
+    """The spec a built task came from, when it lies in the suite layout (``<dir>/spec/spec.yaml``)."""
+    candidate = Path(task_dir).resolve().parent / "spec"
+    return candidate if (candidate / SPEC_FILE).is_file() else None
+
+
+def check_built_task(task_dir: str | Path, spec_dir: str | Path) -> dict[str, Any]:
+    """Author warnings of a built task from its spec, and whether the task matches a fresh build."""
+    spec = load_spec(spec_dir)
+    rendered = render(spec)
+    return {
+        "spec": str(spec_dir),
+        "warnings": author_checks(spec, rendered),
+        "notes": notes(spec),
+        "differs_from_build": compare_with_build(spec_dir, Path(task_dir).resolve().parent),
+    }
