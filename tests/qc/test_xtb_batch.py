@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 
-from tools_server.qc.xtb import _POOLS, map_items
+from tools_server.core.fanout import _POOLS, map_items
 
 
 def test_results_in_input_order_across_this_process_and_helpers():

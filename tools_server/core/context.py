@@ -63,8 +63,7 @@ class ToolContext:
     @property
     def artifact_dir(self) -> Path:
         if self._artifact_dir is None:
-            safe = re.sub(r"[^A-Za-z0-9_.-]", "_", self.job_id)
-            self._artifact_dir = settings.artifacts_dir() / self.tool / safe
+            self._artifact_dir = artifact_dir_for(self.tool, self.job_id)
             self._artifact_dir.mkdir(parents=True, exist_ok=True)
         return self._artifact_dir
 
@@ -73,3 +72,8 @@ class ToolContext:
         if os.path.basename(filename) != filename or filename in ("", ".", ".."):
             raise ValueError(f"artifact name must be a plain file name, not {filename!r}")
         return self.artifact_dir / filename
+
+
+def artifact_dir_for(tool: str, job_id: str) -> Path:
+    """The folder a job's artifacts go to: ``$SPU_WORKDIR/artifacts/<tool>/<job id>`` (not created)."""
+    return settings.artifacts_dir() / tool / re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)

@@ -112,7 +112,8 @@ def engine_checks() -> list[DoctorCheck]:
 
 
 def check_names(checks: list[DoctorCheck] | None = None) -> list[str]:
-    return ["gpu"] + [c.name for c in (engine_checks() if checks is None else checks)] + ["dirs", "weights"]
+    names = [c.name for c in (engine_checks() if checks is None else checks)]
+    return ["gpu", *names, "dirs", "weights", "executor"]
 
 
 def _signal_name(returncode: int) -> str:
@@ -322,6 +323,55 @@ def weights_check() -> CheckResult:
     )
 
 
+def executor_check(timeout_s: float = 20.0) -> CheckResult:
+    """Where jobs run: the local executor's slots, or the Dask scheduler (``SPU_EXECUTOR=dask``) with its
+    workers, their threads and ``cores`` resources; an unreachable scheduler fails (jobs could not run)."""
+    from tools_server.core import hardware
+
+    what = "job executor"
+    if os.environ.get("SPU_EXECUTOR", "local") != "dask":
+        slots = int(os.environ.get("SPU_CPU_SLOTS") or 0) or hardware.cpu_count()
+        return CheckResult(
+            "executor", what, "ok", True, f"local: {slots} CPU slot(s)", facts={"executor": "local"}
+        )
+    address = os.environ.get("SPU_DASK_SCHEDULER")
+    fix = "start the scheduler and workers (docs/server.md, Dask), or unset SPU_EXECUTOR to run jobs locally"
+    if not address:
+        return CheckResult(
+            "executor", what, "fail", True, "SPU_EXECUTOR=dask without SPU_DASK_SCHEDULER", fix
+        )
+    try:
+        from distributed import Client
+
+        with Client(address, timeout=timeout_s, set_as_default=False) as client:
+            workers = list(client.scheduler_info().get("workers", {}).values())
+    except ImportError:
+        return CheckResult(
+            "executor",
+            what,
+            "fail",
+            True,
+            "distributed is not installed",
+            "pip install 'spu-scaffold[cluster]'",
+        )
+    except Exception as exc:  # unreachable, refused, timed out
+        return CheckResult("executor", what, "fail", True, f"scheduler {address}: {exc}", fix)
+    facts = {
+        "executor": "dask",
+        "scheduler": address,
+        "workers": [
+            {"name": str(w.get("name")), "threads": w.get("nthreads"), "resources": w.get("resources", {})}
+            for w in workers
+        ],
+    }
+    threads = sum(int(w.get("nthreads") or 0) for w in workers)
+    status = "ok" if workers else "warn"
+    detail = f"dask scheduler {address}: {len(workers)} worker(s), {threads} thread(s)"
+    return CheckResult(
+        "executor", what, status, True, detail, None if workers else "start dask workers", facts=facts
+    )
+
+
 def run_doctor(
     *,
     profile: str = "all",
@@ -365,6 +415,8 @@ def run_doctor(
         results.append(dirs_check())
     if "weights" in wanted:
         results.append(weights_check())
+    if "executor" in wanted:
+        results.append(executor_check(timeout_s=min(timeout_s, 20.0)))
     order = {name: i for i, name in enumerate(names)}
     results.sort(key=lambda r: order[r.name])
     ok = not any(r.status == "fail" and r.required for r in results)

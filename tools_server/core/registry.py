@@ -75,6 +75,9 @@ class ToolSpec:
     title: str | None = None
     canonicalize: Callable[[BaseModel], dict[str, Any]] | None = None
     threads: Threads = "single"
+    #: the input field listing independent items (molecules, ligands, sequences) that the tool spreads with
+    #: :func:`tools_server.core.fanout.map_items`; on a cluster each batch becomes many tasks
+    items: str | None = None
     #: the server's own tools (system_info, job tools): called with the dispatcher, results passed through
     server_tool: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
@@ -119,6 +122,7 @@ def tool(
     title: str | None = None,
     canonicalize: Callable[[BaseModel], dict[str, Any]] | None = None,
     threads: Threads = "single",
+    items: str | None = None,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register ``fn`` as an MCP tool.
 
@@ -134,6 +138,8 @@ def tool(
     ``"all"`` (every core the executor has), a number of cores, or a function of the validated input
     returning one of those. The local executor never runs jobs whose reservations add up to more than its
     cores; the tool reads its share from ``ctx.threads``.
+    ``items`` names the input field that lists the batch's independent items, when the tool spreads them
+    with :func:`tools_server.core.fanout.map_items`: the Dask executor then runs them as many cluster tasks.
     """
     if not _NAME_RE.match(name) or len(name) >= 40:
         raise ValueError(f"tool name {name!r} must be snake_case and shorter than 40 characters")
@@ -179,7 +185,10 @@ def tool(
             title=title,
             canonicalize=canonicalize,
             threads=threads,
+            items=items,
         )
+        if items is not None and items not in model.model_fields:
+            raise TypeError(f"tool {name}: items={items!r} is not a field of {model.__name__}")
         fn.__spu_tool__ = spec  # type: ignore[attr-defined]
         return fn
 

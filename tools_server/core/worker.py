@@ -55,7 +55,9 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     faulthandler.enable(file=sys.stderr)
+    from tools_server.core.context import artifact_dir_for
     from tools_server.core.execute import resolve, run_tool
+    from tools_server.core.fanout import use_cluster
 
     lock = threading.Lock()
 
@@ -88,15 +90,18 @@ def main() -> None:
             spec = specs.get((job["tool"], job["module"]))
             if spec is None:
                 spec = specs[job["tool"], job["module"]] = resolve(job["tool"], job["module"])
-            out = run_tool(
-                spec,
-                job["params"],
-                job_id,
-                progress_sink=progress,
-                threads=job["threads"],
-                gpu=job["gpu"],
-                memory_limit_mb=job.get("memory_limit_mb"),
-            )
+            with use_cluster(
+                job.get("cluster"), str(artifact_dir_for(job["tool"], job_id)), job.get("cancel_key")
+            ):
+                out = run_tool(
+                    spec,
+                    job["params"],
+                    job_id,
+                    progress_sink=progress,
+                    threads=job["threads"],
+                    gpu=job["gpu"],
+                    memory_limit_mb=job.get("memory_limit_mb"),
+                )
             send({"type": "result", "job_id": job_id, **out})
         except ToolError as exc:
             send({"type": "error", "job_id": job_id, "error": exc.to_dict()})

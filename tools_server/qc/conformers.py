@@ -75,7 +75,7 @@ def search(
 
     from tools_server.chem.molecules import load_molecule, relax_force_field
     from tools_server.chem.tools import embed_conformers
-    from tools_server.qc.xtb import map_items
+    from tools_server.core.fanout import map_items
 
     kcal_per_hartree = physical_constants["Hartree energy"][0] * N_A / (1000 * calorie)
     base = load_molecule(text, charge=charge, multiplicity=multiplicity)

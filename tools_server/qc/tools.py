@@ -115,6 +115,7 @@ def _check_engine(engine: str) -> None:
     name="xtb_run",
     resource="cpu",
     threads=lambda args: "single" if len(args.molecules) == 1 else "all",
+    items="molecules",
     read_only=True,
     idempotent=True,
     engines=("tblite", "xtb"),
@@ -134,7 +135,8 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> dict:
     Energies are total electronic energies in Hartree (1 Eh = 627.5 kcal/mol); compare only between
     molecules with the same atoms, or as reaction energies."""
     from tools_server.chem.tables import table_result
-    from tools_server.qc.xtb import TaskOptions, engine_version, map_items, run_item
+    from tools_server.core.fanout import map_items
+    from tools_server.qc.xtb import TaskOptions, engine_version, run_item
 
     _check_engine(args.engine)
     settings = _xtb_settings(args)

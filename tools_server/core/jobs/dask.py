@@ -1,39 +1,165 @@
-"""The cluster executor: the same jobs on a Dask ``distributed`` cluster (which reaches SLURM/PBS through
-dask-jobqueue); no progress reports, and a timed-out task is cancelled rather than killed.
+"""The cluster executor: the same jobs on a Dask ``distributed`` cluster (SLURM and PBS through
+dask-jobqueue), under the server's rules.
+
+- **A job runs in a worker process**, as on one machine: each Dask worker keeps warm spu worker processes
+  (``tools_server.core.worker``) and hands each job to one, so a native crash is an ``engine_crashed``
+  error, not a lost Dask worker.
+- **Cancellation and time limits reach the engine**: ``job_cancel`` sets a Dask event the task polls
+  every quarter second; the task then kills its worker process (and whatever the engine started) and
+  returns, so the Dask worker's thread takes the next task at once.
+- **Items fan out**: a tool that declares ``items=`` and gets more than one item leaves the Dask worker's
+  thread pool while it waits (``secede``), and its :func:`~tools_server.core.fanout.map_items` sends the
+  batch to the cluster as balanced chunks, gathered in input order.
+- **Progress** goes through a Dask variable the server reads while it waits.
+- **Artifacts come back**: the worker process writes them into the Dask worker's scratch folder; the task
+  returns them as bytes and the server writes them into its own work directory, with the paths in the
+  result pointing there. Cache entries and job records are written by the server, as for local jobs.
 
 CPU reservations: a job gets the cores its tool declares (``threads=``), capped at the threads of the Dask
-worker that runs it (``"all"`` is all of them). Dask runs as many tasks at once on a worker as it has
-threads, whatever each task uses; start the workers with a ``cores`` resource (``dask worker
---nthreads 8 --resources cores=8``) and each job also reserves its cores there, so a worker never runs more
-threads than it has cores.
+worker that runs it (``"all"`` is all of them). Start the workers with a ``cores`` resource (``dask worker
+--nthreads 8 --resources cores=8``) and each job also reserves its cores there.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from tools_server.core.errors import ToolError
 from tools_server.core.jobs.model import Finisher, Job
 
+#: How often the task checks for a cancellation, and the server for progress (seconds).
+POLL_S = 0.25
+#: Artifacts a job may send back from the cluster.
+MAX_ARTIFACT_BYTES = 256 * 2**20
 
-def _dask_task(
-    tool: str, module: str, params: dict[str, Any], job_id: str, threads: int | str
-) -> dict[str, Any]:
-    from distributed import get_worker
+_idle: list[Any] = []  # warm worker processes of this Dask worker
+_idle_lock = threading.Lock()
 
-    from tools_server.core.execute import resolve, run_tool
 
+def _take_process(scratch: Path) -> Any:
+    """An idle worker process of this Dask worker, or a new one (None when it cannot start)."""
+    from tools_server.core.jobs.local import _Worker
+
+    with _idle_lock:
+        while _idle:
+            proc = _idle.pop()
+            if proc.alive():
+                return proc
+    proc = _Worker("dask", len(_idle), env_extra={"SPU_WORKDIR": str(scratch)})
+    if proc.next_message(None) is None:
+        proc.kill()
+        return None
+    return proc
+
+
+def _give_back(proc: Any) -> None:
+    with _idle_lock:
+        _idle.append(proc)
+
+
+class _RemoteJob:
+    """The job as the Dask task sees it: its fields, a cancellation read from the server's Dask event, and
+    progress written to a Dask variable (both rate-limited to one scheduler call per :data:`POLL_S`)."""
+
+    def __init__(self, job: dict[str, Any], event: Any, variable: Any) -> None:
+        self.job_id, self.tool, self.module = job["job_id"], job["tool"], job["module"]
+        self.params, self.time_limit_s = job["params"], job["time_limit_s"]
+        self.progress, self.message = 0.0, None
+        self._event, self._variable = event, variable
+        self._checked = self._sent = 0.0
+        self._cancelled = False
+
+    @property
+    def cancel_requested(self) -> bool:
+        now = time.monotonic()
+        if not self._cancelled and now - self._checked >= POLL_S:
+            self._checked = now
+            # a scheduler that is gone leaves the job's own limits in force
+            with contextlib.suppress(Exception):
+                self._cancelled = bool(self._event.is_set())
+        return self._cancelled
+
+    def _notify(self) -> None:
+        now = time.monotonic()
+        if now - self._sent >= POLL_S or self.progress >= 1.0:
+            self._sent = now
+            with contextlib.suppress(Exception):
+                self._variable.set({"fraction": self.progress, "message": self.message})
+
+
+def _artifacts(root: Path) -> dict[str, bytes]:
+    files: dict[str, bytes] = {}
+    total = 0
+    for path in sorted(root.rglob("*")) if root.is_dir() else []:
+        if path.is_file() and not path.is_symlink():
+            total += path.stat().st_size
+            if total > MAX_ARTIFACT_BYTES:
+                raise ToolError(
+                    "too_large",
+                    f"The job's artifacts exceed {MAX_ARTIFACT_BYTES // 2**20} MiB and cannot be sent back "
+                    "from the cluster.",
+                    "Ask for fewer outputs (frames, conformers) or run it on the server's machine.",
+                )
+            files[path.relative_to(root).as_posix()] = path.read_bytes()
+    return files
+
+
+def _dask_task(job: dict[str, Any]) -> dict[str, Any]:
+    """One job on a Dask worker; returns ``{"outcome": run_tool payload or error, "artifact_root",
+    "files"}``."""
+    from distributed import Event, Variable, get_client, get_worker, secede
+
+    from tools_server.core import hardware, settings
+    from tools_server.core.context import artifact_dir_for
+    from tools_server.core.jobs.local import run_job_on
+
+    worker = get_worker()
+    available = max(1, int(worker.state.nthreads))
+    cores = available if job["threads"] == "all" else max(1, min(int(job["threads"]), available))
+    scratch = Path(worker.local_directory) / "spu-work"
+    client = get_client()
+    remote = _RemoteJob(
+        job, Event(job["cancel_key"], client=client), Variable(job["progress_key"], client=client)
+    )
+    if job["fan_out"]:
+        secede()  # the batch's chunks need this thread more than the task waiting for them
+    art = (
+        scratch
+        / "artifacts"
+        / artifact_dir_for(job["tool"], job["job_id"]).relative_to(settings.artifacts_dir())
+    )
+    proc = _take_process(scratch)
+    if proc is None:
+        error = ToolError("engine_crashed", "The worker process failed to start on the Dask worker.")
+        return {"outcome": {"error": error.to_dict()}, "artifact_root": str(art), "files": {}}
+    outcome = run_job_on(
+        proc,
+        remote,
+        gpu=job["resource"] == "gpu" and hardware.has_gpu(),
+        cores=cores,
+        memory_limit_mb=job["memory_limit_mb"] or int(hardware.memory_total_mb() * 0.8),
+        extra={
+            "cluster": worker.scheduler.address if job["fan_out"] else None,
+            "cancel_key": job["cancel_key"],
+        },
+    )
+    if outcome.pop("kill", False):
+        proc.kill()
+    else:
+        _give_back(proc)
     try:
-        available = max(1, int(get_worker().state.nthreads))
-    except (ValueError, AttributeError):  # not inside a Dask worker
-        available = 1
-    cores = available if threads == "all" else max(1, min(int(threads), available))
-    try:
-        return run_tool(resolve(tool, module), params, job_id, threads=cores)
+        files = _artifacts(art) if "result" in outcome else {}
     except ToolError as exc:
-        return {"error": exc.to_dict()}
+        outcome, files = {"error": exc.to_dict()}, {}
+    finally:
+        shutil.rmtree(art, ignore_errors=True)
+    return {"outcome": outcome, "artifact_root": str(art), "files": files}
 
 
 class DaskExecutor:
@@ -49,49 +175,109 @@ class DaskExecutor:
         self.max_cores: int | None = max((int(c) for c in declared if c), default=None)
 
     def submit(self, job: Job, finish: Finisher) -> None:
+        from distributed import Event, Variable
+
         job.device = "dask"
         extra: dict[str, Any] = {}
         if self.max_cores:
             wanted = self.max_cores if job.threads == "all" else min(int(job.threads), self.max_cores)
             extra["resources"] = {"cores": wanted}
-        future = self.client.submit(
-            _dask_task,
-            job.tool,
-            job.module,
-            job.params,
-            job.job_id,
-            job.threads,
-            pure=False,
-            key=f"spu-{job.job_id}",
-            **extra,
-        )
+        cancel_key, progress_key = f"spu-cancel-{job.job_id}", f"spu-progress-{job.job_id}"
+        payload = {
+            "job_id": job.job_id,
+            "tool": job.tool,
+            "module": job.module,
+            "params": job.params,
+            "resource": job.resource,
+            "threads": job.threads,
+            "time_limit_s": job.time_limit_s,
+            "memory_limit_mb": job.memory_limit_mb,
+            "fan_out": _fans_out(job),
+            "cancel_key": cancel_key,
+            "progress_key": progress_key,
+        }
+        future = self.client.submit(_dask_task, payload, pure=False, key=f"spu-{job.job_id}", **extra)
         job.status = "running"
         job.started = time.time()
         job._notify()
-        job._future = future  # type: ignore[attr-defined]
+        event = Event(cancel_key, client=self.client)
+        variable = Variable(progress_key, client=self.client)
+        variable.set({"fraction": 0.0, "message": None})  # so reading it never waits
+        threading.Thread(target=self._watch, args=(job, finish, future, event, variable), daemon=True).start()
 
-        def watch() -> None:
-            from distributed import TimeoutError as DaskTimeout
+    def _watch(self, job: Job, finish: Finisher, future: Any, event: Any, variable: Any) -> None:
+        from distributed import TimeoutError as DaskTimeout
 
-            deadline = time.monotonic() + job.time_limit_s
+        # the task enforces the time limit itself once it runs; this one also covers the wait for a worker
+        deadline = time.monotonic() + job.time_limit_s + 60
+        try:
             while True:
                 try:
-                    finish(job, future.result(timeout=0.2))
-                    return
+                    reply = future.result(timeout=POLL_S)
                 except (DaskTimeout, TimeoutError):
+                    self._read_progress(job, variable)
                     if job.cancel_requested or time.monotonic() > deadline:
+                        event.set()  # the task kills its worker process and frees its thread
                         future.cancel()
                         code = "cancelled" if job.cancel_requested else "timeout"
-                        finish(job, {"error": ToolError(code, f"The Dask task was {code}.").to_dict()})
+                        finish(
+                            job, {"error": ToolError(code, f"The job was {code} on the cluster.").to_dict()}
+                        )
                         return
+                    continue
                 except Exception as exc:
                     finish(job, {"error": ToolError("engine_crashed", f"Dask task failed: {exc}").to_dict()})
                     return
+                finish(job, _land(job, reply))
+                return
+        finally:
+            with contextlib.suppress(Exception):
+                variable.delete()
 
-        threading.Thread(target=watch, daemon=True).start()
+    @staticmethod
+    def _read_progress(job: Job, variable: Any) -> None:
+        try:
+            latest = variable.get(timeout=0)
+        except Exception:  # not set yet
+            return
+        if isinstance(latest, dict) and latest.get("fraction", 0) != job.progress:
+            job.progress = float(latest["fraction"])
+            job.message = latest.get("message")
+            job._notify()
 
     def cancel(self, job: Job) -> None:
         job.cancel_requested = True
 
     def shutdown(self) -> None:
         self.client.close()
+
+
+def _fans_out(job: Job) -> bool:
+    """Whether the job's tool declared ``items`` and the call has more than one."""
+    from tools_server.core.execute import resolve
+
+    try:
+        field = resolve(job.tool, job.module).items
+    except ToolError:
+        return False
+    value = job.params.get(field) if field else None
+    return isinstance(value, list) and len(value) > 1
+
+
+def _land(job: Job, reply: dict[str, Any]) -> dict[str, Any]:
+    """The task's outcome with its artifacts written into the server's work directory."""
+    from tools_server.core.context import artifact_dir_for
+    from tools_server.core.fanout import relocate
+
+    outcome = reply["outcome"]
+    if not reply["files"]:
+        return outcome
+    target = artifact_dir_for(job.tool, job.job_id)
+    for rel, data in reply["files"].items():
+        path = (target / rel).resolve()
+        if not path.is_relative_to(target.resolve()):
+            continue  # a name that would leave the job's folder
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    os.makedirs(target, exist_ok=True)
+    return relocate(outcome, reply["artifact_root"], str(target))

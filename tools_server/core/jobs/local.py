@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -31,11 +32,13 @@ from tools_server.core.jobs.model import Finisher, Job, lost_to_restart
 class _Worker:
     """One worker process and its protocol stream."""
 
-    def __init__(self, kind: str, index: int, warm: list[str] | None = None) -> None:
-        log_dir = settings.workdir() / "workers"
+    def __init__(
+        self, kind: str, index: int, warm: list[str] | None = None, env_extra: dict[str, str] | None = None
+    ) -> None:
+        env = {**os.environ, **(env_extra or {})}
+        log_dir = Path(env.get("SPU_WORKDIR") or settings.workdir()) / "workers"
         log_dir.mkdir(parents=True, exist_ok=True)
         self.stderr_path = log_dir / f"{kind}-{index}-{uuid.uuid4().hex[:6]}.log"
-        env = dict(os.environ)
         # Small jobs run best single-threaded, one worker per core; tools that parallelise internally
         # raise their own thread count from ctx.threads at run time.
         for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -327,80 +330,18 @@ class LocalExecutor:
     def _run_on(self, worker: _Worker, job: Job, kind: str, cores: int) -> dict[str, Any]:
         with self._lock:
             self._running[job.job_id] = worker
-        memory_limit = job.memory_limit_mb or self.memory_limit_mb
         try:
-            worker.send(
-                {
-                    "job_id": job.job_id,
-                    "tool": job.tool,
-                    "module": job.module,
-                    "params": job.params,
-                    "threads": cores,
-                    "gpu": kind == "gpu",
-                    "memory_limit_mb": memory_limit,
-                }
+            return run_job_on(
+                worker,
+                job,
+                gpu=kind == "gpu",
+                cores=cores,
+                memory_limit_mb=job.memory_limit_mb or self.memory_limit_mb,
+                closed=lambda: self._closed,
             )
-        except (BrokenPipeError, OSError):
-            return self._crashed(worker)
-        deadline = time.monotonic() + job.time_limit_s
-        memory_checked = time.monotonic()
-        try:
-            while True:
-                msg = worker.next_message(0.1)
-                if msg is None and self._closed:  # the server is stopping and took the worker with it
-                    return {"error": lost_to_restart()}
-                if msg is None:
-                    return self._crashed(worker)
-                kind_ = msg.get("type")
-                if kind_ == "progress":
-                    job.progress = msg["fraction"]
-                    job.message = msg.get("message")
-                    job._notify()
-                elif kind_ in ("result", "error"):
-                    return msg
-                if job.cancel_requested:
-                    return {"kill": True, "error": ToolError("cancelled", "The job was cancelled.").to_dict()}
-                if time.monotonic() > deadline:
-                    return {
-                        "kill": True,
-                        "error": ToolError(
-                            "timeout",
-                            f"The job exceeded its time limit of {job.time_limit_s:g} s and was stopped.",
-                        ).to_dict(),
-                    }
-                if time.monotonic() - memory_checked < 0.1:  # reading every process costs ~1 ms
-                    continue
-                memory_checked = time.monotonic()
-                rss = worker.rss_mb()
-                if rss > memory_limit:
-                    return {
-                        "kill": True,
-                        "error": ToolError(
-                            "engine_crashed",
-                            f"The job used {rss:.0f} MiB, over its memory limit of {memory_limit} MiB, and "
-                            "was stopped.",
-                            "Use a smaller input or a cheaper method, or raise SPU_JOB_MEMORY_MB.",
-                            memory_mb=round(rss),
-                            memory_limit_mb=memory_limit,
-                        ).to_dict(),
-                    }
         finally:
             with self._lock:
                 self._running.pop(job.job_id, None)
-
-    @staticmethod
-    def _crashed(worker: _Worker) -> dict[str, Any]:
-        returncode = worker.proc.wait(timeout=5)
-        return {
-            "kill": True,
-            "error": ToolError(
-                "engine_crashed",
-                f"The engine's worker process died ({_exit_reason(returncode)}). The server is still "
-                "running.",
-                stderr_tail=worker.stderr_tail(),
-                exit_code=returncode,
-            ).to_dict(),
-        }
 
     def shutdown(self) -> None:
         self._closed = True
@@ -411,3 +352,87 @@ class LocalExecutor:
             workers = list(self._running.values())
         for worker in workers:
             worker.kill()
+
+
+def run_job_on(
+    worker: _Worker,
+    job: Any,
+    *,
+    gpu: bool,
+    cores: int,
+    memory_limit_mb: int,
+    closed: Callable[[], bool] = lambda: False,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Send ``job`` to ``worker`` and follow it to its end: progress goes to the job, and a cancellation,
+    the time limit or the memory limit stops it. Returns the worker's result or error message; ``kill``
+    in it means the worker must be killed. ``job`` is a :class:`Job` or anything with its fields (the
+    Dask executor's task passes its own). ``extra`` goes into the message (a cluster address)."""
+    try:
+        worker.send(
+            {
+                "job_id": job.job_id,
+                "tool": job.tool,
+                "module": job.module,
+                "params": job.params,
+                "threads": cores,
+                "gpu": gpu,
+                "memory_limit_mb": memory_limit_mb,
+                **(extra or {}),
+            }
+        )
+    except (BrokenPipeError, OSError):
+        return _crashed(worker)
+    deadline = time.monotonic() + job.time_limit_s
+    memory_checked = time.monotonic()
+    while True:
+        msg = worker.next_message(0.1)
+        if msg is None and closed():  # the server is stopping and took the worker with it
+            return {"error": lost_to_restart()}
+        if msg is None:
+            return _crashed(worker)
+        kind_ = msg.get("type")
+        if kind_ == "progress":
+            job.progress = msg["fraction"]
+            job.message = msg.get("message")
+            job._notify()
+        elif kind_ in ("result", "error"):
+            return msg
+        if job.cancel_requested:
+            return {"kill": True, "error": ToolError("cancelled", "The job was cancelled.").to_dict()}
+        if time.monotonic() > deadline:
+            return {
+                "kill": True,
+                "error": ToolError(
+                    "timeout", f"The job exceeded its time limit of {job.time_limit_s:g} s and was stopped."
+                ).to_dict(),
+            }
+        if time.monotonic() - memory_checked < 0.1:  # reading every process costs ~1 ms
+            continue
+        memory_checked = time.monotonic()
+        rss = worker.rss_mb()
+        if rss > memory_limit_mb:
+            return {
+                "kill": True,
+                "error": ToolError(
+                    "engine_crashed",
+                    f"The job used {rss:.0f} MiB, over its memory limit of {memory_limit_mb} MiB, and was "
+                    "stopped.",
+                    "Use a smaller input or a cheaper method, or raise SPU_JOB_MEMORY_MB.",
+                    memory_mb=round(rss),
+                    memory_limit_mb=memory_limit_mb,
+                ).to_dict(),
+            }
+
+
+def _crashed(worker: _Worker) -> dict[str, Any]:
+    returncode = worker.proc.wait(timeout=5)
+    return {
+        "kill": True,
+        "error": ToolError(
+            "engine_crashed",
+            f"The engine's worker process died ({_exit_reason(returncode)}). The server is still running.",
+            stderr_tail=worker.stderr_tail(),
+            exit_code=returncode,
+        ).to_dict(),
+    }

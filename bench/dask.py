@@ -1,0 +1,165 @@
+"""The Dask executor against itself and the local executor: one batch call spread over a cluster, and how
+long a cancelled job holds its worker.
+
+    .venv/bin/python bench/dask.py [--molecules 16] [--repeats 2] [--json]
+
+Everything runs on loopback: a LocalCluster of one-thread worker processes stands in for ``dask scheduler``
+and ``dask worker`` (the documented SLURM/PBS setup is the same executor with other workers). Printed, each
+measured in this run:
+
+1. one ``xtb_run`` call optimising ``--molecules`` molecules (GFN2, tblite) on 2 one-thread Dask workers
+   against 1 (target 1.8x or more), and on the local executor with 2 slots against 1;
+2. ``cancel ... N.N s``: from ``job_cancel`` on a job holding a Dask worker to that worker finishing another
+   job (the engine process killed, the thread free).
+
+A warm-up call on each cluster comes first (worker processes started, engines imported), as on a server
+that has run before; each figure is the median of ``--repeats`` calls with the cache off (a fresh input
+each time: the molecules' order is rotated).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+# this file is named dask.py: its folder must not stand before the real dask on the path
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+sys.path.insert(0, str(HERE.parent))
+
+
+def _batch_molecules() -> list[str]:
+    """bench/qc.py's batch of small molecules."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("spu_bench_qc", HERE / "qc.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.BATCH_32)
+
+
+def _dispatcher(executor):
+    """A dispatcher with an empty cache of its own: every configuration computes every call."""
+    from tools_server.core.cache import ResultCache
+    from tools_server.core.dispatch import Dispatcher
+    from tools_server.core.jobs import JobManager
+    from tools_server.core.registry import load_registry
+
+    manager = JobManager(executor)
+    cache = ResultCache(Path(tempfile.mkdtemp(prefix="spu-bench-dask-cache-")))
+    return Dispatcher(manager, registry=load_registry(), cache=cache), manager
+
+
+def _batch_times(dispatcher, molecules: list[str], repeats: int) -> tuple[list[float], int]:
+    times = []
+    n_ok = 0
+    for r in range(repeats + 1):  # the first call warms the workers
+        batch = molecules[r % len(molecules) :] + molecules[: r % len(molecules)]
+        args = {"molecules": batch, "task": "optimize", "wait_s": 600, "max_steps": 200 + r}
+        start = time.perf_counter()
+        out = asyncio.run(dispatcher.call("xtb_run", args))
+        if r:
+            times.append(time.perf_counter() - start)
+        n_ok = out["n_ok"]
+    return times, n_ok
+
+
+def _cancel_to_free(dispatcher, manager, tmp: Path) -> float:
+    """Seconds from cancelling a job that holds the only worker to another job's result."""
+
+    async def scenario() -> float:
+        held = await dispatcher.call("xtb_run", {"molecules": ["C" * 60], "task": "frequencies", "wait_s": 0})
+        await asyncio.sleep(2.0)  # it has started: the worker is busy
+        start = time.perf_counter()
+        manager.cancel(held["job_id"])
+        await dispatcher.call("xtb_run", {"molecules": ["O"], "task": "energy", "wait_s": 120})
+        return time.perf_counter() - start
+
+    return asyncio.run(scenario())
+
+
+def bench_dask(molecules: list[str], repeats: int, tmp: Path) -> dict:
+    from distributed import Client, LocalCluster
+
+    from tools_server.core.jobs.dask import DaskExecutor
+
+    out: dict = {}
+    for n_workers in (1, 2):
+        with (
+            LocalCluster(
+                n_workers=n_workers,
+                threads_per_worker=1,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            dispatcher, manager = _dispatcher(DaskExecutor(client=client))
+            times, n_ok = _batch_times(dispatcher, molecules, repeats)
+            out[f"dask_{n_workers}_s"] = statistics.median(times)
+            out[f"dask_{n_workers}_ok"] = n_ok
+            if n_workers == 1:
+                out["cancel_to_free_s"] = _cancel_to_free(dispatcher, manager, tmp)
+    out["dask_speedup"] = out["dask_1_s"] / out["dask_2_s"]
+    return out
+
+
+def bench_local(molecules: list[str], repeats: int) -> dict:
+    from tools_server.core.jobs.local import LocalExecutor
+
+    out: dict = {}
+    for slots in (1, 2):
+        executor = LocalExecutor(cpu_slots=slots)
+        try:
+            dispatcher, _ = _dispatcher(executor)
+            times, n_ok = _batch_times(dispatcher, molecules, repeats)
+        finally:
+            executor.shutdown()
+        out[f"local_{slots}_s"] = statistics.median(times)
+        out[f"local_{slots}_ok"] = n_ok
+    out["local_speedup"] = out["local_1_s"] / out["local_2_s"]
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--molecules", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    molecules = _batch_molecules()[: args.molecules]
+    with tempfile.TemporaryDirectory(prefix="spu-bench-dask-") as tmp:
+        os.environ["SPU_WORKDIR"] = str(Path(tmp) / "work")
+        os.environ["SPU_CACHE_DIR"] = str(Path(tmp) / "cache")
+        results = {**bench_dask(molecules, args.repeats, Path(tmp)), **bench_local(molecules, args.repeats)}
+    results["n_molecules"] = len(molecules)
+    if args.json:
+        print(json.dumps(results, indent=1))
+        return
+    n = len(molecules)
+    print(f"xtb_run, {n} optimisations in one call (median of {args.repeats}):")
+    print(
+        f"  dask, 2 one-thread workers vs 1: {results['dask_2_s']:.2f} s vs {results['dask_1_s']:.2f} s "
+        f"= {results['dask_speedup']:.2f}x (target >= 1.8x)"
+    )
+    print(
+        f"  local, 2 slots vs 1:             {results['local_2_s']:.2f} s vs {results['local_1_s']:.2f} s "
+        f"= {results['local_speedup']:.2f}x"
+    )
+    print(f"  dask 2 workers vs local 2 slots: {results['local_2_s'] / results['dask_2_s']:.2f}x")
+    free_s = results["cancel_to_free_s"]
+    print(f"cancel a job holding the only Dask worker, until the next job's result: {free_s:.1f} s")
+
+
+if __name__ == "__main__":
+    main()

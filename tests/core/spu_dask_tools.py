@@ -1,0 +1,53 @@
+"""Tools that exist only in the Dask tests: a batch with declared items, and a job that holds its worker.
+
+Loaded into the server, its Dask workers and their worker processes through SPU_TOOL_MODULES.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from tools_server.core.context import ToolContext
+from tools_server.core.fanout import map_items
+from tools_server.core.registry import tool
+
+
+def _item(value: float, seconds: float, out_dir: str) -> dict:
+    if value < 0:
+        return {"ok": False, "value": value, "error": {"code": "invalid_input", "message": "negative"}}
+    time.sleep(seconds)
+    path = Path(out_dir) / f"item-{value:g}.txt"
+    path.write_text(f"{value * value}\n")
+    return {"ok": True, "value": value, "square": value * value, "pid": os.getpid(), "file": str(path)}
+
+
+class ItemsInput(BaseModel):
+    values: list[float] = Field(min_length=1, max_length=200)
+    seconds: float = Field(0.0, ge=0, le=10)
+
+
+@tool(name="dask_items", resource="cpu", threads="all", items="values", cacheable=True)
+def items_job(args: ItemsInput, ctx: ToolContext) -> dict:
+    """Square each value (a negative one is a per-item error), sleeping `seconds` per item; each item
+    writes its square to an artifact."""
+    jobs = [(v, args.seconds, str(ctx.artifact_dir)) for v in args.values]
+    items = map_items(_item, jobs, ctx.threads, lambda d, n: ctx.progress(d / n, f"{d}/{n} items"))
+    return {"items": items, "n_ok": sum(it["ok"] for it in items)}
+
+
+class HoldInput(BaseModel):
+    pid_file: str
+    seconds: float = Field(300, ge=0, le=600)
+
+
+@tool(name="dask_hold", resource="cpu", cacheable=False, time_limit_s=600)
+def hold_job(args: HoldInput, ctx: ToolContext) -> dict:
+    """Write this process's pid to `pid_file`, report progress, then hold the worker for `seconds`."""
+    Path(args.pid_file).write_text(str(os.getpid()))
+    ctx.progress(0.5, "holding")
+    time.sleep(args.seconds)
+    return {"held_s": args.seconds}
