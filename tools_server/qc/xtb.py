@@ -13,11 +13,7 @@ Hessian of analytic gradients (``tools_server.qc.thermo``).
 
 from __future__ import annotations
 
-import collections
 import logging
-import os
-import re
-import threading
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
