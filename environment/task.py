@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from environment.jsonfiles import DuplicateKeyError, load_json_strict
+from spu_common.jsonfiles import DuplicateKeyError, load_json_strict
 
 #: Files of a task directory that are not input files.
 TASK_FILES = ("contract.json", "instruction.md", "experiment.md", "protocol.json", "targets.csv")

@@ -1,9 +1,11 @@
 """The layers, read from the code's imports (every ``import`` statement, at module level or in a function):
 
+* the ground floor (``spu_common``: JSON files, console output, shared error codes) imports no part;
 * the benchmark side (``environment``) imports neither the server nor the agent;
 * the server (``tools_server``) never imports the agent;
 * the agent (``scaffold``) reaches the server only over MCP: it imports no ``tools_server`` module;
 * only the root command (``spu``) mounts all parts, and ``spu serve`` loads neither agent nor statistics;
+* the server's core never imports the benchmark side;
 * no domain is named in the core, and nothing points at files outside the repository.
 """
 
@@ -17,8 +19,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PARTS = ("spu", "tools_server", "scaffold", "environment", "prompts")
+PARTS = ("spu", "spu_common", "tools_server", "scaffold", "environment", "prompts")
 FORBIDDEN = {
+    "spu_common": ("tools_server", "scaffold", "environment", "spu", "prompts"),
     "environment": ("tools_server", "scaffold", "spu"),
     "tools_server": ("scaffold", "spu"),
     "scaffold": ("tools_server", "spu"),
@@ -50,6 +53,16 @@ def layer_violations() -> list[str]:
 
 def test_layers_hold():
     assert layer_violations() == []
+
+
+def test_server_core_never_imports_the_benchmark_side():
+    found = [
+        f"{path.relative_to(ROOT)}:{lineno} imports {module}"
+        for path in sorted((ROOT / "tools_server" / "core").rglob("*.py"))
+        for lineno, module in imports_of(path)
+        if module.split(".")[0] == "environment"
+    ]
+    assert found == []
 
 
 def test_the_layer_check_sees_a_violation(tmp_path):
