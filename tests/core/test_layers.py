@@ -65,6 +65,30 @@ def test_server_core_never_imports_the_benchmark_side():
     assert found == []
 
 
+def test_plugins_import_only_the_plugin_facade():
+    """The example plugin and the code in docs/adding-a-tool.md import nothing of the server but
+    ``tools_server.plugin``, so the core can change beneath a plugin."""
+    import re
+
+    found = []
+    tracked = subprocess.run(
+        ["git", "ls-files", "examples"], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.split()
+    for path in [ROOT / rel for rel in tracked if rel.endswith(".py")]:
+        found += [
+            (str(path.relative_to(ROOT)), m) for _, m in imports_of(path) if m.split(".")[0] == "tools_server"
+        ]
+    page = (ROOT / "docs" / "adding-a-tool.md").read_text(encoding="utf-8")
+    for block in re.findall(r"```python\n(.*?)```", page, re.S):
+        tree = ast.parse(block)
+        found += [
+            ("docs/adding-a-tool.md", n.module)
+            for n in ast.walk(tree)
+            if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("tools_server")
+        ]
+    assert found and {module for _, module in found} == {"tools_server.plugin"}, found
+
+
 def test_the_layer_check_sees_a_violation(tmp_path):
     """The checker itself: an import inside a function is found."""
     bad = tmp_path / "bad.py"
