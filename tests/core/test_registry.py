@@ -95,6 +95,29 @@ def test_no_domain_declares_a_shared_code_again_and_a_second_hint_is_refused():
         Domain(name="t_twice", tool_modules=(), error_codes={"t_twice_code": "Same hint."})
 
 
+def test_every_code_the_server_raises_is_declared():
+    """An undeclared code passes only with the raiser's own hint (a plugin's code), so the server's own raise
+    sites are read here: each literal code must be declared, shared or by its domain."""
+    import ast
+    from pathlib import Path
+
+    load_registry()
+    raised = set()
+    for path in (Path(__file__).resolve().parents[2] / "tools_server").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            callee = getattr(node.func, "id", getattr(node.func, "attr", None))
+            if (
+                callee in ("ToolError", "MoleculeError")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                raised.add((path.name, node.args[0].value))
+    assert len(raised) > 50
+    assert [(name, code) for name, code in sorted(raised) if code not in ERROR_CODES] == []
+
+
 def test_every_in_repo_domain_loads_through_entry_points():
     registry = load_registry()
     assert {"chem", "qc", "web", "md", "protein", "ranking"} <= set(registry.domains)

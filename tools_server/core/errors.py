@@ -43,11 +43,15 @@ class ToolError(Exception):
     """An error with a stable code, a message for the model and a recovery hint.
 
     ``details`` carries structured extras (per-item errors, the stderr tail of a crashed worker).
+    A code no domain declares is accepted when the raiser gives its hint (a plugin module's own code); without
+    a hint it is refused, so a misspelt shared code cannot reach the model.
     """
 
     def __init__(self, code: str, message: str, hint: str | None = None, **details: Any) -> None:
-        if code not in ERROR_CODES:
-            raise ValueError(f"unknown error code {code!r}: declare it in the domain's error_codes")
+        if code not in ERROR_CODES and not (hint and _CODE_RE.match(code)):
+            raise ValueError(
+                f"unknown error code {code!r}: declare it in the domain's error_codes or raise it with a hint"
+            )
         super().__init__(message)
         self.code = code
         self.message = message
