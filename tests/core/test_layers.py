@@ -111,6 +111,27 @@ def test_core_names_no_domain():
     assert named == []
 
 
+def test_no_domain_imports_another_domains_private_names():
+    """Shared helpers (molecule input, element symbols, file fingerprints) live in ``tools_server.molecules``
+    and the weights lookup in ``tools_server.core.settings``; a domain never reaches into another's ``_``
+    names."""
+    domains = {p.name for p in (ROOT / "tools_server").iterdir() if (p / "__init__.py").exists()} - {"core"}
+    found = []
+    for domain in sorted(domains):
+        for path in sorted((ROOT / "tools_server" / domain).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+                    continue
+                parts = node.module.split(".")
+                if parts[0] == "tools_server" and len(parts) > 1 and parts[1] in domains - {domain}:
+                    found += [
+                        f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{a.name}"
+                        for a in node.names
+                        if a.name.startswith("_")
+                    ]
+    assert found == []
+
+
 def test_every_domain_registers_through_an_entry_point():
     import tomllib
 
