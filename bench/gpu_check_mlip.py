@@ -51,7 +51,7 @@ def check_mlip_ani2x_batch(opts) -> CheckResult:
         import numpy as np
         import torch
 
-        from tools_server.chem.molecules import load_molecule
+        from tools_server.molecules import load_molecule
 
         if not torch.cuda.is_available():
             return CheckResult(name, "skipped", detail="torch sees no CUDA device")

@@ -23,9 +23,9 @@ def _best(fn, repeat: int = 5, number: int = 20) -> float:
 
 
 def main() -> None:
-    from tools_server.chem.molecules import cache_key, canonical_smiles
     from tools_server.core.framing import check_frame
     from tools_server.core.limits import check_arguments
+    from tools_server.molecules import cache_key, canonical_smiles
 
     for n in (10, 1_000, 10_000):
         args = {"molecules": ["CC(=O)Oc1ccccc1C(=O)O"] * n, "preset": "physchem"}

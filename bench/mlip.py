@@ -87,7 +87,7 @@ def main() -> int:
     import torch
     from ase import Atoms
 
-    from tools_server.chem.molecules import load_molecule
+    from tools_server.molecules import load_molecule
 
     torch.set_num_threads(opts.threads)
     mol = load_molecule(opts.smiles)

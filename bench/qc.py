@@ -74,7 +74,7 @@ def bench_overhead(repeats: int) -> dict:
     import numpy as np
     from tblite.interface import Calculator
 
-    from tools_server.chem.molecules import load_molecule
+    from tools_server.molecules import load_molecule
     from tools_server.qc import tools as Q
     from tools_server.qc.xtb import bohr_per_angstrom
 
@@ -173,7 +173,7 @@ def bench_mcp(repeats: int) -> dict:
     import numpy as np
     from tblite.interface import Calculator
 
-    from tools_server.chem.molecules import load_molecule
+    from tools_server.molecules import load_molecule
     from tools_server.qc.xtb import bohr_per_angstrom
 
     sizes = {}

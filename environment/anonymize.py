@@ -21,8 +21,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from environment.jsonfiles import load_json_strict
 from environment.task import TASK_FILES, TaskError, check_answers, load_answers, load_task
+from spu_common.jsonfiles import load_json_strict
 
 _HEX = "0123456789abcdef"
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from environment.jsonfiles import atomic_write_json, canonical_json
+from spu_common.jsonfiles import atomic_write_json, canonical_json
 
 GENESIS = "0" * 64
 SOURCES_SCHEMA = "spu.sources/1"

@@ -51,9 +51,9 @@ from typing import Any
 from environment.analysis.errors import AnalysisError
 from environment.analysis.monotone import DIRECTIONS, field_baseline, varying_fields
 from environment.chance import chance_threshold
-from environment.jsonfiles import load_json_strict
 from environment.rank_agreement import spearman_of_order
 from environment.task import Answers, Task
+from spu_common.jsonfiles import load_json_strict
 
 SCHEMA = "spu.baselines/1"
 DECLARATION_FILE = "baselines.json"

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from environment.console import EXIT_INVALID, EXIT_USAGE, echo_json, fail
+from spu_common.console import EXIT_INVALID, EXIT_USAGE, echo_json, fail
 
 task_app = typer.Typer(help="Inspect and prepare benchmark task directories.", no_args_is_help=True)
 

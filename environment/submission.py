@@ -36,8 +36,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from environment.jsonfiles import DuplicateKeyError, atomic_write_json, loads_strict
 from environment.task import Task
+from spu_common.jsonfiles import DuplicateKeyError, atomic_write_json, loads_strict
 
 MAX_SUBMISSION_BYTES = 1024 * 1024
 ORDER_KEY = "order"

@@ -28,7 +28,7 @@ from environment.contract import (
     weight_problem,
     weights_problem,
 )
-from environment.jsonfiles import DuplicateKeyError, load_json_strict
+from spu_common.jsonfiles import DuplicateKeyError, load_json_strict
 
 __all__ = ["DEFAULT_DIRECTION", "REQUIRED_FILES", "TASK_FILES", "WEIGHT_TOLERANCE"]
 

@@ -36,7 +36,7 @@ from typing import Annotated, Any
 
 import typer
 
-from environment.jsonfiles import atomic_write_json
+from spu_common.jsonfiles import atomic_write_json
 
 DONE_MARKER = ".batch-done.json"
 #: agent exit statuses that mean the run was cut short by a signal (scaffold/agent/runner.py)

@@ -31,10 +31,10 @@ from environment.analysis.monotone import monotone_fields
 from environment.analysis.trajectories import ToolCall, Trajectory, read_trajectory
 from environment.consensus import consensus
 from environment.grading import grade
-from environment.jsonfiles import atomic_write_text
 from environment.rank_agreement import spearman_of_order, spearman_of_values
 from environment.submission import validate_submission
 from environment.task import Answers, Task
+from spu_common.jsonfiles import atomic_write_text
 
 TRAJECTORY_FILES = ("trajectory.jsonl", "trajectory.json", "agent/trajectory.jsonl", "agent/trajectory.json")
 SUBMISSION_FILES = ("rankings.json", "agent/rankings.json")

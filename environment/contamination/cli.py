@@ -10,8 +10,8 @@ from typing import Annotated
 
 import typer
 
-from environment.console import echo_json, fail
-from environment.jsonfiles import load_json_strict
+from spu_common.console import echo_json, fail
+from spu_common.jsonfiles import load_json_strict
 
 EXIT_FLAGGED = 1
 

@@ -39,10 +39,10 @@ def view_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print what was done as JSON.")] = False,
 ) -> None:
     """Show agent runs in the browser: timeline of steps and tool calls, drafts, sources, scores."""
-    from environment.console import fail
-    from environment.jsonfiles import atomic_write_text
     from environment.view.collect import ViewError, collect
     from environment.view.page import render_page
+    from spu_common.console import fail
+    from spu_common.jsonfiles import atomic_write_text
 
     def build() -> str:
         return render_page(collect(path, tasks_dir=tasks, answers=answers))

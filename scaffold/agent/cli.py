@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from environment.console import fail
+from spu_common.console import fail
 
 DEMO_SLUG = "aromatic-acidity"
 DEMO_RECORDING = "demo-aromatic-acidity"

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from environment.audit_log import SOURCES_SCHEMA, write_sources
-from environment.jsonfiles import atomic_write_text
 from environment.submission import (
     ValidationReport,
     fallback_submission,
@@ -30,6 +29,7 @@ from environment.submission import (
     write_submission_atomic,
 )
 from environment.task import Task
+from spu_common.jsonfiles import atomic_write_text
 
 
 class RunDir:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from environment.jsonfiles import atomic_write_json
+from spu_common.jsonfiles import atomic_write_json
 
 ATIF_VERSION = "ATIF-v1.6"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tools_server.chem.molecules import (
+from tools_server.molecules import (
     MoleculeError,
     cache_key,
     check_elements,

@@ -56,6 +56,9 @@ def test_example_plugin_appears_and_runs(spu_env, plugin_dir, start_mcp_server):
     info = server.call_ok("system_info")
     assert "example" in info["domains"] and info["engines"]["scipy"]["importable"] is True
     assert vol["provenance"]["engines"]["scipy"] == info["engines"]["scipy"]["version"]
+    # ctx.set_engine("scipy.constants") without a version: the installed scipy's (it was null before)
+    assert vol["provenance"]["engine"] == "scipy.constants"
+    assert vol["provenance"]["engine_version"] == info["engines"]["scipy"]["version"] is not None
 
 
 def test_example_plugin_check_runs_in_spu_doctor(spu_env, plugin_dir):
@@ -65,6 +68,78 @@ def test_example_plugin_check_runs_in_spu_doctor(spu_env, plugin_dir):
     checks = {c["name"]: c for c in json.loads(out.stdout)["checks"]}
     assert checks["example-scipy"]["status"] == "ok"
     assert checks["example-scipy"]["detail"] == "R = 8.31446261815324 J/(mol K)"
+
+
+def test_plugin_source_on_pythonpath_loads_through_spu_tool_modules(spu_env, start_mcp_server):
+    """The second install route: the package's folder on PYTHONPATH, named in SPU_TOOL_MODULES, without
+    entry-point metadata. The package's DOMAIN comes along: its tools, engine, doctor check and codes."""
+    source = REPO / "examples" / "spu-example-plugin"
+    env = {
+        **spu_env,
+        "PYTHONPATH": os.pathsep.join([str(source), spu_env["PYTHONPATH"]]),
+        "SPU_TOOL_MODULES": "spu_example_plugin",
+    }
+    server = start_mcp_server(env)
+    assert {"example_buffer_ph", "example_molar_volume"} <= {t.name for t in server.list_tools()}
+    error = server.call_error("example_buffer_ph", {"pka": 4.76, "acid_molar": 1, "base_molar": 1e-6})
+    assert error["code"] == "buffer_out_of_range"
+    assert error["hint"] == "Use the full acid-base equilibrium instead of Henderson-Hasselbalch."
+    info = server.call_ok("system_info")
+    assert "example" in info["domains"] and info["engines"]["scipy"]["importable"] is True
+
+
+BARE_PLUGIN = """
+from pydantic import BaseModel, Field
+
+from tools_server.plugin import ToolContext, ToolError, tool
+
+
+class Value(BaseModel):
+    x: float = Field(description="a number")
+
+
+@tool(name="bare_refuse", resource="instant")
+def bare_refuse(args: Value) -> dict:
+    \"\"\"Refuses with the module's own error code.\"\"\"
+    raise ToolError("bare_refused", f"{args.x} is refused here.", "Ask for another number.")
+
+
+@tool(name="bare_norm", resource="cpu", engines=("numpy",))
+def bare_norm(args: Value, ctx: ToolContext) -> dict:
+    \"\"\"The absolute value, computed by numpy in a worker; refuses negative numbers in the job.\"\"\"
+    import numpy
+
+    if args.x < 0:
+        raise ToolError("bare_negative", "Negative numbers are refused.", "Give a positive number.")
+    ctx.set_engine("numpy")
+    return {"norm": float(numpy.abs(args.x))}
+"""
+
+
+def test_a_bare_plugin_module_keeps_its_own_codes_and_engine_version(spu_env, start_mcp_server, tmp_path):
+    """A module named in SPU_TOOL_MODULES that raises its own code got ``internal_error … a bug in the tool
+    server``; its code and hint now reach the client, from the server process and from a worker alike."""
+    import numpy
+
+    (tmp_path / "plugin").mkdir()
+    (tmp_path / "plugin" / "bare_plugin.py").write_text(BARE_PLUGIN)
+    env = {
+        **spu_env,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path / "plugin"), spu_env["PYTHONPATH"]]),
+        "SPU_TOOL_MODULES": "bare_plugin",
+    }
+    server = start_mcp_server(env)
+    assert server.call_error("bare_refuse", {"x": 3}) == {
+        "code": "bare_refused",
+        "message": "3.0 is refused here.",
+        "hint": "Ask for another number.",
+    }
+    in_job = server.call_error("bare_norm", {"x": -2})
+    assert (in_job["code"], in_job["hint"]) == ("bare_negative", "Give a positive number.")
+    out = server.call_ok("bare_norm", {"x": -0.0})
+    assert out["norm"] == 0.0
+    assert out["provenance"]["engine"] == "numpy"
+    assert out["provenance"]["engine_version"] == numpy.__version__
 
 
 def test_every_tool_is_annotated_and_named_by_the_rules(mcp_server):

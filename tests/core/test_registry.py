@@ -7,6 +7,7 @@ import time
 import pytest
 from pydantic import BaseModel
 
+from spu_common.error_codes import SHARED_ERROR_CODES
 from tools_server.core.context import ToolContext
 from tools_server.core.domain import Domain, Engine
 from tools_server.core.errors import ERROR_CODES, ToolError
@@ -51,6 +52,70 @@ def test_domain_error_codes_are_registered_and_typos_refused():
     with pytest.raises(ValueError, match="declare it"):
         ToolError("t_domain_refuse", "typo")
     assert set(ERROR_CODES) >= {"invalid_input", "timeout", "engine_crashed"}
+
+
+def test_a_shared_code_has_one_hint_whatever_domain_loads_first():
+    """Before, the first domain to load set the hint: a dock worker told a model that Vina types H C N O …
+    for an xTB molecule, a chem one that a basis set must define it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from importlib import import_module\n"
+        "for name in sys.argv[1:]: import_module(name)\n"
+        "from tools_server.core.errors import ERROR_CODES\n"
+        "print(ERROR_CODES['unsupported_element']); print(ERROR_CODES['weights_missing'])\n"
+    )
+    orders = [
+        ("tools_server.dock", "tools_server.chem", "tools_server.mlip"),
+        ("tools_server.mlip", "tools_server.qc", "tools_server.md"),
+        ("tools_server.md", "tools_server.protein"),
+    ]
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code, *order], capture_output=True, text=True, check=True
+        ).stdout
+        for order in orders
+    }
+    assert outs == {
+        SHARED_ERROR_CODES["unsupported_element"] + "\n" + SHARED_ERROR_CODES["weights_missing"] + "\n"
+    }
+
+
+def test_no_domain_declares_a_shared_code_again_and_a_second_hint_is_refused():
+    registry = load_registry()
+    assert not [
+        (d.name, c) for d in registry.domains.values() for c in d.error_codes if c in SHARED_ERROR_CODES
+    ]
+    with pytest.raises(ValueError, match=r"already declared by spu_common\.error_codes"):
+        Domain(name="t_hints", tool_modules=(), error_codes={"unsupported_element": "Another hint."})
+    assert ERROR_CODES["unsupported_element"] == SHARED_ERROR_CODES["unsupported_element"]
+    # the same declaration twice (a module imported in the server and again in a worker) is fine
+    for _ in range(2):
+        Domain(name="t_twice", tool_modules=(), error_codes={"t_twice_code": "Same hint."})
+
+
+def test_every_code_the_server_raises_is_declared():
+    """An undeclared code passes only with the raiser's own hint (a plugin's code), so the server's own raise
+    sites are read here: each literal code must be declared, shared or by its domain."""
+    import ast
+    from pathlib import Path
+
+    load_registry()
+    raised = set()
+    for path in (Path(__file__).resolve().parents[2] / "tools_server").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            callee = getattr(node.func, "id", getattr(node.func, "attr", None))
+            if (
+                callee in ("ToolError", "MoleculeError")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                raised.add((path.name, node.args[0].value))
+    assert len(raised) > 50
+    assert [(name, code) for name, code in sorted(raised) if code not in ERROR_CODES] == []
 
 
 def test_every_in_repo_domain_loads_through_entry_points():

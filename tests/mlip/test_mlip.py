@@ -32,7 +32,7 @@ def test_ani2x_energy_matches_torchani_with_the_same_weights(tiny_ani2x, ctx):
     model = random_ani2x()
     model.load_state_dict(torch.load(tiny_ani2x, weights_only=True))
     model = model.double()
-    from tools_server.chem.molecules import load_molecule
+    from tools_server.molecules import load_molecule
 
     mol = load_molecule("C")
     species = torch.tensor([mol.numbers])
@@ -71,7 +71,7 @@ def test_aimnet2_tiny_model_energy_charge_and_its_own_element_list(tiny_aimnet2,
     from aimnet.calculators import AIMNet2ASE, AIMNet2Calculator
     from ase import Atoms
 
-    from tools_server.chem.molecules import load_molecule
+    from tools_server.molecules import load_molecule
 
     out = _run(ctx, molecules=["C"], engine="aimnet2", model=tiny_aimnet2)
     item = out["items"][0]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from environment.audit_log import GENESIS, seal_path, verify
-from environment.jsonfiles import canonical_json
+from spu_common.jsonfiles import canonical_json
 from tools_server.web.audit import AuditLog
 
 REPO = Path(__file__).resolve().parents[2]

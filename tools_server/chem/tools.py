@@ -1,7 +1,7 @@
 """Cheminformatics tools (RDKit): parse, descriptors, similarity, substructure, conformers, depiction.
 
 Every tool takes a batch of molecule strings (SMILES, molblock, XYZ text, or a path to an SDF/MOL/XYZ
-file such as an earlier tool's artifact; see ``tools_server.chem.molecules``) and answers per item: one
+file such as an earlier tool's artifact; see ``tools_server.molecules``) and answers per item: one
 bad molecule gives an ``ok: false`` item with a stable error code and never fails the batch.
 """
 
@@ -23,13 +23,13 @@ _MOL_DESC = (
 
 
 def _keys(molecules: list[str]) -> list[str]:
-    from tools_server.chem.molecules import cache_key
+    from tools_server.molecules import cache_key
 
     return [cache_key(m) for m in molecules]
 
 
 def _error_item(index: int, exc: Exception) -> dict[str, Any]:
-    from tools_server.chem.molecules import MoleculeError
+    from tools_server.molecules import MoleculeError
 
     if isinstance(exc, MoleculeError):
         return {"index": index, "ok": False, "error": exc.to_dict()}
@@ -44,7 +44,7 @@ def _parse_all(
     molecules: list[str], ctx: ToolContext | None = None
 ) -> list[tuple[Any, list[str], dict | None]]:
     """(mol or None, warnings, error item or None) for each input."""
-    from tools_server.chem.molecules import parse_rdkit
+    from tools_server.molecules import parse_rdkit
 
     out: list[tuple[Any, list[str], dict | None]] = []
     n = len(molecules)
@@ -101,7 +101,7 @@ def parse_one(index: int, mol: Any, warnings: list[str]) -> dict[str, Any]:
     from rdkit import Chem
     from rdkit.Chem import Descriptors, rdMolDescriptors
 
-    from tools_server.chem.molecules import rdkit_messages
+    from tools_server.molecules import rdkit_messages
 
     warnings = list(warnings)
     with rdkit_messages() as inchi_messages:
@@ -396,8 +396,8 @@ def chem_substructure(args: SubstructureInput, ctx: ToolContext) -> dict:
     fails the call (invalid_input); an invalid molecule is an item with ok=false."""
     from rdkit import Chem
 
-    from tools_server.chem.molecules import rdkit_messages
     from tools_server.chem.tables import table_result
+    from tools_server.molecules import rdkit_messages
 
     names = args.names or args.smarts
     if len(names) != len(args.smarts):
@@ -503,7 +503,7 @@ def chem_conformers(args: ConformerInput, ctx: ToolContext) -> dict:
     conformers of one molecule only; they are not comparable between molecules."""
     from rdkit import Chem
 
-    from tools_server.chem.molecules import parse_rdkit
+    from tools_server.molecules import parse_rdkit
 
     _set_rdkit_engine(ctx)
     items = []

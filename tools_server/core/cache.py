@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from environment.jsonfiles import atomic_write_json, canonical_json
+from spu_common.jsonfiles import atomic_write_json, canonical_json
 from tools_server.core import settings
 from tools_server.core.deferred import DeferredWrites
 

@@ -69,7 +69,7 @@ def cache_clear(as_json: JsonOpt = False) -> None:
 
 
 def _write_json(path: Path, data: dict) -> None:
-    from environment.jsonfiles import atomic_write_text
+    from spu_common.jsonfiles import atomic_write_text
 
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")

@@ -56,6 +56,12 @@ class ToolContext:
     def set_engine(
         self, name: str, version: str | None = None, device: str | None = None, **extra: Any
     ) -> None:
+        """Name the engine that computed the result for its provenance. Without ``version``, the installed
+        version of the distribution ``name`` names (a distribution, import or submodule name) is used."""
+        if version is None:
+            from tools_server.core.domain import installed_version
+
+            version = installed_version(name)
         self.engine.update({"engine": name, "engine_version": version, **extra})
         if device is not None:
             self.engine["device"] = device

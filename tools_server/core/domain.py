@@ -43,6 +43,30 @@ def distribution_version(dist: str) -> str | None:
         return None
 
 
+@functools.cache
+def _import_names() -> Mapping[str, list[str]]:
+    """Import name -> the distributions providing it (a scan of every installed package: read once)."""
+    return metadata.packages_distributions()
+
+
+@functools.cache
+def installed_version(name: str) -> str | None:
+    """The installed version of what ``name`` names: a distribution (``fair-esm``), an import name
+    (``numpy``, ``Bio``) or a submodule (``scipy.constants``); None when nothing installed provides it."""
+    top = name.split(".")[0]
+    for candidate in (name, top):
+        found = distribution_version(candidate)
+        if found is not None:
+            return found
+    if not top.isidentifier():
+        return None
+    for dist in _import_names().get(top, ()):
+        found = distribution_version(dist)
+        if found is not None:
+            return found
+    return None
+
+
 @dataclass(frozen=True)
 class Engine:
     """A package a domain's tools compute with: its import name and the distribution(s) that can provide it.

@@ -252,6 +252,16 @@ class Registry:
         for spec in tools_in_module(importlib.import_module(module_name)):
             self.add(spec, domain)
 
+    def add_named_module(self, module_name: str) -> None:
+        """A module named in ``SPU_TOOL_MODULES``: one that defines a ``DOMAIN`` loads as that domain (its
+        tools, engines, doctor checks and error codes), any other as a bare module of tools."""
+        domain = getattr(importlib.import_module(module_name), "DOMAIN", None)
+        if isinstance(domain, Domain):
+            self.add_domain(domain)
+            if module_name in domain.tool_modules:
+                return
+        self.add_module(module_name, domain.name if isinstance(domain, Domain) else "plugins")
+
     def add_domain(self, domain: Domain) -> None:
         self.domains[domain.name] = domain
         for module_name in domain.tool_modules:
@@ -307,7 +317,7 @@ class Registry:
 
 def load_registry(*, entry_points: bool = True) -> Registry:
     """A registry holding every domain of the ``spu.tools`` entry points and the modules named in
-    ``SPU_TOOL_MODULES`` (comma-separated).
+    ``SPU_TOOL_MODULES`` (comma-separated; see :meth:`Registry.add_named_module`).
 
     A plugin that fails to import is logged and skipped so one broken package cannot take the server down.
     """
@@ -324,6 +334,6 @@ def load_registry(*, entry_points: bool = True) -> Registry:
                     raise TypeError(f"{ep.value} is neither a Domain nor a module")
             except Exception:
                 log.exception("could not load spu.tools entry point %s = %s", ep.name, ep.value)
-    for module in filter(None, os.environ.get("SPU_TOOL_MODULES", "").split(",")):
-        registry.add_module(module.strip())
+    for module in filter(None, (m.strip() for m in os.environ.get("SPU_TOOL_MODULES", "").split(","))):
+        registry.add_named_module(module)
     return registry

@@ -217,7 +217,7 @@ def prepare_ligand(text: str, seed: int) -> tuple[Any, str]:
     from meeko import MoleculePreparation, PDBQTWriterLegacy
     from rdkit import Chem
 
-    from tools_server.chem.molecules import MoleculeError, embed_3d, load_molecule, relax_force_field
+    from tools_server.molecules import MoleculeError, embed_3d, load_molecule, relax_force_field
 
     try:
         mol = load_molecule(text)

@@ -59,12 +59,12 @@ class DockInput(BaseModel):
 
 
 def _key(args: DockInput) -> dict[str, Any]:
-    from tools_server.md.tools import _file_fingerprint
+    from tools_server.molecules import file_fingerprint
 
     data = args.model_dump()
-    data["receptor_path"] = _file_fingerprint(args.receptor_path)
+    data["receptor_path"] = file_fingerprint(args.receptor_path)
     if args.box_ligand and Path(args.box_ligand).suffix:
-        data["box_ligand"] = _file_fingerprint(args.box_ligand)
+        data["box_ligand"] = file_fingerprint(args.box_ligand)
     return data
 
 

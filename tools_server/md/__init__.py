@@ -8,8 +8,4 @@ DOMAIN = Domain(
     tool_modules=("tools_server.md.tools",),
     engines=(Engine("openmm", "openmm"), Engine("pdbfixer", "pdbfixer"), Engine("mdtraj", "mdtraj")),
     doctor_checks=CHECKS,
-    error_codes={
-        "invalid_smiles": "Check the SMILES string (valences, ring closures, brackets) or pass a molblock.",
-        "unsupported_element": "Use a method that supports this element or another force field.",
-    },
 )

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, model_validator
 from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.core.registry import tool
+from tools_server.molecules import file_fingerprint
 
 MAX_ATOMS = 300_000
 
@@ -78,29 +79,16 @@ class MdRunInput(BaseModel):
         return self
 
 
-def _file_fingerprint(path: str | None) -> str | None:
-    """Size, modification time and path: the cache must not serve results for a file that has changed."""
-    import os
-
-    if path is None:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return f"missing:{path}"
-    return f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}"
-
-
 def _md_run_cache_key(args: MdRunInput) -> dict[str, Any]:
     data = args.model_dump()
-    data["pdb_path"] = _file_fingerprint(args.pdb_path)
+    data["pdb_path"] = file_fingerprint(args.pdb_path)
     return data
 
 
 def _md_analyze_cache_key(args: MdAnalyzeInput) -> dict[str, Any]:
     data = args.model_dump()
-    data["trajectory_path"] = _file_fingerprint(args.trajectory_path)
-    data["topology_path"] = _file_fingerprint(args.topology_path)
+    data["trajectory_path"] = file_fingerprint(args.trajectory_path)
+    data["topology_path"] = file_fingerprint(args.topology_path)
     return data
 
 

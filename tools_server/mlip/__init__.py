@@ -15,13 +15,7 @@ DOMAIN = Domain(
     ),
     doctor_checks=CHECKS,
     error_codes={
-        "unsupported_element": "Use a method that supports this element: AIMNet2 covers 14 elements, "
-        "GFN2-xTB (xtb_run) H-Rn.",
         "unsupported_charge": "This model is trained on neutral closed-shell molecules only; use AIMNet2 or "
         "xTB for ions and radicals.",
-        "weights_missing": "Place the model weights in SPU_WEIGHTS_DIR (see docs/weights.md) or allow the "
-        "download.",
-        "invalid_smiles": "Check the SMILES string (valences, ring closures, brackets) or pass a molblock.",
-        "charge_multiplicity_mismatch": "Check the total charge and the spin multiplicity (2S+1).",
     },
 )

@@ -23,7 +23,7 @@ from typing import Any
 
 from tools_server.core import settings
 from tools_server.core.errors import ToolError
-from tools_server.protein.weights import download_allowed, weights_missing
+from tools_server.core.settings import download_allowed, weights_missing
 
 ENGINES = ("ani2x", "aimnet2", "mace_off", "sevennet")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}$")
@@ -115,7 +115,7 @@ def check_engine(engine: str) -> None:
 
 def check_molecule(engine: str, numbers: list[int], charge: int, multiplicity: int) -> None:
     """Refuse elements and charges a model was never trained on, before anything is loaded."""
-    from tools_server.chem.molecules import _symbol
+    from tools_server.molecules import element_symbol as _symbol
 
     info = INFO[engine]
     if info.elements is not None:
@@ -142,7 +142,7 @@ def check_molecule(engine: str, numbers: list[int], charge: int, multiplicity: i
 
 def check_model_species(engine: str, calc: Any, numbers: list[int]) -> None:
     """The loaded model's own element list (AIMNet2 files declare theirs; a model may cover fewer)."""
-    from tools_server.chem.molecules import _symbol
+    from tools_server.molecules import element_symbol as _symbol
 
     species = getattr(calc, "implemented_species", None)
     if species is None:

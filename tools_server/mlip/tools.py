@@ -49,7 +49,7 @@ class MlipInput(BaseModel):
 
 
 def _mol_key(molecules: list[str]) -> list[str]:
-    from tools_server.chem.molecules import cache_key
+    from tools_server.molecules import cache_key
 
     return [cache_key(m) for m in molecules]
 
@@ -81,7 +81,7 @@ def _run_key(args: MlipInput) -> dict[str, Any]:
 
 
 def _load(text: str, charge: int | None) -> Any:
-    from tools_server.chem.molecules import MoleculeError, load_molecule
+    from tools_server.molecules import MoleculeError, load_molecule
 
     try:
         return load_molecule(text, charge=charge)
@@ -287,7 +287,7 @@ def _conformer_set(args: MlipConformersInput) -> tuple[Any, list[Any], str]:
         for m in mols:
             base.AddConformer(Chem.Conformer(m.GetConformer()), assignId=True)
         return base, list(base.GetConformers()), f"{len(mols)} records of {path.name}"
-    from tools_server.chem.molecules import MoleculeError, parse_rdkit
+    from tools_server.molecules import MoleculeError, parse_rdkit
 
     try:
         rdmol, _ = parse_rdkit(args.molecule)

@@ -32,10 +32,10 @@ class ProteinPkaInput(BaseModel):
 
 
 def _key(args: ProteinPkaInput) -> dict[str, Any]:
-    from tools_server.md.tools import _file_fingerprint
+    from tools_server.molecules import file_fingerprint
 
     data = args.model_dump()
-    data["pdb_path"] = _file_fingerprint(args.pdb_path)
+    data["pdb_path"] = file_fingerprint(args.pdb_path)
     return data
 
 

@@ -18,7 +18,5 @@ DOMAIN = Domain(
         "invalid_sequence": "Use the 20 standard one-letter amino-acid codes, without gaps or spaces.",
         "invalid_mutation": "Write mutations as <wild-type residue><1-based position><new residue>, e.g. "
         "A23V, and check the wild-type residue at that position.",
-        "weights_missing": "Place the model weights in SPU_WEIGHTS_DIR (see docs/weights.md) or allow the "
-        "download.",
     },
 )

@@ -21,16 +21,13 @@ from typing import Any
 
 from tools_server.core import settings
 from tools_server.core.errors import ToolError
+from tools_server.core.settings import download_allowed, weights_missing
 
 DEFAULT_ESM2 = "esm2_t33_650M_UR50D"
 ESM1V_MODELS = tuple(f"esm1v_t33_650M_UR90S_{i}" for i in range(1, 6))
 DEFAULT_ESMFOLD = "esmfold_v1"
 ESMFOLD_HUB_ID = "facebook/esmfold_v1"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}$")
-
-
-def download_allowed() -> bool:
-    return os.environ.get("SPU_WEIGHTS_DOWNLOAD", "").strip().lower() in ("1", "true", "yes")
 
 
 def esm_dir() -> Path:
@@ -57,16 +54,6 @@ def find_esm_checkpoint(name: str) -> Path | None:
 
 def available_esm1v() -> list[str]:
     return [n for n in ESM1V_MODELS if find_esm_checkpoint(n) is not None]
-
-
-def weights_missing(what: str, expected: Path) -> ToolError:
-    return ToolError(
-        "weights_missing",
-        f"The weights for {what} are not in {expected.parent} and downloading is off.",
-        hint=f"Place the file at {expected} (see docs/weights.md), or set SPU_WEIGHTS_DOWNLOAD=1 to fetch it "
-        "on first use.",
-        expected_path=str(expected),
-    )
 
 
 @lru_cache(maxsize=4)

@@ -19,8 +19,6 @@ DOMAIN = Domain(
     ),
     doctor_checks=CHECKS,
     error_codes={
-        "unsupported_element": "Use a method that supports this element (GFN2-xTB covers H-Rn) or a basis "
-        "set that defines it.",
         "too_large_for_cpu": "Use xTB instead of DFT, a smaller basis set, or run on a machine with a GPU.",
     },
 )

@@ -6,7 +6,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from tools_server.chem.molecules import MoleculeError
+from tools_server.molecules import MoleculeError
 from tools_server.qc.xtb import TaskOptions, XtbError, XtbSettings, _error, compute_molecule, prepare
 
 
@@ -73,9 +73,9 @@ def search(
     from rdkit import Chem
     from scipy.constants import N_A, calorie, physical_constants
 
-    from tools_server.chem.molecules import load_molecule, relax_force_field
     from tools_server.chem.tools import embed_conformers
     from tools_server.core.fanout import map_items
+    from tools_server.molecules import load_molecule, relax_force_field
 
     kcal_per_hartree = physical_constants["Hartree energy"][0] * N_A / (1000 * calorie)
     base = load_molecule(text, charge=charge, multiplicity=multiplicity)

@@ -15,9 +15,9 @@ import math
 import time
 from typing import Any
 
-from tools_server.chem.molecules import Molecule, load_molecule
 from tools_server.core.domain import Engine
 from tools_server.core.errors import ToolError
+from tools_server.molecules import Molecule, load_molecule
 
 #: Measured here: B3LYP/def2-SVP with density fitting on 2 cores, benzene (114 basis functions) 5 s, caffeine
 #: (246) 34 s: time ~ N^2.5. Without density fitting caffeine took 94 s (x2.8).
@@ -366,7 +366,7 @@ def _engine_version(device: str) -> str | None:
 def run(args: Any, ctx: Any) -> dict[str, Any]:
     import numpy as np
 
-    from tools_server.chem.molecules import check_elements
+    from tools_server.molecules import check_elements
     from tools_server.qc.device import choose_device
 
     mol = load_molecule(args.molecule, charge=args.charge, multiplicity=args.multiplicity)

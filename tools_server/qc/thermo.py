@@ -131,7 +131,7 @@ def rotational_symmetry_number(numbers: list[int], coords_angstrom: Any, toleran
         from pyscf.symm import geom
     except ImportError:
         return 1
-    from tools_server.chem.molecules import _symbol
+    from tools_server.molecules import element_symbol as _symbol
 
     atoms = [
         [_symbol(z), tuple(float(v) / _bohr_angstrom() for v in xyz)]

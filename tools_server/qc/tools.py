@@ -1,7 +1,7 @@
 """Quantum-chemistry tools: GFN-xTB (tblite or xtb-python) and DFT (PySCF on the CPU, gpu4pyscf on a GPU).
 
 Molecules are given as in the chemistry tools (SMILES, XYZ text, molblock, or an SDF/MOL/XYZ path such as
-an earlier tool's artifact); see ``tools_server.chem.molecules``. Engines are imported inside the tool
+an earlier tool's artifact); see ``tools_server.molecules``. Engines are imported inside the tool
 functions, which run in worker processes.
 """
 
@@ -23,7 +23,7 @@ _MOL_DESC = (
 
 
 def _mol_keys(molecules: list[str]) -> list[str]:
-    from tools_server.chem.molecules import cache_key
+    from tools_server.molecules import cache_key
 
     return [cache_key(m) for m in molecules]
 
@@ -253,7 +253,7 @@ def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> dict:
     [{rank, energy_hartree, relative_energy_kcal_mol, boltzmann_weight, converged, gap_ev, dipole_debye}]
     (first 50), sdf (artifact with all unique conformers, sorted; pass 'sdf#0' to dft_run to refine the
     lowest). This is a quick ETKDG-based search, not an exhaustive metadynamics (CREST) search."""
-    from tools_server.chem.molecules import MoleculeError
+    from tools_server.molecules import MoleculeError
     from tools_server.qc.conformers import search
     from tools_server.qc.xtb import XtbError, engine_version
 
@@ -377,7 +377,7 @@ def dft_run(args: DftInput, ctx: ToolContext) -> dict:
     cycles, retried}, geometry artifacts, warnings. A cost estimate from the number of basis functions is
     made first: a job that cannot finish on the CPU within the time limit is refused (too_large_for_cpu)
     with advice (xTB, a smaller basis, or a GPU)."""
-    from tools_server.chem.molecules import MoleculeError
+    from tools_server.molecules import MoleculeError
     from tools_server.qc import dft
 
     try:

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tools_server.chem.molecules import Molecule, MoleculeError, check_elements, load_molecule
+from tools_server.molecules import Molecule, MoleculeError, check_elements, load_molecule
 
 log = logging.getLogger(__name__)
 MAX_Z = 86  # GFN1/GFN2 are parametrised for H-Rn

@@ -27,7 +27,7 @@ from typing import Any
 from filelock import FileLock
 
 from environment.audit_log import GENESIS, read_records, record_hash, seal_path, utc_now
-from environment.jsonfiles import canonical_json
+from spu_common.jsonfiles import canonical_json
 
 _SEAL_BYTES = 192  # fixed size, so a seal update is one in-place write
 

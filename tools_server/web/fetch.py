@@ -27,7 +27,7 @@ from urllib.robotparser import RobotFileParser
 
 from pydantic import BaseModel, Field
 
-from environment.jsonfiles import atomic_write_json
+from spu_common.jsonfiles import atomic_write_json
 from tools_server.core.errors import ToolError
 from tools_server.web.net import CallNet
 

@@ -25,7 +25,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from environment.audit_log import read_records, utc_now
-from environment.jsonfiles import atomic_write_json
+from spu_common.jsonfiles import atomic_write_json
 from tools_server.core.errors import ToolError
 from tools_server.web import fetch, scholarly, search
 from tools_server.web.audit import AuditLog

@@ -5,7 +5,7 @@ Everything the server needs to know about the domain is declared here, in one ob
 ``system_info`` and provenance), a ``spu doctor`` check and its own error code.
 """
 
-from tools_server.core.domain import DoctorCheck, Domain, Engine
+from tools_server.plugin import DoctorCheck, Domain, Engine
 
 DOCTOR_CHECK = DoctorCheck(
     name="example-scipy",

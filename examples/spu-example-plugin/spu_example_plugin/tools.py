@@ -6,9 +6,7 @@ import math
 
 from pydantic import BaseModel, Field
 
-from tools_server.core.context import ToolContext
-from tools_server.core.errors import ToolError
-from tools_server.core.registry import tool
+from tools_server.plugin import ToolContext, ToolError, tool
 
 
 class BufferInput(BaseModel):

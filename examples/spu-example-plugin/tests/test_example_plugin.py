@@ -1,7 +1,7 @@
 import pytest
 from spu_example_plugin.tools import BufferInput, example_buffer_ph
 
-from tools_server.core.errors import ToolError
+from tools_server.plugin import ToolError
 
 
 def test_equimolar_buffer_has_ph_equal_to_pka():

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from environment.jsonfiles import atomic_write_json
+from spu_common.jsonfiles import atomic_write_json
 from tools_server.core import settings
 from tools_server.core.deferred import DeferredWrites
 from tools_server.core.jobs.model import Job

@@ -1,4 +1,6 @@
-"""Molecule input shared by every chemistry and quantum-chemistry tool.
+"""Molecule input shared by every chemistry and quantum-chemistry tool, and what the domains share about
+their inputs: element symbols (:func:`element_symbol`) and the fingerprint of an input file that enters a
+cache key (:func:`file_fingerprint`). Domains import these from here, never from each other.
 
 One string names one molecule. Accepted forms, detected in this order:
 
@@ -264,7 +266,10 @@ def _rdkit_from_xyz(text: str) -> Any:
     numbers, coords = parse_xyz(text)
     block = "\n".join(
         [str(len(numbers)), ""]
-        + [f"{_symbol(z)} {x:.8f} {y:.8f} {w:.8f}" for z, (x, y, w) in zip(numbers, coords, strict=True)]
+        + [
+            f"{element_symbol(z)} {x:.8f} {y:.8f} {w:.8f}"
+            for z, (x, y, w) in zip(numbers, coords, strict=True)
+        ]
     )
     mol = Chem.MolFromXYZBlock(block)
     if mol is None:
@@ -278,10 +283,25 @@ def _rdkit_from_xyz(text: str) -> Any:
     return Chem.RemoveHs(mol)
 
 
-def _symbol(z: int) -> str:
+def element_symbol(z: int) -> str:
+    """The element symbol of atomic number ``z`` (RDKit's periodic table)."""
     from rdkit.Chem import GetPeriodicTable
 
     return GetPeriodicTable().GetElementSymbol(int(z))
+
+
+def file_fingerprint(path: str | None) -> str | None:
+    """Size, modification time and path of an input file: the cache must not serve results for a file
+    that has changed. ``missing:<path>`` for a file that is not there; None for no path."""
+    import os
+
+    if path is None:
+        return None
+    try:
+        st = os.stat(path)
+    except OSError:
+        return f"missing:{path}"
+    return f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def parse_xyz(text: str) -> tuple[list[int], Any]:
@@ -432,7 +452,7 @@ def check_elements(numbers: list[int], *, max_z: int, method: str) -> None:
     """Raise ``unsupported_element`` for any atomic number above ``max_z``."""
     bad = sorted({int(z) for z in numbers if int(z) > max_z or int(z) < 1})
     if bad:
-        names = ", ".join(f"{_symbol(z)} (Z={z})" for z in bad)
+        names = ", ".join(f"{element_symbol(z)} (Z={z})" for z in bad)
         raise MoleculeError(
             "unsupported_element", f"{method} supports elements up to Z={max_z}; found {names}"
         )
