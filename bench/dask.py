@@ -138,7 +138,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     molecules = _batch_molecules()[: args.molecules]
-    with tempfile.TemporaryDirectory(prefix="spu-bench-dask-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="spu-bench-dask-", ignore_cleanup_errors=True) as tmp:
         os.environ["SPU_WORKDIR"] = str(Path(tmp) / "work")
         os.environ["SPU_CACHE_DIR"] = str(Path(tmp) / "cache")
         results = {**bench_dask(molecules, args.repeats, Path(tmp)), **bench_local(molecules, args.repeats)}
