@@ -7,9 +7,11 @@ Runs directory layout (see ``docs/environment.md``)::
 
 A run directory without ``rankings.json`` is a run without a file. An optional ``outcome.json`` in a run
 directory (``{"outcome": "refusal"}``) marks a refusal, which is excluded from the scored mean even when
-it left a file. Directories whose names start with ``.`` or ``_`` are skipped. Tasks are found under
-``--tasks`` (every directory holding ``contract.json``), answers under ``--answers`` (every
-``answers.json``, matched by its ``task_id``); both default to the demo tasks.
+it left a file. Runs are found by :func:`environment.runs.find_runs` (directories whose names start with
+``.`` or ``_`` are skipped). Tasks and answers (:func:`environment.runs.load_tasks_and_answers`): the demo
+tasks and answers, those a ``spu batch`` into RUNS_DIR ran (``RUNS_DIR/_tasks``, the answers its
+``_batch`` records name), then ``--tasks`` (every directory holding ``contract.json``) and ``--answers``
+(every ``answers.json``, matched by its ``task_id``).
 
 Per run: the strict score (the official one; a missing file, or a file the strict grader rejects, a
 schema departure anywhere included, scores -1), and the score after recovering the five schema
@@ -37,6 +39,7 @@ import numpy as np
 
 from environment.chance import chance_threshold
 from environment.grading import grade
+from environment.runs import find_runs, load_tasks_and_answers
 from environment.statistics import (
     adjusted_means,
     bootstrap_intervals,
@@ -47,7 +50,7 @@ from environment.statistics import (
     raw_means,
     wilson_interval,
 )
-from environment.task import Answers, Task, TaskError, check_answers, load_answers, load_task
+from environment.task import Answers, Task, TaskError, check_answers
 
 
 @dataclass
@@ -74,108 +77,61 @@ class RunRecord:
     file_errors: list[str] = field(default_factory=list)
 
 
-def _visible_dirs(path: Path) -> list[Path]:
-    return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
-
-
-def discover_tasks(tasks_dir: Path | None) -> dict[str, Task]:
-    """Every task under ``tasks_dir`` (default: the demo tasks), keyed by task id."""
-    if tasks_dir is None:
-        from environment.demo_tasks import DEMO_TASKS, demo_task_dir
-
-        paths = [demo_task_dir(s) for s in DEMO_TASKS]
-    else:
-        paths = sorted(p.parent for p in Path(tasks_dir).rglob("contract.json"))
-    tasks: dict[str, Task] = {}
-    for path in paths:
-        task = load_task(path)
-        if task.task_id in tasks:
-            raise TaskError(f"task id {task.task_id!r} is used by two task directories")
-        tasks[task.task_id] = task
-    return tasks
-
-
-def discover_answers(answers: Path | None) -> dict[str, Answers]:
-    """Every answers file at or under ``answers`` (default: the demo answers), keyed by task id."""
-    if answers is None:
-        from environment.demo_tasks import DEMO_TASKS, demo_answers_path
-
-        paths = [demo_answers_path(s) for s in DEMO_TASKS]
-    elif Path(answers).is_file():
-        paths = [Path(answers)]
-    else:
-        paths = sorted(Path(answers).rglob("answers.json"))
-    found: dict[str, Answers] = {}
-    for path in paths:
-        loaded = load_answers(path)
-        found[loaded.task_id] = loaded
-    return found
-
-
-def _run_dirs(task_dir: Path) -> list[tuple[str, Path]]:
-    if (task_dir / "rankings.json").exists():
-        return [("1", task_dir)]
-    subdirs = _visible_dirs(task_dir)
-    return [(d.name, d) for d in subdirs] if subdirs else [("1", task_dir)]
-
-
 def collect_runs(
     runs_dir: Path, tasks: dict[str, Task], answers: dict[str, Answers]
 ) -> tuple[list[RunRecord], list[str]]:
-    """Grade every run under ``runs_dir``; return the records and warnings about skipped directories."""
+    """Grade every run under ``runs_dir`` (found by :func:`environment.runs.find_runs`); return the
+    records and warnings about skipped directories."""
     records: list[RunRecord] = []
     warnings: list[str] = []
-    for config_dir in _visible_dirs(runs_dir):
-        for task_dir in _visible_dirs(config_dir):
-            task_id = task_dir.name
-            if task_id not in tasks or task_id not in answers:
-                warnings.append(f"{config_dir.name}/{task_id}: no task or answers with this id; skipped")
-                continue
-            task, ans = tasks[task_id], answers[task_id]
-            for run_name, run_dir in _run_dirs(task_dir):
-                outcome = None
-                outcome_path = run_dir / "outcome.json"
-                if outcome_path.is_file():
-                    try:
-                        outcome = str(json.loads(outcome_path.read_text(encoding="utf-8")).get("outcome"))
-                    except (ValueError, AttributeError):
-                        warnings.append(f"{outcome_path}: unreadable outcome.json; ignored")
-                path = run_dir / "rankings.json"
-                if not path.is_file():
-                    records.append(
-                        RunRecord(
-                            config_dir.name,
-                            task_id,
-                            run_name,
-                            False,
-                            outcome,
-                            -1.0,
-                            -1.0,
-                            False,
-                            file_errors=["no rankings.json"],
-                        )
-                    )
-                    continue
-                result = grade(path, task, ans)
-                scored = result.scored and outcome != "refusal"
-                records.append(
-                    RunRecord(
-                        config_dir.name,
-                        task_id,
-                        run_name,
-                        True,
-                        outcome,
-                        result.score,
-                        result.recovered_score,
-                        scored,
-                        rejected=result.rejected,
-                        recovered=bool(result.rejected and result.recovery_accepted),
-                        score=result.scored_value if scored else None,
-                        departures=result.departures,
-                        file_errors=result.file_errors,
-                    )
-                )
+    for run in find_runs(runs_dir):
+        config, task_id = run.configuration, run.task_folder
+        if config is None or task_id is None:
+            warnings.append(f"{run.label}: not in RUNS_DIR/<configuration>/<task_id>/; skipped")
+            continue
+        if task_id not in tasks or task_id not in answers:
+            warning = f"{config}/{task_id}: no task or answers with this id; skipped"
+            if warning not in warnings:
+                warnings.append(warning)
+            continue
+        records.append(
+            _grade_run(run.path, config, task_id, run.name, tasks[task_id], answers[task_id], warnings)
+        )
     return records, warnings
+
+
+def _grade_run(
+    run_dir: Path, config: str, task_id: str, run_name: str, task: Task, ans: Answers, warnings: list[str]
+) -> RunRecord:
+    outcome = None
+    outcome_path = run_dir / "outcome.json"
+    if outcome_path.is_file():
+        try:
+            outcome = str(json.loads(outcome_path.read_text(encoding="utf-8")).get("outcome"))
+        except (ValueError, AttributeError):
+            warnings.append(f"{outcome_path}: unreadable outcome.json; ignored")
+    path = run_dir / "rankings.json"
+    if not path.is_file():
+        return RunRecord(
+            config, task_id, run_name, False, outcome, -1.0, -1.0, False, file_errors=["no rankings.json"]
+        )
+    result = grade(path, task, ans)
+    scored = result.scored and outcome != "refusal"
+    return RunRecord(
+        config,
+        task_id,
+        run_name,
+        True,
+        outcome,
+        result.score,
+        result.recovered_score,
+        scored,
+        rejected=result.rejected,
+        recovered=bool(result.rejected and result.recovery_accepted),
+        score=result.scored_value if scored else None,
+        departures=result.departures,
+        file_errors=result.file_errors,
+    )
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -522,9 +478,11 @@ def build_report(
     if not runs.is_dir():
         raise TaskError(f"runs directory {runs} does not exist")
     out = Path(out_dir) if out_dir is not None else runs / "_report"
-    tasks = discover_tasks(Path(tasks_dir) if tasks_dir else None)
-    found_answers = discover_answers(Path(answers) if answers else None)
+    tasks, found_answers, notes = load_tasks_and_answers(
+        runs, Path(tasks_dir) if tasks_dir else None, Path(answers) if answers else None
+    )
     records, warnings = collect_runs(runs, tasks, found_answers)
+    warnings = notes + warnings
     if not records:
         raise TaskError(
             f"no runs found under {runs} (layout: RUNS_DIR/<configuration>/<task_id>/rankings.json)"

@@ -1,10 +1,10 @@
 """``spu analyze RUNS_DIR``: what runs did and when, from their trajectories and files (docs/analysis.md).
 
-A *run* is a directory holding ``trajectory.jsonl`` (the reference agent), ``trajectory.json`` (ATIF) or
-``agent/trajectory.json`` (a Harbor trial); directories below a run and those whose names start with ``.``
-or ``_`` are not searched. The run's configuration is the first path component below RUNS_DIR when the run
-lies two or more levels down (``RUNS_DIR/<configuration>/<task>/<run>``, the layout of ``spu report``);
-otherwise the agent and model named by the run's files. Its task is the ``task_id`` of its submission, of
+Runs are found by :func:`environment.runs.find_runs`; those with a trajectory (``trajectory.jsonl``, ATIF
+``trajectory.json`` or a Harbor trial's ``agent/trajectory.json``) are analysed. The run's configuration is
+the first path component below RUNS_DIR when the run lies two or more levels down
+(``RUNS_DIR/<configuration>/<task>/<run>``, the layout of ``spu report``); otherwise the agent and model
+named by the run's files. Its task is the ``task_id`` of its submission, of
 its trajectory or (Harbor) of ``result.json``'s ``task_name``.
 
 Outputs in ``--out``: ``activities.csv``, ``drafts.csv``, ``runs.csv``, ``agreement.csv``,
@@ -33,10 +33,10 @@ from environment.consensus import consensus
 from environment.grading import grade
 from environment.jsonfiles import atomic_write_text
 from environment.rank_agreement import spearman_of_order, spearman_of_values
+from environment.runs import RunFolder, find_runs
 from environment.submission import validate_submission
 from environment.task import Answers, Task
 
-TRAJECTORY_FILES = ("trajectory.jsonl", "trajectory.json", "agent/trajectory.jsonl", "agent/trajectory.json")
 SUBMISSION_FILES = ("rankings.json", "agent/rankings.json")
 OUTPUT_FILES = (
     "activities.csv",
@@ -87,28 +87,6 @@ class RunAnalysis:
         return sum(1 for a, b in itertools.pairwise(later) if a.orders != b.orders)
 
 
-def find_runs(runs_dir: Path) -> list[tuple[Path, Path]]:
-    """``(run_dir, trajectory_file)`` for every run under ``runs_dir`` (module docstring)."""
-    found: list[tuple[Path, Path]] = []
-
-    def visit(folder: Path) -> None:
-        for name in TRAJECTORY_FILES:
-            candidate = folder / name
-            if candidate.is_file():
-                found.append((folder, candidate))
-                return
-        try:
-            children = sorted(p for p in folder.iterdir() if p.is_dir())
-        except OSError:
-            return
-        for child in children:
-            if not child.name.startswith((".", "_")):
-                visit(child)
-
-    visit(runs_dir)
-    return found
-
-
 def _read_json_quiet(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -139,10 +117,10 @@ def _harbor_reward(run_dir: Path) -> float | None:
     return float(reward) if isinstance(reward, int | float) and not isinstance(reward, bool) else None
 
 
-def _configuration(run_dir: Path, runs_dir: Path, traj: Trajectory) -> str:
-    parts = run_dir.relative_to(runs_dir).parts
-    if len(parts) >= 2:
-        return parts[0]
+def _configuration(run: RunFolder, traj: Trajectory) -> str:
+    if run.configuration is not None:
+        return run.configuration
+    run_dir = run.path
     result = _harbor_result(run_dir)
     info = result.get("agent_info") if isinstance(result.get("agent_info"), dict) else {}
     agent = info.get("name") or traj.agent or "agent"
@@ -174,8 +152,9 @@ def task_score(orders: dict[str, list[str]], task: Task, answers: Answers) -> fl
 
 
 def analyze_run(
-    run_dir: Path, traj_path: Path, runs_dir: Path, tasks: dict[str, Task], answers: dict[str, Answers]
+    run: RunFolder, traj_path: Path, tasks: dict[str, Task], answers: dict[str, Answers]
 ) -> RunAnalysis:
+    run_dir = run.path
     traj = read_trajectory(traj_path)
     submission = _submission_file(run_dir)
     task_id = _task_id(run_dir, submission, traj)
@@ -218,9 +197,9 @@ def analyze_run(
         category, domain = classify(call)
         labels.append((call, category, domain, gpu_use(call)))
     return RunAnalysis(
-        run=run_dir.relative_to(runs_dir).as_posix() if run_dir != runs_dir else run_dir.name,
+        run=run.label,
         path=run_dir,
-        configuration=_configuration(run_dir, runs_dir, traj),
+        configuration=_configuration(run, traj),
         task=task,
         trajectory=traj,
         labels=labels,
@@ -707,7 +686,7 @@ def analyze(
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise AnalysisError("runs_dir_missing", f"{runs_dir} is not a directory", "Give the folder of runs.")
-    found = find_runs(runs_dir)
+    found = [(run, path) for run in find_runs(runs_dir) if (path := run.trajectory()) is not None]
     if not found:
         raise AnalysisError(
             "no_runs",
@@ -716,9 +695,9 @@ def analyze(
         )
     runs: list[RunAnalysis] = []
     skipped: list[str] = []
-    for run_dir, traj_path in found:
+    for run, traj_path in found:
         try:
-            runs.append(analyze_run(run_dir, traj_path, runs_dir, tasks, answers))
+            runs.append(analyze_run(run, traj_path, tasks, answers))
         except AnalysisError as exc:
             if not skip_invalid:
                 raise

@@ -8,16 +8,15 @@ the page always says something. Long texts are cut here (``MAX_TEXT`` characters
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 from pathlib import Path
 from typing import Any
 
+from environment import runs
+from environment.runs import RunFolder, within
 from environment.view.categories import category_of
 
-#: files whose presence makes a directory a run directory
-RUN_MARKERS = ("trajectory.jsonl", "rankings.json", "run.json", "trajectory.json", "drafts")
 #: longest tool output, argument or message text kept per step (characters)
 MAX_TEXT = 4000
 #: longest report.md kept
@@ -41,13 +40,33 @@ def cut(text: Any, limit: int = MAX_TEXT) -> str:
     return f"{head}\n… [{len(text) - len(head) - len(tail):,} characters cut of {len(text):,}] …\n{tail}"
 
 
-def is_run_dir(path: Path) -> bool:
-    return path.is_dir() and any((path / name).exists() for name in RUN_MARKERS)
+def readable(path: Path, root: Path, problems: list[dict[str, str]], where: str) -> bool:
+    """``path`` is a file inside ``root`` once links are resolved; a link out of it is a problem, not read."""
+    if not (path.is_file() or path.is_symlink()):
+        return False
+    if not within(root, path):
+        problems.append(
+            problem(
+                "error",
+                where,
+                "is a link that leads out of the folder shown; not read",
+                "spu view shows only files inside the folder it is given",
+            )
+        )
+        return False
+    return path.is_file()
 
 
-def read_json_file(path: Path, problems: list[dict[str, str]], where: str) -> Any:
-    """A JSON file's content, or None with a problem noted (absent files are not a problem here)."""
-    if not path.is_file():
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"holds {name}, which JSON does not allow")
+
+
+def read_json_file(path: Path, problems: list[dict[str, str]], where: str, root: Path | None = None) -> Any:
+    """A JSON file's content, or None with a problem noted (absent files are not a problem here).
+
+    ``root``: the folder the file must lie in after links (default: its own folder). NaN and Infinity,
+    which Python's parser accepts but JSON does not, and nesting too deep to read are problems."""
+    if not readable(path, root or path.parent, problems, where):
         return None
     try:
         text = path.read_text(encoding="utf-8")
@@ -58,48 +77,41 @@ def read_json_file(path: Path, problems: list[dict[str, str]], where: str) -> An
         problems.append(problem("error", where, "is empty", "the run was probably killed while writing it"))
         return None
     try:
-        return json.loads(text)
+        return json.loads(text, parse_constant=_no_constant)
     except ValueError as exc:
         problems.append(
             problem("error", where, f"is not valid JSON ({exc})", "the file was cut short or edited by hand")
         )
-        return None
+    except RecursionError:
+        problems.append(problem("error", where, "is nested too deeply to be read", "is it the run's file?"))
+    return None
 
 
-def read_jsonl(path: Path, problems: list[dict[str, str]], where: str) -> list[dict[str, Any]]:
-    """Records of a JSON-lines file; a torn last line and malformed lines are noted and skipped."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        problems.append(problem("error", where, f"cannot be read: {exc}"))
-        return []
-    lines = raw.decode("utf-8", errors="replace").split("\n")
-    torn = bool(raw) and not raw.endswith(b"\n")
-    records: list[dict[str, Any]] = []
-    bad: list[int] = []
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            if torn and lineno == len(lines):
-                problems.append(
-                    problem(
-                        "warning",
-                        f"{where} line {lineno}",
-                        "the last line is incomplete (a torn write): the run was cut off while writing it",
-                        "the records before it are shown",
-                    )
+def read_trajectory(path: Path, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The records of a run's trajectory (:func:`environment.runs.read_trajectory`), its problems noted:
+    malformed lines are listed together and skipped; a torn last line is a warning."""
+    read = runs.read_trajectory(path)
+    where = path.name
+    bad = [
+        p.line for p in read.problems if p.code == "trajectory_malformed" and p.line and p.level == "error"
+    ]
+    for found in read.problems:
+        if found.code == "trajectory_truncated" and read.format == "jsonl":
+            problems.append(
+                problem(
+                    "warning",
+                    f"{where} line {found.line}",
+                    "the last line is incomplete (a torn write): the run was cut off while writing it",
+                    "the records before it are shown",
                 )
-            else:
-                bad.append(lineno)
-            continue
-        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
-            bad.append(lineno)
-            continue
-        records.append(record)
-    if bad:
+            )
+        elif found.code == "trajectory_empty":
+            problems.append(problem("error", where, "is empty", "the run stopped before its first record"))
+        elif found.level == "warning":
+            problems.append(problem("warning", where, found.message, found.hint))
+        elif not (found.code == "trajectory_malformed" and found.line and read.format == "jsonl"):
+            problems.append(problem("error", where, found.message, found.hint))
+    if bad and read.format == "jsonl":
         shown = ", ".join(map(str, bad[:10])) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
         problems.append(
             problem(
@@ -109,7 +121,7 @@ def read_jsonl(path: Path, problems: list[dict[str, str]], where: str) -> list[d
                 "the file was edited or written by another program",
             )
         )
-    return records
+    return read.records
 
 
 def _num(value: Any) -> float | None:
@@ -241,118 +253,7 @@ def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> l
                     "x": cut(rec.get("reason") or "", 600),
                 }
             )
-    if records and not any(r["type"] == "run_start" for r in records):
-        problems.append(
-            problem("warning", "trajectory.jsonl", "has no run_start record", "its first lines are missing")
-        )
     return rows
-
-
-def _seconds_since(start: dt.datetime | None, stamp: Any) -> float | None:
-    if start is None or not isinstance(stamp, str):
-        return None
-    try:
-        return round((dt.datetime.fromisoformat(stamp) - start).total_seconds(), 3)
-    except ValueError:
-        return None
-
-
-def atif_records(atif: Any, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
-    """Trajectory records rebuilt from an ATIF ``trajectory.json`` (Harbor's format, any agent).
-
-    Used when a run has no ``trajectory.jsonl``: model turns from agent steps (with their metrics), tool
-    results from each step's observation, messages from system and user steps.
-    """
-    steps = atif.get("steps") if isinstance(atif, dict) else None
-    if not isinstance(steps, list):
-        problems.append(problem("error", "trajectory.json", "holds no ATIF `steps` list"))
-        return []
-    agent = atif.get("agent") if isinstance(atif.get("agent"), dict) else {}
-    start = None
-    for step in steps:
-        if isinstance(step, dict) and isinstance(step.get("timestamp"), str):
-            try:
-                start = dt.datetime.fromisoformat(step["timestamp"])
-            except ValueError:
-                continue
-            break
-    records: list[dict[str, Any]] = [
-        {
-            "type": "run_start",
-            "run_id": atif.get("session_id"),
-            "model": agent.get("model_name"),
-            "task_id": (agent.get("extra") or {}).get("task_id")
-            if isinstance(agent.get("extra"), dict)
-            else None,
-            "time": steps[0].get("timestamp") if steps and isinstance(steps[0], dict) else None,
-        }
-    ]
-    n_turns = 0
-    for step in steps:
-        if not isinstance(step, dict):
-            continue
-        t = _seconds_since(start, step.get("timestamp"))
-        if step.get("source") != "agent":
-            extra = step.get("extra") if isinstance(step.get("extra"), dict) else {}
-            records.append(
-                {
-                    "type": "message",
-                    "elapsed_s": t,
-                    "kind": extra.get("kind") or step.get("source"),
-                    "message": {"role": step.get("source"), "content": step.get("message")},
-                }
-            )
-            continue
-        n_turns += 1
-        metrics = step.get("metrics") if isinstance(step.get("metrics"), dict) else {}
-        extra = metrics.get("extra") if isinstance(metrics.get("extra"), dict) else {}
-        calls = [c for c in step.get("tool_calls") or [] if isinstance(c, dict)]
-        records.append(
-            {
-                "type": "model_turn",
-                "elapsed_s": t,
-                "step": n_turns,
-                "message": {
-                    "content": step.get("message"),
-                    "reasoning": step.get("reasoning_content"),
-                    "tool_calls": [
-                        {"id": c.get("tool_call_id"), "name": c.get("function_name")} for c in calls
-                    ],
-                },
-                "usage": {
-                    "input_tokens": metrics.get("prompt_tokens"),
-                    "output_tokens": metrics.get("completion_tokens"),
-                },
-                "cost_usd": metrics.get("cost_usd"),
-                "latency_s": extra.get("latency_s"),
-            }
-        )
-        by_id = {c.get("tool_call_id"): c for c in calls}
-        observation = step.get("observation") if isinstance(step.get("observation"), dict) else {}
-        for result in observation.get("results") or []:
-            if not isinstance(result, dict):
-                continue
-            call = by_id.get(result.get("source_call_id"), {})
-            rextra = result.get("extra") if isinstance(result.get("extra"), dict) else {}
-            records.append(
-                {
-                    "type": "tool_result",
-                    "elapsed_s": t,
-                    "step": n_turns,
-                    "name": call.get("function_name") or "?",
-                    "arguments": call.get("arguments"),
-                    "content": result.get("content"),
-                    "is_error": bool(rextra.get("is_error")),
-                    "wall_s": rextra.get("wall_s"),
-                }
-            )
-    final = atif.get("final_metrics") if isinstance(atif.get("final_metrics"), dict) else {}
-    fextra = final.get("extra") if isinstance(final.get("extra"), dict) else {}
-    if fextra.get("exit_status"):
-        records.append(
-            {"type": "run_end", **fextra, "steps": n_turns, "cost_usd": final.get("total_cost_usd")}
-        )
-    return records
 
 
 def ending(records: list[dict[str, Any]], run_json: Any) -> dict[str, Any]:
@@ -379,11 +280,14 @@ def ending(records: list[dict[str, Any]], run_json: Any) -> dict[str, Any]:
     }
 
 
-def read_run(path: Path) -> dict[str, Any]:
-    """Everything the run page shows, from one run directory (no grading here: see ``score_drafts``)."""
+def read_run(run: RunFolder | Path) -> dict[str, Any]:
+    """Everything the run page shows, from one run folder (no grading here: see ``Grader``).
+
+    No file is read through a link that leads out of the run folder."""
+    path = run.path if isinstance(run, RunFolder) else Path(run)
+    folder = run if isinstance(run, RunFolder) else RunFolder(path, ())
     problems: list[dict[str, str]] = []
-    present = [name for name in RUN_MARKERS if (path / name).exists()]
-    if not present:
+    if not runs.is_run_dir(path):
         problems.append(
             problem(
                 "error",
@@ -394,33 +298,26 @@ def read_run(path: Path) -> dict[str, Any]:
             )
         )
     records: list[dict[str, Any]] = []
-    traj = path / "trajectory.jsonl"
-    if traj.is_file():
-        records = read_jsonl(traj, problems, "trajectory.jsonl")
-        if not records and not any(p["where"].startswith("trajectory.jsonl") for p in problems):
-            problems.append(
-                problem("error", "trajectory.jsonl", "is empty", "the run stopped before its first record")
-            )
-    elif (path / "trajectory.json").is_file():
-        atif = read_json_file(path / "trajectory.json", problems, "trajectory.json")
-        if atif is not None:
-            records = atif_records(atif, problems)
+    traj = folder.trajectory()
+    if traj is not None and readable(traj, path, problems, traj.relative_to(path).as_posix()):
+        records = read_trajectory(traj, problems)
+        if traj.suffix == ".json":
             problems.append(
                 problem(
                     "warning",
                     "trajectory.jsonl",
-                    "is missing: the timeline comes from the ATIF trajectory.json",
+                    f"is missing: the timeline comes from the ATIF {traj.relative_to(path).as_posix()}",
                 )
             )
-    elif present:
+    elif traj is None and runs.is_run_dir(path):
         problems.append(problem("warning", "trajectory.jsonl", "is missing: no timeline to show"))
-    run_json = read_json_file(path / "run.json", problems, "run.json")
+    run_json = read_json_file(path / "run.json", problems, "run.json", path)
     start = next((r for r in records if r.get("type") == "run_start"), {})
     rows = timeline(records, problems)
     drafts = read_drafts(path, problems)
-    rankings = read_json_file(path / "rankings.json", problems, "rankings.json")
+    rankings = read_json_file(path / "rankings.json", problems, "rankings.json", path)
     report = ""
-    if (path / "report.md").is_file():
+    if readable(path / "report.md", path, problems, "report.md"):
         try:
             report = (path / "report.md").read_text(encoding="utf-8", errors="replace")[:MAX_REPORT]
         except OSError as exc:
@@ -431,6 +328,7 @@ def read_run(path: Path) -> dict[str, Any]:
         or (run_json.get("task_id") if isinstance(run_json, dict) else None)
         or (rankings.get("task_id") if isinstance(rankings, dict) else None)
     )
+    members = path / "members"
     return {
         "task_id": task_id,
         "task_dir": start.get("task_dir"),
@@ -444,8 +342,8 @@ def read_run(path: Path) -> dict[str, Any]:
         "report_md": report,
         "sources": read_sources(path, records, problems),
         "problems": problems,
-        "members": sorted(p.name for p in (path / "members").glob("member-*") if p.is_dir())
-        if (path / "members").is_dir()
+        "members": sorted(p.name for p in members.glob("member-*") if p.is_dir() and within(path, p))
+        if members.is_dir() and within(path, members)
         else [],
     }
 
@@ -462,9 +360,13 @@ def _orders(data: Any) -> dict[str, list[str]]:
 
 def read_drafts(path: Path, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
     drafts = []
+    if not within(path, path / "drafts"):
+        return drafts
     for file in sorted((path / "drafts").glob("draft-*.json")):
         where = f"drafts/{file.name}"
-        data = read_json_file(file, problems, where)
+        if not readable(file, path, problems, where):
+            continue  # a link out of the run
+        data = read_json_file(file, problems, where, path)
         orders = _orders(data)
         if data is not None and not orders:
             problems.append(problem("error", where, "holds no `rankings` with group orders"))
@@ -475,7 +377,7 @@ def read_drafts(path: Path, problems: list[dict[str, str]]) -> list[dict[str, An
 def _audit_refusals(path: Path, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
     """Refused and failed web calls from the tool server's audit log (``spu-work/audit/audit.jsonl``)."""
     log = path / "spu-work" / "audit" / "audit.jsonl"
-    if not log.is_file():
+    if not readable(log, path, problems, "spu-work/audit/audit.jsonl"):
         return []
     refused = []
     for rec in read_jsonl_plain(log):
@@ -525,7 +427,7 @@ def read_jsonl_plain(path: Path) -> list[dict[str, Any]]:
 
 def read_sources(path: Path, records: list[dict[str, Any]], problems: list[dict[str, str]]) -> dict[str, Any]:
     """Searches and sources with their outcome: fetched, withheld by the detector, refused, failed."""
-    data = read_json_file(path / "sources.json", problems, "sources.json")
+    data = read_json_file(path / "sources.json", problems, "sources.json", path)
     data = data if isinstance(data, dict) else {}
     items: list[dict[str, Any]] = []
     kinds = {

@@ -318,7 +318,7 @@ def test_a_recovered_submission_shows_the_strict_score_and_the_recovered_one(dem
 
 def test_answers_beside_the_tasks_spu_batch_ran_are_found(tmp_path):
     """A batch over tasks outside the demo set is graded without --answers, as spu report grades it."""
-    from environment.view.collect import _answers_beside_batch_tasks
+    from environment.runs import batch_answers as _answers_beside_batch_tasks
 
     task_dir = tmp_path / "suite" / "t1" / "task"
     task_dir.mkdir(parents=True)
