@@ -390,6 +390,21 @@ def collect(
     }
 
 
+def problem_data(root: Path, message: str, hint: str = "") -> dict[str, Any]:
+    """The data of a page that shows only one problem (nothing else could be drawn)."""
+    return {
+        "title": root.name,
+        "path": str(root.absolute()),
+        "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "single_run": False,
+        "problems": [problem("error", root.name, message, hint)],
+        "runs": [],
+        "overview": None,
+        "outputs": [],
+        "categories": {k: {"label": v[0], "color": v[1]} for k, v in CATEGORIES.items()},
+    }
+
+
 def encode_data(data: Any) -> str:
     """The data as gzip-compressed JSON in base64, for a ``<script>`` element the page inflates.
 

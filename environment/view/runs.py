@@ -166,13 +166,18 @@ def _error_code(content: Any) -> str:
 def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> list[dict[str, Any]]:
     """One row per model turn, tool result, message and event, in the order they happened.
 
-    Row keys are short (the page holds thousands): ``k`` kind (turn, call, msg, event, end), ``s`` step,
-    ``t`` seconds since the start, ``n`` name, ``c`` category, ``d`` duration in seconds, ``tok`` tokens,
-    ``usd`` cost, ``e`` error code or flag, ``x`` short text, ``a`` arguments, ``o`` output, ``p``
-    provenance.
+    Row keys are short (the page holds thousands): ``k`` kind (turn, retry, call, msg, event, end), ``s``
+    step, ``t`` seconds since the start, ``n`` name, ``c`` category, ``d`` duration in seconds, ``tok``
+    tokens, ``usd`` cost, ``e`` error code or flag (``retry``; ``malformed`` for a call whose arguments were
+    not a JSON object, ``refused`` for a call to a tool the agent does not have), ``x`` short text, ``a``
+    arguments, ``o`` output, ``p`` provenance, ``r`` the raw payload (a retried attempt's error and body, a
+    malformed or refused call as the model sent it).
     """
     rows: list[dict[str, Any]] = []
     step = 0
+    start = next((r for r in records if r["type"] == "run_start"), {})
+    offered = {t.get("name") for t in start.get("tools") or [] if isinstance(t, dict)}
+    calls_by_id: dict[str, dict[str, Any]] = {}
     for rec in records:
         kind = rec["type"]
         t = _num(rec.get("elapsed_s"))
@@ -181,6 +186,8 @@ def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> l
             msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
             calls = msg.get("tool_calls") if isinstance(msg.get("tool_calls"), list) else []
             names = [c.get("name") or "?" for c in calls if isinstance(c, dict)]
+            calls_by_id.update({str(c.get("id")): c for c in calls if isinstance(c, dict)})
+            rows.extend(_retry_rows(rec, step, t))
             rows.append(
                 {
                     "k": "turn",
@@ -202,6 +209,8 @@ def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> l
             is_error = bool(rec.get("is_error"))
             data = rec.get("data")
             withheld = isinstance(data, dict) and data.get("withheld") is True
+            call = calls_by_id.get(str(rec.get("tool_call_id")), {})
+            flag = _call_flag(call, name, offered) if is_error else ""
             rows.append(
                 {
                     "k": "call",
@@ -210,11 +219,13 @@ def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> l
                     "n": name,
                     "c": category_of(name),
                     "d": _num(rec.get("wall_s")),
-                    "e": (_error_code(content) or "error") if is_error else ("withheld" if withheld else ""),
+                    "e": flag
+                    or ((_error_code(content) or "error") if is_error else ("withheld" if withheld else "")),
                     "x": " ".join(str(content or "")[:240].split())[:160],
                     "a": cut(rec.get("arguments")),
                     "o": cut(content),
                     "p": _provenance(data, content),
+                    "r": cut(_raw_call(call)) if flag else "",
                 }
             )
         elif kind == "message":
@@ -254,6 +265,73 @@ def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> l
                 }
             )
     return rows
+
+
+def _retry_rows(turn: dict[str, Any], step: int, t: float | None) -> list[dict[str, Any]]:
+    """A row per failed attempt before a model reply (``retries``); for trajectories that record only the
+    number of ``attempts``, one row saying how many failed."""
+    retries = [r for r in turn.get("retries") or [] if isinstance(r, dict)]
+    rows = []
+    for retry in retries:
+        status = retry.get("status")
+        rows.append(
+            {
+                "k": "retry",
+                "s": step,
+                "t": t,
+                "n": f"retry after attempt {retry.get('attempt', '?')}"
+                + (f" (HTTP {status})" if status else ""),
+                "c": "event",
+                "d": _num(retry.get("wait_s")),
+                "e": "retry",
+                "x": cut(retry.get("error") or "", 160),
+                "r": cut(_raw_retry(retry)),
+            }
+        )
+    attempts = _num(turn.get("attempts"))
+    if not retries and attempts and attempts > 1:
+        failed = int(attempts) - 1
+        rows.append(
+            {
+                "k": "retry",
+                "s": step,
+                "t": t,
+                "n": f"{failed} failed attempt{'s' if failed > 1 else ''} retried",
+                "c": "event",
+                "e": "retry",
+                "x": f"the model call took {int(attempts)} attempts (their errors are not recorded)",
+                "r": f"attempts: {int(attempts)}",
+            }
+        )
+    return rows
+
+
+def _call_flag(call: dict[str, Any], name: str, offered: set[Any]) -> str:
+    """``malformed`` (arguments that were not a JSON object), ``refused`` (a tool the agent does not have)."""
+    if call.get("error"):
+        return "malformed"
+    if offered and name not in offered:
+        return "refused"
+    return ""
+
+
+def _raw_call(call: dict[str, Any]) -> str:
+    """A tool call as the model sent it: its id, name, raw arguments text and the agent's objection."""
+    raw = call.get("arguments_raw")
+    if raw is None and call.get("arguments") is not None:
+        raw = json.dumps(call["arguments"], ensure_ascii=False)
+    lines = [f"{key}: {call[key]}" for key in ("id", "name") if call.get(key) is not None]
+    lines.append(f"arguments (as sent): {raw if raw is not None else '(none)'}")
+    if call.get("error"):
+        lines.append(f"not run: {call['error']}")
+    return "\n".join(lines)
+
+
+def _raw_retry(retry: dict[str, Any]) -> str:
+    """A failed attempt: status, error, the wait before the next one, and the response body."""
+    lines = [f"attempt {retry.get('attempt', '?')}: HTTP {retry.get('status') or '(no response)'}"]
+    lines += [f"error: {retry.get('error') or ''}", f"waited: {retry.get('wait_s')} s", "body:"]
+    return "\n".join(lines) + "\n" + str(retry.get("body") or "")
 
 
 def ending(records: list[dict[str, Any]], run_json: Any) -> dict[str, Any]:
