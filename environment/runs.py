@@ -58,14 +58,9 @@ def within(root: Path, path: Path) -> bool:
         return False
 
 
-def _exists(folder: Path, name: str, root: Path | None) -> bool:
-    candidate = folder / name
-    return candidate.exists() and (root is None or within(root, candidate))
-
-
-def is_run_dir(path: Path, *, root: Path | None = None) -> bool:
-    """``path`` holds one of :data:`RUN_FILES` (inside ``root`` after links, when given)."""
-    return path.is_dir() and any(_exists(path, name, root) for name in RUN_FILES)
+def is_run_dir(path: Path) -> bool:
+    """``path`` holds one of :data:`RUN_FILES` (by name: a link counts, whether or not it is followed)."""
+    return path.is_dir() and any(os.path.lexists(path / name) for name in RUN_FILES)
 
 
 @dataclass(frozen=True)
@@ -115,7 +110,7 @@ def find_runs(root: str | Path, *, confine: bool = False) -> list[RunFolder]:
     out of ``root``."""
     root = Path(root)
     limit = root if confine else None
-    if is_run_dir(root, root=limit):
+    if is_run_dir(root):
         return [RunFolder(root, ())]
     found: list[RunFolder] = []
 
@@ -124,7 +119,7 @@ def find_runs(root: str | Path, *, confine: bool = False) -> list[RunFolder]:
             return
         for child in _visible_subdirs(folder, limit):
             here = (*parts, child.name)
-            if is_run_dir(child, root=limit):
+            if is_run_dir(child):
                 found.append(RunFolder(child, here))
             elif len(here) >= 2 and not _visible_subdirs(child, limit):
                 found.append(RunFolder(child, here))  # a run that left nothing
