@@ -32,7 +32,10 @@ def cut(text: Any, limit: int = MAX_TEXT) -> str:
     if text is None:
         return ""
     if not isinstance(text, str):
-        text = json.dumps(text, ensure_ascii=False, indent=1, default=str)
+        try:
+            text = json.dumps(text, ensure_ascii=False, indent=1, default=str)
+        except RecursionError:
+            return "(a JSON value nested too deeply to show)"
     if len(text) <= limit:
         return text
     head = text[: limit * 3 // 4]
@@ -147,7 +150,7 @@ def _provenance(data: Any, content: Any) -> str:
     if found is None and isinstance(content, str) and '"provenance"' in content[:200_000]:
         try:
             parsed = json.loads(content)
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         if isinstance(parsed, dict):
             found = parsed.get("provenance")
@@ -496,7 +499,7 @@ def read_jsonl_plain(path: Path) -> list[dict[str, Any]]:
     for line in text.splitlines():
         try:
             rec = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(rec, dict):
             out.append(rec)
