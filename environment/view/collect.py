@@ -1,11 +1,13 @@
 """What ``spu view PATH`` shows, gathered from PATH into one JSON-ready dict.
 
-PATH is one run directory, a directory of runs (any depth: ``RUNS_DIR/<configuration>/<task_id>[/<run>]``),
-a ``spu report`` output or a ``spu analyze`` output. Report and analyze outputs are also picked up inside
-a runs directory (sub-directories whose names start with ``_``, such as ``_report``) and beside it.
-Runs are graded when the task and its answers can be found (the run's own task directory, ``--tasks``,
-``RUNS_DIR/_tasks``, the demo tasks; answers from ``--answers`` or the demo answers); without answers the
-pages show everything but scores.
+PATH is one run directory, a directory of runs (found by :func:`environment.runs.find_runs`, no link
+followed out of PATH), a ``spu report`` output or a ``spu analyze`` output. Report and analyze outputs
+are also picked up inside a runs directory (sub-directories whose names start with ``_``, such as
+``_report``) and beside it. Runs are graded when the task and its answers can be found
+(:func:`environment.runs.load_tasks_and_answers`: the demo tasks and answers, what a ``spu batch`` into
+the runs directory ran, ``--tasks`` and ``--answers``; else the run's own task directory); without
+answers the pages show everything but scores. No file is read through a link that leads out of the
+folder it belongs to.
 """
 
 from __future__ import annotations
