@@ -333,78 +333,88 @@ def atif_records(data: Any, problems: list[Problem]) -> list[dict[str, Any]]:
         if step.get("is_copied_context") is True:
             continue  # context repeated after a compaction
         turns += 1
-        calls = step.get("tool_calls") or []
-        if not isinstance(calls, list):
-            problems.append(Problem("trajectory_malformed", f"{where}.tool_calls is not a list"))
-            calls = []
-        for j, call in enumerate(calls):
-            if not isinstance(call, dict):
-                problems.append(Problem("trajectory_malformed", f"{where}.tool_calls[{j}] is not an object"))
-        calls = [c for c in calls if isinstance(c, dict)]
-        metrics = _dict(step.get("metrics"))
-        mextra = _dict(metrics.get("extra"))
-        records.append(
-            {
-                "type": "model_turn",
-                "elapsed_s": t,
-                "time": step.get("timestamp"),
-                "step": turns,
-                "model": step.get("model_name"),
-                "message": {
-                    "role": "assistant",
-                    "content": step.get("message"),
-                    "reasoning": step.get("reasoning_content"),
-                    "tool_calls": [
-                        {
-                            "id": c.get("tool_call_id"),
-                            "name": c.get("function_name"),
-                            "arguments": c.get("arguments"),
-                            **_dict(c.get("extra")),
-                        }
-                        for c in calls
-                    ],
-                },
-                "usage": {
-                    "input_tokens": metrics.get("prompt_tokens"),
-                    "output_tokens": metrics.get("completion_tokens"),
-                },
-                "cost_usd": metrics.get("cost_usd"),
-                "latency_s": mextra.get("latency_s"),
-                "attempts": mextra.get("attempts"),
-            }
-        )
-        results_by_id: dict[str, dict[str, Any]] = {}
-        results = _dict(step.get("observation")).get("results") or []
-        for k, result in enumerate(results if isinstance(results, list) else []):
-            if isinstance(result, dict):
-                results_by_id.setdefault(str(result.get("source_call_id")), result)
-            else:
-                problems.append(
-                    Problem("trajectory_malformed", f"{where}.observation.results[{k}] is not an object")
-                )
-        for call in calls:  # one result per call, in call order (a call without a result has empty content)
-            result = results_by_id.get(str(call.get("tool_call_id")), {})
-            rextra = _dict(result.get("extra"))
-            content = text_of(result.get("content"))
-            wall = _number(rextra.get("wall_s"))
-            records.append(
-                {
-                    "type": "tool_result",
-                    "elapsed_s": None if t is None else round(t + (wall or 0.0), 3),
-                    "step": turns,
-                    "tool_call_id": call.get("tool_call_id"),
-                    "name": call.get("function_name") or "",
-                    "arguments": call.get("arguments"),
-                    "content": content,
-                    "is_error": any(rextra.get(key) is True for key in ("is_error", "tool_result_is_error"))
-                    or _looks_like_error(content),
-                    "wall_s": wall,
-                }
-            )
+        records.extend(_agent_step_records(step, where, t, turns, problems))
     final = _dict(data.get("final_metrics"))
     fextra = _dict(final.get("extra"))
     if fextra.get("exit_status"):
         records.append({"type": "run_end", **fextra, "steps": turns, "cost_usd": final.get("total_cost_usd")})
+    return records
+
+
+def _agent_step_records(
+    step: dict[str, Any], where: str, t: float | None, turn: int, problems: list[Problem]
+) -> list[dict[str, Any]]:
+    """The ``model_turn`` of one ATIF agent step and a ``tool_result`` per tool call, in call order (a call
+    without an observation result gets empty content)."""
+    records: list[dict[str, Any]] = []
+    calls = step.get("tool_calls") or []
+    if not isinstance(calls, list):
+        problems.append(Problem("trajectory_malformed", f"{where}.tool_calls is not a list"))
+        calls = []
+    for j, call in enumerate(calls):
+        if not isinstance(call, dict):
+            problems.append(Problem("trajectory_malformed", f"{where}.tool_calls[{j}] is not an object"))
+    calls = [c for c in calls if isinstance(c, dict)]
+    metrics = _dict(step.get("metrics"))
+    mextra = _dict(metrics.get("extra"))
+    records.append(
+        {
+            "type": "model_turn",
+            "elapsed_s": t,
+            "time": step.get("timestamp"),
+            "step": turn,
+            "model": step.get("model_name"),
+            "message": {
+                "role": "assistant",
+                "content": step.get("message"),
+                "reasoning": step.get("reasoning_content"),
+                "tool_calls": [
+                    {
+                        "id": c.get("tool_call_id"),
+                        "name": c.get("function_name"),
+                        "arguments": c.get("arguments"),
+                        **_dict(c.get("extra")),
+                    }
+                    for c in calls
+                ],
+            },
+            "usage": {
+                "input_tokens": metrics.get("prompt_tokens"),
+                "output_tokens": metrics.get("completion_tokens"),
+            },
+            "cost_usd": metrics.get("cost_usd"),
+            "latency_s": mextra.get("latency_s"),
+            "attempts": mextra.get("attempts"),
+        }
+    )
+    results_by_id: dict[str, dict[str, Any]] = {}
+    results = _dict(step.get("observation")).get("results") or []
+    for k, result in enumerate(results if isinstance(results, list) else []):
+        if isinstance(result, dict):
+            results_by_id.setdefault(str(result.get("source_call_id")), result)
+        else:
+            problems.append(
+                Problem("trajectory_malformed", f"{where}.observation.results[{k}] is not an object")
+            )
+    for call in calls:  # one result per call, in call order (a call without a result has empty content)
+        result = results_by_id.get(str(call.get("tool_call_id")), {})
+        rextra = _dict(result.get("extra"))
+        content = text_of(result.get("content"))
+        wall = _number(rextra.get("wall_s"))
+        records.append(
+            {
+                "type": "tool_result",
+                "elapsed_s": None if t is None else round(t + (wall or 0.0), 3),
+                "step": turn,
+                "tool_call_id": call.get("tool_call_id"),
+                "name": call.get("function_name") or "",
+                "arguments": call.get("arguments"),
+                "content": content,
+                "is_error": any(rextra.get(key) is True for key in ("is_error", "tool_result_is_error"))
+                or _looks_like_error(content),
+                "wall_s": wall,
+            }
+        )
     return records
 
 

@@ -207,30 +207,8 @@ def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> l
                 }
             )
         elif kind == "tool_result":
-            name = str(rec.get("name") or "?")
-            content = rec.get("content")
-            is_error = bool(rec.get("is_error"))
-            data = rec.get("data")
-            withheld = isinstance(data, dict) and data.get("withheld") is True
             call = calls_by_id.get(str(rec.get("tool_call_id")), {})
-            flag = _call_flag(call, name, offered) if is_error else ""
-            rows.append(
-                {
-                    "k": "call",
-                    "s": int(_num(rec.get("step")) or step),
-                    "t": t,
-                    "n": name,
-                    "c": category_of(name),
-                    "d": _num(rec.get("wall_s")),
-                    "e": flag
-                    or ((_error_code(content) or "error") if is_error else ("withheld" if withheld else "")),
-                    "x": " ".join(str(content or "")[:240].split())[:160],
-                    "a": cut(rec.get("arguments")),
-                    "o": cut(content),
-                    "p": _provenance(data, content),
-                    "r": cut(_raw_call(call)) if flag else "",
-                }
-            )
+            rows.append(_call_row(rec, int(_num(rec.get("step")) or step), t, call, offered))
         elif kind == "message":
             msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
             rows.append(
@@ -268,6 +246,32 @@ def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> l
                 }
             )
     return rows
+
+
+def _call_row(
+    rec: dict[str, Any], step: int, t: float | None, call: dict[str, Any], offered: set[Any]
+) -> dict[str, Any]:
+    """The timeline row of a ``tool_result`` (``call``: the model's call it answers, for the raw payload)."""
+    name = str(rec.get("name") or "?")
+    content = rec.get("content")
+    is_error = bool(rec.get("is_error"))
+    data = rec.get("data")
+    withheld = isinstance(data, dict) and data.get("withheld") is True
+    flag = _call_flag(call, name, offered) if is_error else ""
+    return {
+        "k": "call",
+        "s": step,
+        "t": t,
+        "n": name,
+        "c": category_of(name),
+        "d": _num(rec.get("wall_s")),
+        "e": flag or ((_error_code(content) or "error") if is_error else ("withheld" if withheld else "")),
+        "x": " ".join(str(content or "")[:240].split())[:160],
+        "a": cut(rec.get("arguments")),
+        "o": cut(content),
+        "p": _provenance(data, content),
+        "r": cut(_raw_call(call)) if flag else "",
+    }
 
 
 def _retry_rows(turn: dict[str, Any], step: int, t: float | None) -> list[dict[str, Any]]:
