@@ -150,18 +150,10 @@ def _share(successes: int, trials: int) -> dict[str, Any]:
     }
 
 
-def summarize(
-    records: list[RunRecord],
-    tasks: dict[str, Task],
-    answers: dict[str, Answers],
-    *,
-    n_boot: int = 10_000,
-    seed: int = 0,
-    draws: int = 4000,
-) -> dict[str, Any]:
-    """All statistics of the report as one JSON-ready dict (sets ``above_chance`` on the records)."""
-    configs = sorted({r.configuration for r in records})
-    task_ids = sorted({r.task_id for r in records})
+def _chance_by_task(
+    task_ids: list[str], tasks: dict[str, Task], answers: dict[str, Answers], *, draws: int, seed: int
+) -> dict[str, dict[str, Any]]:
+    """Chance threshold, attainable maximum, presented-order score and size of each task."""
     chance = {}
     for task_id in task_ids:
         check_answers(tasks[task_id], answers[task_id])
@@ -170,12 +162,14 @@ def summarize(
             k: result[k] for k in ("chance_threshold", "attainable_max", "presented_order_score")
         }
         chance[task_id]["n_experiments"] = tasks[task_id].n_experiments
-    for record in records:
-        if record.scored and record.score is not None:
-            record.above_chance = bool(record.score > chance[record.task_id]["chance_threshold"])
-    cell_runs: dict[tuple[str, str], list[RunRecord]] = {}
-    for record in records:
-        cell_runs.setdefault((record.task_id, record.configuration), []).append(record)
+    return chance
+
+
+def _cell_means(
+    cell_runs: dict[tuple[str, str], list[RunRecord]], task_ids: list[str], configs: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per task (rows) and configuration (columns): the mean scored value (NaN when none is scored), the
+    mean strict score and the mean recovered score (-1 where there is no run)."""
     scores = np.full((len(task_ids), len(configs)), np.nan)
     strict = np.full((len(task_ids), len(configs)), -1.0)
     recovered = np.full((len(task_ids), len(configs)), -1.0)
@@ -188,6 +182,29 @@ def summarize(
             if runs:
                 strict[ti, ci] = float(np.mean([r.strict_score for r in runs]))
                 recovered[ti, ci] = float(np.mean([r.recovered_score for r in runs]))
+    return scores, strict, recovered
+
+
+def summarize(
+    records: list[RunRecord],
+    tasks: dict[str, Task],
+    answers: dict[str, Answers],
+    *,
+    n_boot: int = 10_000,
+    seed: int = 0,
+    draws: int = 4000,
+) -> dict[str, Any]:
+    """All statistics of the report as one JSON-ready dict (sets ``above_chance`` on the records)."""
+    configs = sorted({r.configuration for r in records})
+    task_ids = sorted({r.task_id for r in records})
+    chance = _chance_by_task(task_ids, tasks, answers, draws=draws, seed=seed)
+    for record in records:
+        if record.scored and record.score is not None:
+            record.above_chance = bool(record.score > chance[record.task_id]["chance_threshold"])
+    cell_runs: dict[tuple[str, str], list[RunRecord]] = {}
+    for record in records:
+        cell_runs.setdefault((record.task_id, record.configuration), []).append(record)
+    scores, strict, recovered = _cell_means(cell_runs, task_ids, configs)
     raw = raw_means(scores) if configs else np.array([])
     connected = design_connected(scores) if configs else True
     adjusted = adjusted_means(scores) if configs and connected else np.full(len(configs), np.nan)
@@ -277,6 +294,79 @@ def _share_text(share: dict[str, Any] | None) -> str:
     return f"{share['count']}/{share['of']} ({share['share']:.0%}) [{low:.0%}, {high:.0%}]"
 
 
+#: the end of report.md: the figures and what the columns mean
+PLOTS_AND_DEFINITIONS = [
+    "",
+    "## Plots",
+    "",
+    "![Scores against chance thresholds](scores_vs_chance.png)",
+    "",
+    "![Configuration means](configuration_means.png)",
+    "",
+    "## Definitions",
+    "",
+    (
+        "- *Scored*: a run whose rankings.json the strict grader accepts, or whose group orders were "
+        "recovered from one of the five documented schema departures, and that is not a refusal. A "
+        "configuration's task score is the mean of its scored runs on that task."
+    ),
+    (
+        "- *Mean at -1 (strict)*: the official score over all tasks; a missing file, or one the strict "
+        "grader rejects (any schema departure), scores -1. *After recovery*: the same with recovered "
+        "files scored. *Rejected*: files the strict grader rejected; *recovered*: those of them recovery "
+        "made acceptable."
+    ),
+    "- *Task-adjusted mean*: alpha_c + mean(mu_t) from the additive model y_tc = mu_t + alpha_c.",
+    (
+        "- *Above chance*: decided per scored run against its task's chance threshold (a threshold for "
+        "one run; a mean over repeats would beat it far less often than 5% under random ranking)."
+    ),
+]
+
+
+def _paired_lines(summary: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    if summary["paired"]:
+        lines += [
+            "",
+            "## Paired comparisons",
+            "",
+            (
+                "Mean difference (A - B) on the tasks scored for both; two-sided Wilcoxon signed-rank test, "
+                "Holm correction over all pairs."
+            ),
+            "",
+            "| A | B | shared tasks | mean difference | p | Holm p |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in summary["paired"]:
+            lines.append(
+                f"| {row['a']} | {row['b']} | {row['shared_tasks']} | {_fmt(row['mean_difference'])} | "
+                f"{_fmt(row['p'], 4)} | {_fmt(row['p_holm'], 4)} |"
+            )
+    return lines
+
+
+def _task_lines(summary: dict[str, Any]) -> list[str]:
+    configs = [row["configuration"] for row in summary["configurations"]]
+    lines = [
+        "",
+        "## Tasks",
+        "",
+        "| task | experiments | chance threshold | attainable max | presented order | "
+        + " | ".join(configs)
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(configs),
+    ]
+    for task in summary["tasks"]:
+        cells = " | ".join(_fmt(task["scores"][c]) for c in configs)
+        lines.append(
+            f"| {task['task_id']} | {task['n_experiments']} | {_fmt(task['chance_threshold'])} | "
+            f"{_fmt(task['attainable_max'])} | {_fmt(task['presented_order_score'])} | {cells} |"
+        )
+    return lines
+
+
 def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]) -> str:
     lines = [
         "# SPU run report",
@@ -334,67 +424,7 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
             "",
             "The scored tasks do not link every configuration, so task-adjusted means are not defined.",
         ]
-    if summary["paired"]:
-        lines += [
-            "",
-            "## Paired comparisons",
-            "",
-            (
-                "Mean difference (A - B) on the tasks scored for both; two-sided Wilcoxon signed-rank test, "
-                "Holm correction over all pairs."
-            ),
-            "",
-            "| A | B | shared tasks | mean difference | p | Holm p |",
-            "|---|---|---|---|---|---|",
-        ]
-        for row in summary["paired"]:
-            lines.append(
-                f"| {row['a']} | {row['b']} | {row['shared_tasks']} | {_fmt(row['mean_difference'])} | "
-                f"{_fmt(row['p'], 4)} | {_fmt(row['p_holm'], 4)} |"
-            )
-    configs = [row["configuration"] for row in summary["configurations"]]
-    lines += [
-        "",
-        "## Tasks",
-        "",
-        "| task | experiments | chance threshold | attainable max | presented order | "
-        + " | ".join(configs)
-        + " |",
-        "|---|---|---|---|---|" + "---|" * len(configs),
-    ]
-    for task in summary["tasks"]:
-        cells = " | ".join(_fmt(task["scores"][c]) for c in configs)
-        lines.append(
-            f"| {task['task_id']} | {task['n_experiments']} | {_fmt(task['chance_threshold'])} | "
-            f"{_fmt(task['attainable_max'])} | {_fmt(task['presented_order_score'])} | {cells} |"
-        )
-    lines += [
-        "",
-        "## Plots",
-        "",
-        "![Scores against chance thresholds](scores_vs_chance.png)",
-        "",
-        "![Configuration means](configuration_means.png)",
-        "",
-        "## Definitions",
-        "",
-        (
-            "- *Scored*: a run whose rankings.json the strict grader accepts, or whose group orders were "
-            "recovered from one of the five documented schema departures, and that is not a refusal. A "
-            "configuration's task score is the mean of its scored runs on that task."
-        ),
-        (
-            "- *Mean at -1 (strict)*: the official score over all tasks; a missing file, or one the strict "
-            "grader rejects (any schema departure), scores -1. *After recovery*: the same with recovered "
-            "files scored. *Rejected*: files the strict grader rejected; *recovered*: those of them recovery "
-            "made acceptable."
-        ),
-        "- *Task-adjusted mean*: alpha_c + mean(mu_t) from the additive model y_tc = mu_t + alpha_c.",
-        (
-            "- *Above chance*: decided per scored run against its task's chance threshold (a threshold for "
-            "one run; a mean over repeats would beat it far less often than 5% under random ranking)."
-        ),
-    ]
+    lines += _paired_lines(summary) + _task_lines(summary) + PLOTS_AND_DEFINITIONS
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
     return "\n".join(lines) + "\n"

@@ -571,6 +571,64 @@ def method_family_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _configuration_lines(rows: list[dict[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    by_config: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_config[row["config"]].append(row)
+    for config in sorted(by_config):
+        group = by_config[config]
+        first = [r["first_draft_t_norm"] for r in group if r["first_draft_t_norm"] is not None]
+        median_first = _median(first)
+        lines.append(
+            f"| {config} | {len(group)} | {_cell(_mean([r['final_score'] for r in group]))} | "
+            f"{_cell(median_first * 100 if median_first is not None else None, 0)} | {len(first)} | "
+            f"{_cell(_mean([float(r['n_revisions']) for r in group]), 1)} | "
+            f"{sum(1 for r in group if r['monotone_field'])} | {sum(r['tool_errors'] for r in group)} | "
+            f"{sum(1 for r in group if r['gpu_calls'])} |"
+        )
+    return lines
+
+
+def _agreement_lines(agreement: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "## Agreement", ""]
+    all_rows = [a for a in agreement if a["scope"] == "all"]
+    if all_rows:
+        within = [a["mean_spearman"] for a in agreement if a["scope"] == "within"]
+        between = [a["mean_spearman"] for a in agreement if a["scope"] == "between"]
+        lines.append(
+            f"Mean pairwise Spearman of submitted orders over {len(all_rows)} groups: "
+            f"{_cell(_mean([a['mean_spearman'] for a in all_rows]))} (within a configuration "
+            f"{_cell(_mean(within))}, between configurations {_cell(_mean(between))}); "
+            "table: `agreement.csv`."
+        )
+        scores = _mean([r["final_score"] for r in rows])
+        if scores is not None:
+            lines.append(
+                f"For comparison, the mean score (agreement with the measured order) is {scores:.3f}."
+            )
+    else:
+        lines.append("Fewer than two runs with a valid ranking on any task.")
+    return lines
+
+
+def _consensus_lines(consensus_table: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "## Consensus", ""]
+    if consensus_table:
+        lines += [
+            "| task | members | n | consensus | mean member | best member | gain |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {c['task']} | {c['members']} | {c['n_members']} | {c['consensus_score']:.3f} | "
+            f"{c['mean_member_score']:.3f} | {c['best_member_score']:.3f} | {c['consensus_gain']:+.3f} |"
+            for c in consensus_table
+        ]
+    else:
+        lines.append("No task has two scored runs (or no answers were given).")
+    return lines
+
+
 def summary_markdown(
     runs: list[RunAnalysis],
     rows: list[dict[str, Any]],
@@ -597,20 +655,7 @@ def summary_markdown(
         ),
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    by_config: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        by_config[row["config"]].append(row)
-    for config in sorted(by_config):
-        group = by_config[config]
-        first = [r["first_draft_t_norm"] for r in group if r["first_draft_t_norm"] is not None]
-        median_first = _median(first)
-        lines.append(
-            f"| {config} | {len(group)} | {_cell(_mean([r['final_score'] for r in group]))} | "
-            f"{_cell(median_first * 100 if median_first is not None else None, 0)} | {len(first)} | "
-            f"{_cell(_mean([float(r['n_revisions']) for r in group]), 1)} | "
-            f"{sum(1 for r in group if r['monotone_field'])} | {sum(r['tool_errors'] for r in group)} | "
-            f"{sum(1 for r in group if r['gpu_calls'])} |"
-        )
+    lines += _configuration_lines(rows)
     counts: dict[str, int] = defaultdict(int)
     for r in runs:
         for _, category, *_ in r.labels:
@@ -638,37 +683,7 @@ def summary_markdown(
         ]
     else:
         lines.append("No final ranking follows a numeric setup field.")
-    lines += ["", "## Agreement", ""]
-    all_rows = [a for a in agreement if a["scope"] == "all"]
-    if all_rows:
-        within = [a["mean_spearman"] for a in agreement if a["scope"] == "within"]
-        between = [a["mean_spearman"] for a in agreement if a["scope"] == "between"]
-        lines.append(
-            f"Mean pairwise Spearman of submitted orders over {len(all_rows)} groups: "
-            f"{_cell(_mean([a['mean_spearman'] for a in all_rows]))} (within a configuration "
-            f"{_cell(_mean(within))}, between configurations {_cell(_mean(between))}); "
-            "table: `agreement.csv`."
-        )
-        scores = _mean([r["final_score"] for r in rows])
-        if scores is not None:
-            lines.append(
-                f"For comparison, the mean score (agreement with the measured order) is {scores:.3f}."
-            )
-    else:
-        lines.append("Fewer than two runs with a valid ranking on any task.")
-    lines += ["", "## Consensus", ""]
-    if consensus_table:
-        lines += [
-            "| task | members | n | consensus | mean member | best member | gain |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {c['task']} | {c['members']} | {c['n_members']} | {c['consensus_score']:.3f} | "
-            f"{c['mean_member_score']:.3f} | {c['best_member_score']:.3f} | {c['consensus_gain']:+.3f} |"
-            for c in consensus_table
-        ]
-    else:
-        lines.append("No task has two scored runs (or no answers were given).")
+    lines += _agreement_lines(agreement, rows) + _consensus_lines(consensus_table)
     if skipped:
         lines += ["", "## Skipped runs", ""] + [f"- {s}" for s in skipped]
     return "\n".join(lines) + "\n"
