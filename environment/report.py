@@ -39,7 +39,7 @@ import numpy as np
 
 from environment.chance import chance_threshold
 from environment.grading import grade
-from environment.runs import find_runs, load_tasks_and_answers
+from environment.runs import find_runs, load_tasks_and_answers, read_json
 from environment.statistics import (
     adjusted_means,
     bootstrap_intervals,
@@ -106,9 +106,10 @@ def _grade_run(
     outcome = None
     outcome_path = run_dir / "outcome.json"
     if outcome_path.is_file():
-        try:
-            outcome = str(json.loads(outcome_path.read_text(encoding="utf-8")).get("outcome"))
-        except (ValueError, AttributeError):
+        data, _ = read_json(outcome_path)
+        if isinstance(data, dict):
+            outcome = str(data.get("outcome"))
+        else:
             warnings.append(f"{outcome_path}: unreadable outcome.json; ignored")
     path = run_dir / "rankings.json"
     if not path.is_file():

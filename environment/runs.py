@@ -130,14 +130,46 @@ def find_runs(root: str | Path, *, confine: bool = False) -> list[RunFolder]:
     return found
 
 
+# -- JSON files of a run (run.json, rankings.json, drafts, sources.json, outcome.json) -------------------
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"holds {name}, which JSON does not allow")
+
+
+def read_json(path: Path) -> tuple[Any, Problem | None]:
+    """A run's JSON file (``run.json``, ``rankings.json`` ...): its value, or None and what is wrong.
+
+    Strict JSON: ``NaN`` and ``Infinity`` (which Python's parser accepts) and nesting too deep to read are
+    problems, as are an empty file, invalid UTF-8 and invalid JSON (code ``file_unreadable``,
+    ``file_empty`` or ``file_malformed``)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, Problem("file_unreadable", f"cannot be read: {exc}")
+    if not text.strip():
+        return None, Problem("file_empty", "is empty", hint="the run was probably killed while writing it")
+    try:
+        return json.loads(text, parse_constant=_no_constant), None
+    except ValueError as exc:
+        return None, Problem(
+            "file_malformed", f"is not valid JSON ({exc})", hint="the file was cut short or edited by hand"
+        )
+    except RecursionError:
+        return None, Problem(
+            "file_malformed", "is nested too deeply to be read", hint="is it the run's file?"
+        )
+
+
 # -- trajectories ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Problem:
-    """What is wrong in a trajectory file. ``code``: ``trajectory_unreadable``, ``trajectory_malformed``,
-    ``trajectory_truncated`` or ``trajectory_empty``; ``line``: 1-based (JSONL, or the JSON parser's line);
-    ``level``: ``error``, or ``warning`` when the rest of the file is still a whole run."""
+    """What is wrong in a run's file. ``code``: ``trajectory_unreadable``, ``trajectory_malformed``,
+    ``trajectory_truncated``, ``trajectory_empty`` (a trajectory), ``file_unreadable``, ``file_empty``,
+    ``file_malformed`` (another JSON file, :func:`read_json`); ``line``: 1-based (JSONL, or the JSON
+    parser's line); ``level``: ``error``, or ``warning`` when the rest of the file is still a whole run."""
 
     code: str
     message: str

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -33,7 +32,7 @@ from environment.consensus import consensus
 from environment.grading import grade
 from environment.jsonfiles import atomic_write_text
 from environment.rank_agreement import spearman_of_order, spearman_of_values
-from environment.runs import RunFolder, find_runs
+from environment.runs import RunFolder, find_runs, read_json
 from environment.submission import validate_submission
 from environment.task import Answers, Task
 
@@ -88,10 +87,7 @@ class RunAnalysis:
 
 
 def _read_json_quiet(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
+    return read_json(path)[0]
 
 
 def _submission_file(run_dir: Path) -> Path | None:

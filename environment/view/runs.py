@@ -60,10 +60,6 @@ def readable(path: Path, root: Path, problems: list[dict[str, str]], where: str)
     return path.is_file()
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"holds {name}, which JSON does not allow")
-
-
 def read_json_file(path: Path, problems: list[dict[str, str]], where: str, root: Path | None = None) -> Any:
     """A JSON file's content, or None with a problem noted (absent files are not a problem here).
 
@@ -71,23 +67,10 @@ def read_json_file(path: Path, problems: list[dict[str, str]], where: str, root:
     which Python's parser accepts but JSON does not, and nesting too deep to read are problems."""
     if not readable(path, root or path.parent, problems, where):
         return None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.append(problem("error", where, f"cannot be read: {exc}"))
-        return None
-    if not text.strip():
-        problems.append(problem("error", where, "is empty", "the run was probably killed while writing it"))
-        return None
-    try:
-        return json.loads(text, parse_constant=_no_constant)
-    except ValueError as exc:
-        problems.append(
-            problem("error", where, f"is not valid JSON ({exc})", "the file was cut short or edited by hand")
-        )
-    except RecursionError:
-        problems.append(problem("error", where, "is nested too deeply to be read", "is it the run's file?"))
-    return None
+    value, found = runs.read_json(path)
+    if found is not None:
+        problems.append(problem("error", where, found.message, found.hint))
+    return value
 
 
 def read_trajectory(path: Path, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
