@@ -33,9 +33,9 @@ from pathlib import Path
 import httpx
 
 from environment.demo_tasks import demo_task_dir
+from environment.runs import read_records
 from scaffold.agent.config import load_config
 from scaffold.agent.runner import run_agent
-from scaffold.agent.trajectory import read_records
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "agent"))

@@ -24,6 +24,7 @@ from analysis_runs import write_jsonl_run
 
 from environment.analysis.analyze import analyze
 from environment.demo_tasks import demo_answers_path, demo_task_dir
+from environment.runs import find_runs
 from environment.task import load_answers, load_task
 
 
@@ -73,7 +74,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         runs = Path(tmp) / "runs"
         make_runs(runs, args.runs, args.calls)
-        files = sorted(runs.rglob("trajectory.jsonl"))
+        files = [run.trajectory() for run in find_runs(runs)]
         size = sum(f.stat().st_size for f in files)
         start = time.perf_counter()
         for path in files:

@@ -7,9 +7,11 @@ Runs directory layout (see ``docs/environment.md``)::
 
 A run directory without ``rankings.json`` is a run without a file. An optional ``outcome.json`` in a run
 directory (``{"outcome": "refusal"}``) marks a refusal, which is excluded from the scored mean even when
-it left a file. Directories whose names start with ``.`` or ``_`` are skipped. Tasks are found under
-``--tasks`` (every directory holding ``contract.json``), answers under ``--answers`` (every
-``answers.json``, matched by its ``task_id``); both default to the demo tasks.
+it left a file. Runs are found by :func:`environment.runs.find_runs` (directories whose names start with
+``.`` or ``_`` are skipped). Tasks and answers (:func:`environment.runs.load_tasks_and_answers`): the demo
+tasks and answers, those a ``spu batch`` into RUNS_DIR ran (``RUNS_DIR/_tasks``, the answers its
+``_batch`` records name), then ``--tasks`` (every directory holding ``contract.json``) and ``--answers``
+(every ``answers.json``, matched by its ``task_id``).
 
 Per run: the strict score (the official one; a missing file, or a file the strict grader rejects, a
 schema departure anywhere included, scores -1), and the score after recovering the five schema
@@ -37,6 +39,7 @@ import numpy as np
 
 from environment.chance import chance_threshold
 from environment.grading import grade
+from environment.runs import find_runs, load_tasks_and_answers, read_json
 from environment.statistics import (
     adjusted_means,
     bootstrap_intervals,
@@ -47,7 +50,7 @@ from environment.statistics import (
     raw_means,
     wilson_interval,
 )
-from environment.task import Answers, Task, TaskError, check_answers, load_answers, load_task
+from environment.task import Answers, Task, TaskError, check_answers
 
 
 @dataclass
@@ -74,108 +77,62 @@ class RunRecord:
     file_errors: list[str] = field(default_factory=list)
 
 
-def _visible_dirs(path: Path) -> list[Path]:
-    return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
-
-
-def discover_tasks(tasks_dir: Path | None) -> dict[str, Task]:
-    """Every task under ``tasks_dir`` (default: the demo tasks), keyed by task id."""
-    if tasks_dir is None:
-        from environment.demo_tasks import DEMO_TASKS, demo_task_dir
-
-        paths = [demo_task_dir(s) for s in DEMO_TASKS]
-    else:
-        paths = sorted(p.parent for p in Path(tasks_dir).rglob("contract.json"))
-    tasks: dict[str, Task] = {}
-    for path in paths:
-        task = load_task(path)
-        if task.task_id in tasks:
-            raise TaskError(f"task id {task.task_id!r} is used by two task directories")
-        tasks[task.task_id] = task
-    return tasks
-
-
-def discover_answers(answers: Path | None) -> dict[str, Answers]:
-    """Every answers file at or under ``answers`` (default: the demo answers), keyed by task id."""
-    if answers is None:
-        from environment.demo_tasks import DEMO_TASKS, demo_answers_path
-
-        paths = [demo_answers_path(s) for s in DEMO_TASKS]
-    elif Path(answers).is_file():
-        paths = [Path(answers)]
-    else:
-        paths = sorted(Path(answers).rglob("answers.json"))
-    found: dict[str, Answers] = {}
-    for path in paths:
-        loaded = load_answers(path)
-        found[loaded.task_id] = loaded
-    return found
-
-
-def _run_dirs(task_dir: Path) -> list[tuple[str, Path]]:
-    if (task_dir / "rankings.json").exists():
-        return [("1", task_dir)]
-    subdirs = _visible_dirs(task_dir)
-    return [(d.name, d) for d in subdirs] if subdirs else [("1", task_dir)]
-
-
 def collect_runs(
     runs_dir: Path, tasks: dict[str, Task], answers: dict[str, Answers]
 ) -> tuple[list[RunRecord], list[str]]:
-    """Grade every run under ``runs_dir``; return the records and warnings about skipped directories."""
+    """Grade every run under ``runs_dir`` (found by :func:`environment.runs.find_runs`); return the
+    records and warnings about skipped directories."""
     records: list[RunRecord] = []
     warnings: list[str] = []
-    for config_dir in _visible_dirs(runs_dir):
-        for task_dir in _visible_dirs(config_dir):
-            task_id = task_dir.name
-            if task_id not in tasks or task_id not in answers:
-                warnings.append(f"{config_dir.name}/{task_id}: no task or answers with this id; skipped")
-                continue
-            task, ans = tasks[task_id], answers[task_id]
-            for run_name, run_dir in _run_dirs(task_dir):
-                outcome = None
-                outcome_path = run_dir / "outcome.json"
-                if outcome_path.is_file():
-                    try:
-                        outcome = str(json.loads(outcome_path.read_text(encoding="utf-8")).get("outcome"))
-                    except (ValueError, AttributeError):
-                        warnings.append(f"{outcome_path}: unreadable outcome.json; ignored")
-                path = run_dir / "rankings.json"
-                if not path.is_file():
-                    records.append(
-                        RunRecord(
-                            config_dir.name,
-                            task_id,
-                            run_name,
-                            False,
-                            outcome,
-                            -1.0,
-                            -1.0,
-                            False,
-                            file_errors=["no rankings.json"],
-                        )
-                    )
-                    continue
-                result = grade(path, task, ans)
-                scored = result.scored and outcome != "refusal"
-                records.append(
-                    RunRecord(
-                        config_dir.name,
-                        task_id,
-                        run_name,
-                        True,
-                        outcome,
-                        result.score,
-                        result.recovered_score,
-                        scored,
-                        rejected=result.rejected,
-                        recovered=bool(result.rejected and result.recovery_accepted),
-                        score=result.scored_value if scored else None,
-                        departures=result.departures,
-                        file_errors=result.file_errors,
-                    )
-                )
+    for run in find_runs(runs_dir):
+        config, task_id = run.configuration, run.task_folder
+        if config is None or task_id is None:
+            warnings.append(f"{run.label}: not in RUNS_DIR/<configuration>/<task_id>/; skipped")
+            continue
+        if task_id not in tasks or task_id not in answers:
+            warning = f"{config}/{task_id}: no task or answers with this id; skipped"
+            if warning not in warnings:
+                warnings.append(warning)
+            continue
+        records.append(
+            _grade_run(run.path, config, task_id, run.name, tasks[task_id], answers[task_id], warnings)
+        )
     return records, warnings
+
+
+def _grade_run(
+    run_dir: Path, config: str, task_id: str, run_name: str, task: Task, ans: Answers, warnings: list[str]
+) -> RunRecord:
+    outcome = None
+    outcome_path = run_dir / "outcome.json"
+    if outcome_path.is_file():
+        data, _ = read_json(outcome_path)
+        if isinstance(data, dict):
+            outcome = str(data.get("outcome"))
+        else:
+            warnings.append(f"{outcome_path}: unreadable outcome.json; ignored")
+    path = run_dir / "rankings.json"
+    if not path.is_file():
+        return RunRecord(
+            config, task_id, run_name, False, outcome, -1.0, -1.0, False, file_errors=["no rankings.json"]
+        )
+    result = grade(path, task, ans)
+    scored = result.scored and outcome != "refusal"
+    return RunRecord(
+        config,
+        task_id,
+        run_name,
+        True,
+        outcome,
+        result.score,
+        result.recovered_score,
+        scored,
+        rejected=result.rejected,
+        recovered=bool(result.rejected and result.recovery_accepted),
+        score=result.scored_value if scored else None,
+        departures=result.departures,
+        file_errors=result.file_errors,
+    )
 
 
 def _fmt(value: float | None, digits: int = 3) -> str:
@@ -194,18 +151,10 @@ def _share(successes: int, trials: int) -> dict[str, Any]:
     }
 
 
-def summarize(
-    records: list[RunRecord],
-    tasks: dict[str, Task],
-    answers: dict[str, Answers],
-    *,
-    n_boot: int = 10_000,
-    seed: int = 0,
-    draws: int = 4000,
-) -> dict[str, Any]:
-    """All statistics of the report as one JSON-ready dict (sets ``above_chance`` on the records)."""
-    configs = sorted({r.configuration for r in records})
-    task_ids = sorted({r.task_id for r in records})
+def _chance_by_task(
+    task_ids: list[str], tasks: dict[str, Task], answers: dict[str, Answers], *, draws: int, seed: int
+) -> dict[str, dict[str, Any]]:
+    """Chance threshold, attainable maximum, presented-order score and size of each task."""
     chance = {}
     for task_id in task_ids:
         check_answers(tasks[task_id], answers[task_id])
@@ -214,12 +163,14 @@ def summarize(
             k: result[k] for k in ("chance_threshold", "attainable_max", "presented_order_score")
         }
         chance[task_id]["n_experiments"] = tasks[task_id].n_experiments
-    for record in records:
-        if record.scored and record.score is not None:
-            record.above_chance = bool(record.score > chance[record.task_id]["chance_threshold"])
-    cell_runs: dict[tuple[str, str], list[RunRecord]] = {}
-    for record in records:
-        cell_runs.setdefault((record.task_id, record.configuration), []).append(record)
+    return chance
+
+
+def _cell_means(
+    cell_runs: dict[tuple[str, str], list[RunRecord]], task_ids: list[str], configs: list[str]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per task (rows) and configuration (columns): the mean scored value (NaN when none is scored), the
+    mean strict score and the mean recovered score (-1 where there is no run)."""
     scores = np.full((len(task_ids), len(configs)), np.nan)
     strict = np.full((len(task_ids), len(configs)), -1.0)
     recovered = np.full((len(task_ids), len(configs)), -1.0)
@@ -232,6 +183,29 @@ def summarize(
             if runs:
                 strict[ti, ci] = float(np.mean([r.strict_score for r in runs]))
                 recovered[ti, ci] = float(np.mean([r.recovered_score for r in runs]))
+    return scores, strict, recovered
+
+
+def summarize(
+    records: list[RunRecord],
+    tasks: dict[str, Task],
+    answers: dict[str, Answers],
+    *,
+    n_boot: int = 10_000,
+    seed: int = 0,
+    draws: int = 4000,
+) -> dict[str, Any]:
+    """All statistics of the report as one JSON-ready dict (sets ``above_chance`` on the records)."""
+    configs = sorted({r.configuration for r in records})
+    task_ids = sorted({r.task_id for r in records})
+    chance = _chance_by_task(task_ids, tasks, answers, draws=draws, seed=seed)
+    for record in records:
+        if record.scored and record.score is not None:
+            record.above_chance = bool(record.score > chance[record.task_id]["chance_threshold"])
+    cell_runs: dict[tuple[str, str], list[RunRecord]] = {}
+    for record in records:
+        cell_runs.setdefault((record.task_id, record.configuration), []).append(record)
+    scores, strict, recovered = _cell_means(cell_runs, task_ids, configs)
     raw = raw_means(scores) if configs else np.array([])
     connected = design_connected(scores) if configs else True
     adjusted = adjusted_means(scores) if configs and connected else np.full(len(configs), np.nan)
@@ -321,6 +295,79 @@ def _share_text(share: dict[str, Any] | None) -> str:
     return f"{share['count']}/{share['of']} ({share['share']:.0%}) [{low:.0%}, {high:.0%}]"
 
 
+#: the end of report.md: the figures and what the columns mean
+PLOTS_AND_DEFINITIONS = [
+    "",
+    "## Plots",
+    "",
+    "![Scores against chance thresholds](scores_vs_chance.png)",
+    "",
+    "![Configuration means](configuration_means.png)",
+    "",
+    "## Definitions",
+    "",
+    (
+        "- *Scored*: a run whose rankings.json the strict grader accepts, or whose group orders were "
+        "recovered from one of the five documented schema departures, and that is not a refusal. A "
+        "configuration's task score is the mean of its scored runs on that task."
+    ),
+    (
+        "- *Mean at -1 (strict)*: the official score over all tasks; a missing file, or one the strict "
+        "grader rejects (any schema departure), scores -1. *After recovery*: the same with recovered "
+        "files scored. *Rejected*: files the strict grader rejected; *recovered*: those of them recovery "
+        "made acceptable."
+    ),
+    "- *Task-adjusted mean*: alpha_c + mean(mu_t) from the additive model y_tc = mu_t + alpha_c.",
+    (
+        "- *Above chance*: decided per scored run against its task's chance threshold (a threshold for "
+        "one run; a mean over repeats would beat it far less often than 5% under random ranking)."
+    ),
+]
+
+
+def _paired_lines(summary: dict[str, Any]) -> list[str]:
+    lines: list[str] = []
+    if summary["paired"]:
+        lines += [
+            "",
+            "## Paired comparisons",
+            "",
+            (
+                "Mean difference (A - B) on the tasks scored for both; two-sided Wilcoxon signed-rank test, "
+                "Holm correction over all pairs."
+            ),
+            "",
+            "| A | B | shared tasks | mean difference | p | Holm p |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in summary["paired"]:
+            lines.append(
+                f"| {row['a']} | {row['b']} | {row['shared_tasks']} | {_fmt(row['mean_difference'])} | "
+                f"{_fmt(row['p'], 4)} | {_fmt(row['p_holm'], 4)} |"
+            )
+    return lines
+
+
+def _task_lines(summary: dict[str, Any]) -> list[str]:
+    configs = [row["configuration"] for row in summary["configurations"]]
+    lines = [
+        "",
+        "## Tasks",
+        "",
+        "| task | experiments | chance threshold | attainable max | presented order | "
+        + " | ".join(configs)
+        + " |",
+        "|---|---|---|---|---|" + "---|" * len(configs),
+    ]
+    for task in summary["tasks"]:
+        cells = " | ".join(_fmt(task["scores"][c]) for c in configs)
+        lines.append(
+            f"| {task['task_id']} | {task['n_experiments']} | {_fmt(task['chance_threshold'])} | "
+            f"{_fmt(task['attainable_max'])} | {_fmt(task['presented_order_score'])} | {cells} |"
+        )
+    return lines
+
+
 def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]) -> str:
     lines = [
         "# SPU run report",
@@ -378,67 +425,7 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
             "",
             "The scored tasks do not link every configuration, so task-adjusted means are not defined.",
         ]
-    if summary["paired"]:
-        lines += [
-            "",
-            "## Paired comparisons",
-            "",
-            (
-                "Mean difference (A - B) on the tasks scored for both; two-sided Wilcoxon signed-rank test, "
-                "Holm correction over all pairs."
-            ),
-            "",
-            "| A | B | shared tasks | mean difference | p | Holm p |",
-            "|---|---|---|---|---|---|",
-        ]
-        for row in summary["paired"]:
-            lines.append(
-                f"| {row['a']} | {row['b']} | {row['shared_tasks']} | {_fmt(row['mean_difference'])} | "
-                f"{_fmt(row['p'], 4)} | {_fmt(row['p_holm'], 4)} |"
-            )
-    configs = [row["configuration"] for row in summary["configurations"]]
-    lines += [
-        "",
-        "## Tasks",
-        "",
-        "| task | experiments | chance threshold | attainable max | presented order | "
-        + " | ".join(configs)
-        + " |",
-        "|---|---|---|---|---|" + "---|" * len(configs),
-    ]
-    for task in summary["tasks"]:
-        cells = " | ".join(_fmt(task["scores"][c]) for c in configs)
-        lines.append(
-            f"| {task['task_id']} | {task['n_experiments']} | {_fmt(task['chance_threshold'])} | "
-            f"{_fmt(task['attainable_max'])} | {_fmt(task['presented_order_score'])} | {cells} |"
-        )
-    lines += [
-        "",
-        "## Plots",
-        "",
-        "![Scores against chance thresholds](scores_vs_chance.png)",
-        "",
-        "![Configuration means](configuration_means.png)",
-        "",
-        "## Definitions",
-        "",
-        (
-            "- *Scored*: a run whose rankings.json the strict grader accepts, or whose group orders were "
-            "recovered from one of the five documented schema departures, and that is not a refusal. A "
-            "configuration's task score is the mean of its scored runs on that task."
-        ),
-        (
-            "- *Mean at -1 (strict)*: the official score over all tasks; a missing file, or one the strict "
-            "grader rejects (any schema departure), scores -1. *After recovery*: the same with recovered "
-            "files scored. *Rejected*: files the strict grader rejected; *recovered*: those of them recovery "
-            "made acceptable."
-        ),
-        "- *Task-adjusted mean*: alpha_c + mean(mu_t) from the additive model y_tc = mu_t + alpha_c.",
-        (
-            "- *Above chance*: decided per scored run against its task's chance threshold (a threshold for "
-            "one run; a mean over repeats would beat it far less often than 5% under random ranking)."
-        ),
-    ]
+    lines += _paired_lines(summary) + _task_lines(summary) + PLOTS_AND_DEFINITIONS
     if warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
     return "\n".join(lines) + "\n"
@@ -522,9 +509,11 @@ def build_report(
     if not runs.is_dir():
         raise TaskError(f"runs directory {runs} does not exist")
     out = Path(out_dir) if out_dir is not None else runs / "_report"
-    tasks = discover_tasks(Path(tasks_dir) if tasks_dir else None)
-    found_answers = discover_answers(Path(answers) if answers else None)
+    tasks, found_answers, notes = load_tasks_and_answers(
+        runs, Path(tasks_dir) if tasks_dir else None, Path(answers) if answers else None
+    )
     records, warnings = collect_runs(runs, tasks, found_answers)
+    warnings = notes + warnings
     if not records:
         raise TaskError(
             f"no runs found under {runs} (layout: RUNS_DIR/<configuration>/<task_id>/rankings.json)"

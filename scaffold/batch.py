@@ -320,7 +320,8 @@ def batch_command(
             "runs": runs,
             "config": str(config_file) if config_file else None,
             "overrides": list(overrides or []),
-            "tasks": [str(t) for t in task_dirs],
+            "tasks": [str(t.absolute()) for t in task_dirs],
+            "answers": str(answers.absolute()) if answers else None,
         },
     )
     console = Console(stderr=True)

@@ -1,10 +1,10 @@
 """``spu analyze RUNS_DIR``: what runs did and when, from their trajectories and files (docs/analysis.md).
 
-A *run* is a directory holding ``trajectory.jsonl`` (the reference agent), ``trajectory.json`` (ATIF) or
-``agent/trajectory.json`` (a Harbor trial); directories below a run and those whose names start with ``.``
-or ``_`` are not searched. The run's configuration is the first path component below RUNS_DIR when the run
-lies two or more levels down (``RUNS_DIR/<configuration>/<task>/<run>``, the layout of ``spu report``);
-otherwise the agent and model named by the run's files. Its task is the ``task_id`` of its submission, of
+Runs are found by :func:`environment.runs.find_runs`; those with a trajectory (``trajectory.jsonl``, ATIF
+``trajectory.json`` or a Harbor trial's ``agent/trajectory.json``) are analysed. The run's configuration is
+the first path component below RUNS_DIR when the run lies two or more levels down
+(``RUNS_DIR/<configuration>/<task>/<run>``, the layout of ``spu report``); otherwise the agent and model
+named by the run's files. Its task is the ``task_id`` of its submission, of
 its trajectory or (Harbor) of ``result.json``'s ``task_name``.
 
 Outputs in ``--out``: ``activities.csv``, ``drafts.csv``, ``runs.csv``, ``agreement.csv``,
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -32,11 +31,11 @@ from environment.analysis.trajectories import ToolCall, Trajectory, read_traject
 from environment.consensus import consensus
 from environment.grading import grade
 from environment.rank_agreement import spearman_of_order, spearman_of_values
+from environment.runs import RunFolder, find_runs, read_json
 from environment.submission import validate_submission
 from environment.task import Answers, Task
 from spu_common.jsonfiles import atomic_write_text
 
-TRAJECTORY_FILES = ("trajectory.jsonl", "trajectory.json", "agent/trajectory.jsonl", "agent/trajectory.json")
 SUBMISSION_FILES = ("rankings.json", "agent/rankings.json")
 OUTPUT_FILES = (
     "activities.csv",
@@ -87,33 +86,8 @@ class RunAnalysis:
         return sum(1 for a, b in itertools.pairwise(later) if a.orders != b.orders)
 
 
-def find_runs(runs_dir: Path) -> list[tuple[Path, Path]]:
-    """``(run_dir, trajectory_file)`` for every run under ``runs_dir`` (module docstring)."""
-    found: list[tuple[Path, Path]] = []
-
-    def visit(folder: Path) -> None:
-        for name in TRAJECTORY_FILES:
-            candidate = folder / name
-            if candidate.is_file():
-                found.append((folder, candidate))
-                return
-        try:
-            children = sorted(p for p in folder.iterdir() if p.is_dir())
-        except OSError:
-            return
-        for child in children:
-            if not child.name.startswith((".", "_")):
-                visit(child)
-
-    visit(runs_dir)
-    return found
-
-
 def _read_json_quiet(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, UnicodeDecodeError):
-        return None
+    return read_json(path)[0]
 
 
 def _submission_file(run_dir: Path) -> Path | None:
@@ -139,10 +113,10 @@ def _harbor_reward(run_dir: Path) -> float | None:
     return float(reward) if isinstance(reward, int | float) and not isinstance(reward, bool) else None
 
 
-def _configuration(run_dir: Path, runs_dir: Path, traj: Trajectory) -> str:
-    parts = run_dir.relative_to(runs_dir).parts
-    if len(parts) >= 2:
-        return parts[0]
+def _configuration(run: RunFolder, traj: Trajectory) -> str:
+    if run.configuration is not None:
+        return run.configuration
+    run_dir = run.path
     result = _harbor_result(run_dir)
     info = result.get("agent_info") if isinstance(result.get("agent_info"), dict) else {}
     agent = info.get("name") or traj.agent or "agent"
@@ -174,8 +148,9 @@ def task_score(orders: dict[str, list[str]], task: Task, answers: Answers) -> fl
 
 
 def analyze_run(
-    run_dir: Path, traj_path: Path, runs_dir: Path, tasks: dict[str, Task], answers: dict[str, Answers]
+    run: RunFolder, traj_path: Path, tasks: dict[str, Task], answers: dict[str, Answers]
 ) -> RunAnalysis:
+    run_dir = run.path
     traj = read_trajectory(traj_path)
     submission = _submission_file(run_dir)
     task_id = _task_id(run_dir, submission, traj)
@@ -218,9 +193,9 @@ def analyze_run(
         category, domain = classify(call)
         labels.append((call, category, domain, gpu_use(call)))
     return RunAnalysis(
-        run=run_dir.relative_to(runs_dir).as_posix() if run_dir != runs_dir else run_dir.name,
+        run=run.label,
         path=run_dir,
-        configuration=_configuration(run_dir, runs_dir, traj),
+        configuration=_configuration(run, traj),
         task=task,
         trajectory=traj,
         labels=labels,
@@ -592,6 +567,64 @@ def method_family_lines(rows: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _configuration_lines(rows: list[dict[str, Any]]) -> list[str]:
+    lines: list[str] = []
+    by_config: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        by_config[row["config"]].append(row)
+    for config in sorted(by_config):
+        group = by_config[config]
+        first = [r["first_draft_t_norm"] for r in group if r["first_draft_t_norm"] is not None]
+        median_first = _median(first)
+        lines.append(
+            f"| {config} | {len(group)} | {_cell(_mean([r['final_score'] for r in group]))} | "
+            f"{_cell(median_first * 100 if median_first is not None else None, 0)} | {len(first)} | "
+            f"{_cell(_mean([float(r['n_revisions']) for r in group]), 1)} | "
+            f"{sum(1 for r in group if r['monotone_field'])} | {sum(r['tool_errors'] for r in group)} | "
+            f"{sum(1 for r in group if r['gpu_calls'])} |"
+        )
+    return lines
+
+
+def _agreement_lines(agreement: list[dict[str, Any]], rows: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "## Agreement", ""]
+    all_rows = [a for a in agreement if a["scope"] == "all"]
+    if all_rows:
+        within = [a["mean_spearman"] for a in agreement if a["scope"] == "within"]
+        between = [a["mean_spearman"] for a in agreement if a["scope"] == "between"]
+        lines.append(
+            f"Mean pairwise Spearman of submitted orders over {len(all_rows)} groups: "
+            f"{_cell(_mean([a['mean_spearman'] for a in all_rows]))} (within a configuration "
+            f"{_cell(_mean(within))}, between configurations {_cell(_mean(between))}); "
+            "table: `agreement.csv`."
+        )
+        scores = _mean([r["final_score"] for r in rows])
+        if scores is not None:
+            lines.append(
+                f"For comparison, the mean score (agreement with the measured order) is {scores:.3f}."
+            )
+    else:
+        lines.append("Fewer than two runs with a valid ranking on any task.")
+    return lines
+
+
+def _consensus_lines(consensus_table: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "## Consensus", ""]
+    if consensus_table:
+        lines += [
+            "| task | members | n | consensus | mean member | best member | gain |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        lines += [
+            f"| {c['task']} | {c['members']} | {c['n_members']} | {c['consensus_score']:.3f} | "
+            f"{c['mean_member_score']:.3f} | {c['best_member_score']:.3f} | {c['consensus_gain']:+.3f} |"
+            for c in consensus_table
+        ]
+    else:
+        lines.append("No task has two scored runs (or no answers were given).")
+    return lines
+
+
 def summary_markdown(
     runs: list[RunAnalysis],
     rows: list[dict[str, Any]],
@@ -618,20 +651,7 @@ def summary_markdown(
         ),
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    by_config: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
-        by_config[row["config"]].append(row)
-    for config in sorted(by_config):
-        group = by_config[config]
-        first = [r["first_draft_t_norm"] for r in group if r["first_draft_t_norm"] is not None]
-        median_first = _median(first)
-        lines.append(
-            f"| {config} | {len(group)} | {_cell(_mean([r['final_score'] for r in group]))} | "
-            f"{_cell(median_first * 100 if median_first is not None else None, 0)} | {len(first)} | "
-            f"{_cell(_mean([float(r['n_revisions']) for r in group]), 1)} | "
-            f"{sum(1 for r in group if r['monotone_field'])} | {sum(r['tool_errors'] for r in group)} | "
-            f"{sum(1 for r in group if r['gpu_calls'])} |"
-        )
+    lines += _configuration_lines(rows)
     counts: dict[str, int] = defaultdict(int)
     for r in runs:
         for _, category, *_ in r.labels:
@@ -659,37 +679,7 @@ def summary_markdown(
         ]
     else:
         lines.append("No final ranking follows a numeric setup field.")
-    lines += ["", "## Agreement", ""]
-    all_rows = [a for a in agreement if a["scope"] == "all"]
-    if all_rows:
-        within = [a["mean_spearman"] for a in agreement if a["scope"] == "within"]
-        between = [a["mean_spearman"] for a in agreement if a["scope"] == "between"]
-        lines.append(
-            f"Mean pairwise Spearman of submitted orders over {len(all_rows)} groups: "
-            f"{_cell(_mean([a['mean_spearman'] for a in all_rows]))} (within a configuration "
-            f"{_cell(_mean(within))}, between configurations {_cell(_mean(between))}); "
-            "table: `agreement.csv`."
-        )
-        scores = _mean([r["final_score"] for r in rows])
-        if scores is not None:
-            lines.append(
-                f"For comparison, the mean score (agreement with the measured order) is {scores:.3f}."
-            )
-    else:
-        lines.append("Fewer than two runs with a valid ranking on any task.")
-    lines += ["", "## Consensus", ""]
-    if consensus_table:
-        lines += [
-            "| task | members | n | consensus | mean member | best member | gain |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        lines += [
-            f"| {c['task']} | {c['members']} | {c['n_members']} | {c['consensus_score']:.3f} | "
-            f"{c['mean_member_score']:.3f} | {c['best_member_score']:.3f} | {c['consensus_gain']:+.3f} |"
-            for c in consensus_table
-        ]
-    else:
-        lines.append("No task has two scored runs (or no answers were given).")
+    lines += _agreement_lines(agreement, rows) + _consensus_lines(consensus_table)
     if skipped:
         lines += ["", "## Skipped runs", ""] + [f"- {s}" for s in skipped]
     return "\n".join(lines) + "\n"
@@ -707,7 +697,7 @@ def analyze(
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise AnalysisError("runs_dir_missing", f"{runs_dir} is not a directory", "Give the folder of runs.")
-    found = find_runs(runs_dir)
+    found = [(run, path) for run in find_runs(runs_dir) if (path := run.trajectory()) is not None]
     if not found:
         raise AnalysisError(
             "no_runs",
@@ -716,9 +706,9 @@ def analyze(
         )
     runs: list[RunAnalysis] = []
     skipped: list[str] = []
-    for run_dir, traj_path in found:
+    for run, traj_path in found:
         try:
-            runs.append(analyze_run(run_dir, traj_path, runs_dir, tasks, answers))
+            runs.append(analyze_run(run, traj_path, tasks, answers))
         except AnalysisError as exc:
             if not skip_invalid:
                 raise

@@ -165,14 +165,18 @@ def analyze_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the tables, plots and summary.")],
     answers_dir: Annotated[
         Path | None,
-        typer.Option("--answers-dir", help="answers.json files (searched below; matched by task_id)."),
+        typer.Option(
+            "--answers-dir",
+            help="answers.json files (searched below; matched by task_id); default: those of the tasks "
+            "spu batch ran into RUNS_DIR.",
+        ),
     ] = None,
     tasks: Annotated[
         Path | None,
         typer.Option(
             "--tasks",
-            help="Directory searched for task dirs (default: --answers-dir when it holds tasks, as the "
-            "suite in environment/tasks does; else the demo tasks).",
+            help="Directory searched for task dirs (besides the demo tasks and RUNS_DIR/_tasks of spu "
+            "batch; default: --answers-dir when it holds tasks, as the suite in environment/tasks does).",
         ),
     ] = None,
     skip_invalid: Annotated[
@@ -183,7 +187,7 @@ def analyze_cmd(
     """Activities, drafts and revisions, the monotone prior, agreement, consensus gain, errors and GPU use."""
     from environment.analysis.analyze import analyze
     from environment.analysis.errors import AnalysisError
-    from environment.report import discover_answers, discover_tasks
+    from environment.runs import load_tasks_and_answers
     from environment.task import TaskError
 
     for given, option in ((answers_dir, "--answers-dir"), (tasks, "--tasks")):
@@ -192,10 +196,13 @@ def analyze_cmd(
     if tasks is None and answers_dir is not None and next(answers_dir.rglob("contract.json"), None):
         tasks = answers_dir  # the tasks sit beside their answers
     try:
-        loaded_tasks = discover_tasks(tasks)
-        loaded_answers = discover_answers(answers_dir) if answers_dir is not None else {}
+        loaded_tasks, loaded_answers, notes = load_tasks_and_answers(
+            runs_dir if runs_dir.is_dir() else None, tasks, answers_dir, demo_answers=False
+        )
     except TaskError as exc:
         raise _fail(exc, EXIT_USAGE) from None
+    for note in notes:
+        typer.echo(f"warning: {note}", err=True)
     try:
         summary = analyze(runs_dir, out, loaded_tasks, loaded_answers, skip_invalid=skip_invalid)
     except AnalysisError as exc:

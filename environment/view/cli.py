@@ -39,22 +39,21 @@ def view_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print what was done as JSON.")] = False,
 ) -> None:
     """Show agent runs in the browser: timeline of steps and tool calls, drafts, sources, scores."""
-    from environment.view.collect import ViewError, collect
-    from environment.view.page import render_page
+    from environment.view.collect import ViewError
+    from environment.view.page import build_page
     from spu_common.console import fail
     from spu_common.jsonfiles import atomic_write_text
 
     def build() -> str:
-        return render_page(collect(path, tasks_dir=tasks, answers=answers))
+        return build_page(path, tasks_dir=tasks, answers=answers)[0]
 
     try:
-        data = collect(path, tasks_dir=tasks, answers=answers)
+        text, data = build_page(path, tasks_dir=tasks, answers=answers)
     except ViewError as exc:
         raise fail(
             f"{exc}\nhint: give the directory of `spu agent run --out`, `spu batch --out` or a report"
         ) from None
     if out is not None:
-        text = render_page(data)
         out.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out, text, fsync=False)
         summary = {
@@ -70,7 +69,7 @@ def view_cmd(
                 f"wrote {out} ({summary['bytes']:,} bytes, {summary['runs']} run(s)); open it in a browser"
             )
         return
-    from environment.view.server import make_server
+    from environment.view.server import make_server, page_url
 
     try:
         server = make_server(build, port)
@@ -79,7 +78,7 @@ def view_cmd(
         raise fail(
             f"port {port} on 127.0.0.1 {reason}\nhint: --port 0 picks any free port; --out writes a file"
         ) from None
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
+    url = page_url(server)
     typer.echo(json.dumps({"url": url}) if as_json else f"spu view: {url}  (Ctrl-C to stop)")
     try:
         server.serve_forever()

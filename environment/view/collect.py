@@ -1,11 +1,13 @@
 """What ``spu view PATH`` shows, gathered from PATH into one JSON-ready dict.
 
-PATH is one run directory, a directory of runs (any depth: ``RUNS_DIR/<configuration>/<task_id>[/<run>]``),
-a ``spu report`` output or a ``spu analyze`` output. Report and analyze outputs are also picked up inside
-a runs directory (sub-directories whose names start with ``_``, such as ``_report``) and beside it.
-Runs are graded when the task and its answers can be found (the run's own task directory, ``--tasks``,
-``RUNS_DIR/_tasks``, the demo tasks; answers from ``--answers`` or the demo answers); without answers the
-pages show everything but scores.
+PATH is one run directory, a directory of runs (found by :func:`environment.runs.find_runs`, no link
+followed out of PATH), a ``spu report`` output or a ``spu analyze`` output. Report and analyze outputs
+are also picked up inside a runs directory (sub-directories whose names start with ``_``, such as
+``_report``) and beside it. Runs are graded when the task and its answers can be found
+(:func:`environment.runs.load_tasks_and_answers`: the demo tasks and answers, what a ``spu batch`` into
+the runs directory ran, ``--tasks`` and ``--answers``; else the run's own task directory); without
+answers the pages show everything but scores. No file is read through a link that leads out of the
+folder it belongs to.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ import math
 from pathlib import Path
 from typing import Any
 
+from environment import runs as run_folders
+from environment.runs import RunFolder, is_run_dir, within
 from environment.view.categories import CATEGORIES
-from environment.view.runs import is_run_dir, problem, read_json_file, read_run
+from environment.view.runs import problem, read_json_file, read_run, readable
 
 #: files that make a directory a ``spu report`` output
 REPORT_FILES = ("summary.json", "report.md")
@@ -32,7 +36,6 @@ FIGURES = ("scores_vs_chance.png", "configuration_means.png", "activities.png", 
 #: CSV tables shown (first rows), when present
 TABLES = ("runs.csv", "agreement.csv", "consensus.csv")
 MAX_TABLE_ROWS = 200
-MAX_DEPTH = 4
 
 
 class ViewError(Exception):
@@ -47,29 +50,9 @@ def is_analyze_dir(path: Path) -> bool:
     return any((path / name).is_file() for name in ANALYZE_FILES) and not is_run_dir(path)
 
 
-def find_runs(root: Path) -> list[Path]:
-    """Run directories at or under ``root`` (skipping names starting with ``.`` or ``_``), sorted."""
-    if is_run_dir(root):
-        return [root]
-    found: list[Path] = []
-
-    def walk(folder: Path, depth: int) -> None:
-        if depth > MAX_DEPTH:
-            return
-        try:
-            children = sorted(p for p in folder.iterdir() if p.is_dir())
-        except OSError:
-            return
-        for child in children:
-            if child.name.startswith((".", "_")):
-                continue
-            if is_run_dir(child):
-                found.append(child)
-            else:
-                walk(child, depth + 1)
-
-    walk(root, 0)
-    return found
+def find_runs(root: Path) -> list[RunFolder]:
+    """Run folders at or under ``root`` (:func:`environment.runs.find_runs`), no link followed out of it."""
+    return run_folders.find_runs(root, confine=True)
 
 
 def _image(path: Path) -> str:
@@ -93,16 +76,21 @@ def _table(path: Path, problems: list[dict[str, str]]) -> dict[str, Any] | None:
 
 
 def read_outputs(folder: Path, problems: list[dict[str, str]]) -> dict[str, Any]:
-    """A ``spu report`` or ``spu analyze`` output: its markdown, figures and tables."""
+    """A ``spu report`` or ``spu analyze`` output: its markdown, figures and tables (no file read through a
+    link out of ``folder``)."""
     kind = "report" if is_report_dir(folder) else "analyze"
+
+    def inside(name: str) -> bool:
+        return readable(folder / name, folder, problems, f"{folder.name}/{name}")
+
     markdown = ""
     for name in ("report.md", "summary.md"):
-        if (folder / name).is_file():
+        if inside(name):
             markdown = (folder / name).read_text(encoding="utf-8", errors="replace")[:200_000]
             break
-    figures = [{"name": n, "src": _image(folder / n)} for n in FIGURES if (folder / n).is_file()]
-    tables = [t for n in TABLES if (folder / n).is_file() and (t := _table(folder / n, problems))]
-    summary = read_json_file(folder / "summary.json", problems, f"{folder.name}/summary.json")
+    figures = [{"name": n, "src": _image(folder / n)} for n in FIGURES if inside(n)]
+    tables = [t for n in TABLES if inside(n) and (t := _table(folder / n, problems))]
+    summary = read_json_file(folder / "summary.json", problems, f"{folder.name}/summary.json", folder)
     return {
         "kind": kind,
         "name": folder.name,
@@ -116,7 +104,9 @@ def read_outputs(folder: Path, problems: list[dict[str, str]]) -> dict[str, Any]
 def _output_dirs(root: Path) -> list[Path]:
     """Report and analyze outputs inside a runs directory (``_report``, ``_analyze`` …)."""
     try:
-        children = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith("_"))
+        children = sorted(
+            p for p in root.iterdir() if p.is_dir() and p.name.startswith("_") and within(root, p)
+        )
     except OSError:
         return []
     return [p for p in children if is_report_dir(p) or is_analyze_dir(p)]
@@ -127,6 +117,8 @@ def _named_runs(output: Path) -> set[str]:
     ``run``)."""
     names: set[str] = set()
     for table in ("runs.csv", "activities.csv", "drafts.csv"):
+        if not within(output, output / table):
+            continue
         try:
             with open(output / table, newline="", encoding="utf-8") as handle:
                 for k, row in enumerate(csv.DictReader(handle)):
@@ -161,54 +153,27 @@ def runs_root_of(output: Path) -> Path | None:
     return None
 
 
-def _answers_beside_batch_tasks(runs_root: Path | None) -> list[Path]:
-    """``answers.json`` beside each task directory that a ``spu batch`` record (``RUNS_DIR/_batch/*.json``)
-    names."""
-    if runs_root is None or not (runs_root / "_batch").is_dir():
-        return []
-    found: list[Path] = []
-    for record in sorted((runs_root / "_batch").glob("*.json")):
-        try:
-            tasks = json.loads(record.read_text(encoding="utf-8")).get("tasks") or []
-        except (OSError, ValueError, AttributeError):
-            continue
-        for task in tasks:
-            candidate = Path(str(task)).parent / "answers.json"
-            if candidate.is_file() and candidate not in found:
-                found.append(candidate)
-    return found
-
-
 class Grader:
     """Finds each run's task and answers and grades drafts and submissions; silent when it cannot."""
 
     def __init__(self, tasks_dir: Path | None, answers: Path | None, runs_root: Path | None) -> None:
-        from environment.report import discover_answers, discover_tasks
+        from environment.runs import load_tasks_and_answers
         from environment.task import TaskError
 
-        self.tasks: dict[str, Any] = {}
-        self.answers: dict[str, Any] = {}
-        self.notes: list[str] = []
         self._chance: dict[str, dict[str, Any]] = {}
+        notes: list[str] = []
         if tasks_dir is not None and not tasks_dir.is_dir():
-            self.notes.append(f"--tasks {tasks_dir} is not a directory; ignored")
-        # the demo tasks (None), then the copies spu batch keeps, then --tasks: later ones win
-        folders = [f for f in (runs_root / "_tasks" if runs_root else None, tasks_dir) if f and f.is_dir()]
-        for folder in [None, *folders]:
-            try:
-                self.tasks.update(discover_tasks(folder))
-            except TaskError as exc:
-                self.notes.append(f"tasks under {folder or 'the demo tasks'}: {exc}")
+            notes.append(f"--tasks {tasks_dir} is not a directory; ignored")
+            tasks_dir = None
         if answers is not None and not answers.exists():
-            self.notes.append(f"--answers {answers} does not exist; ignored")
-        # the demo answers, those beside the tasks spu batch ran (as spu report finds them), then --answers
-        beside = _answers_beside_batch_tasks(runs_root)
-        given = [answers] if answers is not None and answers.exists() else []
-        for source in [None, *beside, *given]:
-            try:
-                self.answers.update(discover_answers(source))
-            except TaskError as exc:
-                self.notes.append(f"answers {source}: {exc}")
+            notes.append(f"--answers {answers} does not exist; ignored")
+            answers = None
+        try:
+            self.tasks, self.answers, found = load_tasks_and_answers(runs_root, tasks_dir, answers)
+        except TaskError as exc:  # --tasks or --answers cannot be read: grade with what the runs hold
+            notes.append(f"--tasks/--answers: {exc}; ignored")
+            self.tasks, self.answers, found = load_tasks_and_answers(runs_root)
+        self.notes = notes + found
 
     def task_for(self, task_id: str | None, task_dir: str | None) -> Any:
         from environment.task import TaskError, load_task
@@ -250,9 +215,11 @@ class Grader:
             return
         try:
             run["chance"] = self.chance(task, answers)
-            if (path / "rankings.json").is_file():
+            if (path / "rankings.json").is_file() and within(path, path / "rankings.json"):
                 run["score"] = _grade_dict(grade(path / "rankings.json", task, answers))
             for draft in run["drafts"]:
+                if not within(path, path / draft["file"]):
+                    continue
                 draft["score"] = _grade_dict(grade(path / draft["file"], task, answers))
         except TaskError as exc:
             run["grading"] = f"not graded: {exc}"
@@ -283,17 +250,15 @@ def _grade_dict(result: Any) -> dict[str, Any]:
     }
 
 
-def _run_entry(path: Path, root: Path, grader: Grader | None) -> dict[str, Any]:
-    run = read_run(path)
-    rel = path.relative_to(root).as_posix() if path != root else path.name
-    run["label"] = rel
-    parts = Path(rel).parts
-    run["configuration"] = parts[0] if len(parts) >= 2 else (run.get("model") or "run")
-    if not run.get("task_id") and len(parts) >= 2:
-        run["task_id"] = parts[1]  # RUNS_DIR/<configuration>/<task_id>[/<run>]
+def _run_entry(run: RunFolder, grader: Grader | None) -> dict[str, Any]:
+    entry = read_run(run)
+    entry["label"] = run.label
+    entry["configuration"] = run.configuration or entry.get("model") or "run"
+    if not entry.get("task_id") and run.task_folder:
+        entry["task_id"] = run.task_folder  # RUNS_DIR/<configuration>/<task_id>[/<run>]
     if grader is not None:
-        grader.grade_run(run, path)
-    return run
+        grader.grade_run(entry, run.path)
+    return entry
 
 
 def overview(runs: list[dict[str, Any]], chance: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -400,7 +365,7 @@ def collect(
     if grade and run_paths:
         grader = Grader(Path(tasks_dir) if tasks_dir else None, Path(answers) if answers else None, runs_root)
         problems.extend(problem("warning", "grading", note) for note in grader.notes)
-    runs = [_run_entry(p, runs_root, grader) for p in run_paths]
+    runs = [_run_entry(p, grader) for p in run_paths]
     if not runs and not outputs:
         problems.append(
             problem(
@@ -413,7 +378,7 @@ def collect(
             )
         )
     view = overview(runs, _report_chance(outputs)) if runs else None
-    single = len(runs) == 1 and run_paths[0] == root
+    single = len(runs) == 1 and run_paths[0].path == root
     return {
         "title": root.name,
         "path": str(root),
@@ -427,11 +392,42 @@ def collect(
     }
 
 
+def problem_data(root: Path, message: str, hint: str = "") -> dict[str, Any]:
+    """The data of a page that shows only one problem (nothing else could be drawn)."""
+    return {
+        "title": root.name,
+        "path": str(root.absolute()),
+        "generated": dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "single_run": False,
+        "problems": [problem("error", root.name, message, hint)],
+        "runs": [],
+        "overview": None,
+        "outputs": [],
+        "categories": {k: {"label": v[0], "color": v[1]} for k, v in CATEGORIES.items()},
+    }
+
+
 def encode_data(data: Any) -> str:
     """The data as gzip-compressed JSON in base64, for a ``<script>`` element the page inflates.
 
     Compression keeps a 10,000-step run's page small enough for the browser to read and parse at once;
     base64 holds no ``<``, so no text in a run can close the element early.
     """
-    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    try:
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    except ValueError:  # NaN or Infinity somewhere in a run's records: JSON has no such number
+        text = json.dumps(
+            _finite(data), ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str
+        )
     return base64.b64encode(gzip.compress(text.encode("utf-8"), compresslevel=5, mtime=0)).decode("ascii")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN and infinity replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value

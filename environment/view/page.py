@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import html
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
-from environment.view.collect import encode_data
+from environment.view.collect import collect, encode_data, problem_data
 
 CSP = (
     "default-src 'none'; img-src data:; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
@@ -33,8 +34,9 @@ def _problems_html(problems: list[dict[str, str]]) -> str:
     return f'<section class="problems"><ul>{items}</ul></section>'
 
 
-#: fields of a timeline row kept out of the main data (arguments, output, provenance), read on demand
-DETAIL_KEYS = ("a", "o", "p")
+#: fields of a timeline row kept out of the main data (arguments, output, provenance, raw payload), read on
+#: demand
+DETAIL_KEYS = ("a", "o", "p", "r")
 #: timeline rows per separately compressed block of details
 DETAIL_CHUNK = 500
 
@@ -93,3 +95,22 @@ def render_page(data: dict[str, Any]) -> str:
         )
         + f"<script>{script}</script>\n</body></html>\n"
     )
+
+
+def build_page(
+    path: str | Path, *, tasks_dir: str | Path | None = None, answers: str | Path | None = None
+) -> tuple[str, dict[str, Any]]:
+    """The page for PATH and its data. Raises :class:`~environment.view.collect.ViewError` only when PATH
+    does not exist; files that cannot be drawn at all (nested too deeply for the JSON encoder) give a
+    page that says so instead of a traceback."""
+    try:
+        data = collect(path, tasks_dir=tasks_dir, answers=answers)
+        return render_page(data), data
+    except (RecursionError, ValueError) as exc:
+        data = problem_data(
+            Path(path),
+            "its files cannot be drawn: "
+            + ("a JSON value is nested too deeply" if isinstance(exc, RecursionError) else str(exc)[:300]),
+            "look for a hand-edited or generated file in the folder; `spu view` shows what it can read",
+        )
+        return render_page(data), data

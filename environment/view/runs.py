@@ -8,16 +8,15 @@ the page always says something. Long texts are cut here (``MAX_TEXT`` characters
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import math
 from pathlib import Path
 from typing import Any
 
+from environment import runs
+from environment.runs import RunFolder, within
 from environment.view.categories import category_of
 
-#: files whose presence makes a directory a run directory
-RUN_MARKERS = ("trajectory.jsonl", "rankings.json", "run.json", "trajectory.json", "drafts")
 #: longest tool output, argument or message text kept per step (characters)
 MAX_TEXT = 4000
 #: longest report.md kept
@@ -33,7 +32,10 @@ def cut(text: Any, limit: int = MAX_TEXT) -> str:
     if text is None:
         return ""
     if not isinstance(text, str):
-        text = json.dumps(text, ensure_ascii=False, indent=1, default=str)
+        try:
+            text = json.dumps(text, ensure_ascii=False, indent=1, default=str)
+        except RecursionError:
+            return "(a JSON value nested too deeply to show)"
     if len(text) <= limit:
         return text
     head = text[: limit * 3 // 4]
@@ -41,65 +43,61 @@ def cut(text: Any, limit: int = MAX_TEXT) -> str:
     return f"{head}\n… [{len(text) - len(head) - len(tail):,} characters cut of {len(text):,}] …\n{tail}"
 
 
-def is_run_dir(path: Path) -> bool:
-    return path.is_dir() and any((path / name).exists() for name in RUN_MARKERS)
-
-
-def read_json_file(path: Path, problems: list[dict[str, str]], where: str) -> Any:
-    """A JSON file's content, or None with a problem noted (absent files are not a problem here)."""
-    if not path.is_file():
-        return None
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        problems.append(problem("error", where, f"cannot be read: {exc}"))
-        return None
-    if not text.strip():
-        problems.append(problem("error", where, "is empty", "the run was probably killed while writing it"))
-        return None
-    try:
-        return json.loads(text)
-    except ValueError as exc:
+def readable(path: Path, root: Path, problems: list[dict[str, str]], where: str) -> bool:
+    """``path`` is a file inside ``root`` once links are resolved; a link out of it is a problem, not read."""
+    if not (path.is_file() or path.is_symlink()):
+        return False
+    if not within(root, path):
         problems.append(
-            problem("error", where, f"is not valid JSON ({exc})", "the file was cut short or edited by hand")
+            problem(
+                "error",
+                where,
+                "is a link that leads out of the folder shown; not read",
+                "spu view shows only files inside the folder it is given",
+            )
         )
+        return False
+    return path.is_file()
+
+
+def read_json_file(path: Path, problems: list[dict[str, str]], where: str, root: Path | None = None) -> Any:
+    """A JSON file's content, or None with a problem noted (absent files are not a problem here).
+
+    ``root``: the folder the file must lie in after links (default: its own folder). NaN and Infinity,
+    which Python's parser accepts but JSON does not, and nesting too deep to read are problems."""
+    if not readable(path, root or path.parent, problems, where):
         return None
+    value, found = runs.read_json(path)
+    if found is not None:
+        problems.append(problem("error", where, found.message, found.hint))
+    return value
 
 
-def read_jsonl(path: Path, problems: list[dict[str, str]], where: str) -> list[dict[str, Any]]:
-    """Records of a JSON-lines file; a torn last line and malformed lines are noted and skipped."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        problems.append(problem("error", where, f"cannot be read: {exc}"))
-        return []
-    lines = raw.decode("utf-8", errors="replace").split("\n")
-    torn = bool(raw) and not raw.endswith(b"\n")
-    records: list[dict[str, Any]] = []
-    bad: list[int] = []
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            if torn and lineno == len(lines):
-                problems.append(
-                    problem(
-                        "warning",
-                        f"{where} line {lineno}",
-                        "the last line is incomplete (a torn write): the run was cut off while writing it",
-                        "the records before it are shown",
-                    )
+def read_trajectory(path: Path, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The records of a run's trajectory (:func:`environment.runs.read_trajectory`), its problems noted:
+    malformed lines are listed together and skipped; a torn last line is a warning."""
+    read = runs.read_trajectory(path)
+    where = path.name
+    bad = [
+        p.line for p in read.problems if p.code == "trajectory_malformed" and p.line and p.level == "error"
+    ]
+    for found in read.problems:
+        if found.code == "trajectory_truncated" and read.format == "jsonl":
+            problems.append(
+                problem(
+                    "warning",
+                    f"{where} line {found.line}",
+                    "the last line is incomplete (a torn write): the run was cut off while writing it",
+                    "the records before it are shown",
                 )
-            else:
-                bad.append(lineno)
-            continue
-        if not isinstance(record, dict) or not isinstance(record.get("type"), str):
-            bad.append(lineno)
-            continue
-        records.append(record)
-    if bad:
+            )
+        elif found.code == "trajectory_empty":
+            problems.append(problem("error", where, "is empty", "the run stopped before its first record"))
+        elif found.level == "warning":
+            problems.append(problem("warning", where, found.message, found.hint))
+        elif not (found.code == "trajectory_malformed" and found.line and read.format == "jsonl"):
+            problems.append(problem("error", where, found.message, found.hint))
+    if bad and read.format == "jsonl":
         shown = ", ".join(map(str, bad[:10])) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
         problems.append(
             problem(
@@ -109,7 +107,7 @@ def read_jsonl(path: Path, problems: list[dict[str, str]], where: str) -> list[d
                 "the file was edited or written by another program",
             )
         )
-    return records
+    return read.records
 
 
 def _num(value: Any) -> float | None:
@@ -135,7 +133,7 @@ def _provenance(data: Any, content: Any) -> str:
     if found is None and isinstance(content, str) and '"provenance"' in content[:200_000]:
         try:
             parsed = json.loads(content)
-        except ValueError:
+        except (ValueError, RecursionError):
             parsed = None
         if isinstance(parsed, dict):
             found = parsed.get("provenance")
@@ -154,13 +152,18 @@ def _error_code(content: Any) -> str:
 def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> list[dict[str, Any]]:
     """One row per model turn, tool result, message and event, in the order they happened.
 
-    Row keys are short (the page holds thousands): ``k`` kind (turn, call, msg, event, end), ``s`` step,
-    ``t`` seconds since the start, ``n`` name, ``c`` category, ``d`` duration in seconds, ``tok`` tokens,
-    ``usd`` cost, ``e`` error code or flag, ``x`` short text, ``a`` arguments, ``o`` output, ``p``
-    provenance.
+    Row keys are short (the page holds thousands): ``k`` kind (turn, retry, call, msg, event, end), ``s``
+    step, ``t`` seconds since the start, ``n`` name, ``c`` category, ``d`` duration in seconds, ``tok``
+    tokens, ``usd`` cost, ``e`` error code or flag (``retry``; ``malformed`` for a call whose arguments were
+    not a JSON object, ``refused`` for a call to a tool the agent does not have), ``x`` short text, ``a``
+    arguments, ``o`` output, ``p`` provenance, ``r`` the raw payload (a retried attempt's error and body, a
+    malformed or refused call as the model sent it).
     """
     rows: list[dict[str, Any]] = []
     step = 0
+    start = next((r for r in records if r["type"] == "run_start"), {})
+    offered = {t.get("name") for t in start.get("tools") or [] if isinstance(t, dict)}
+    calls_by_id: dict[str, dict[str, Any]] = {}
     for rec in records:
         kind = rec["type"]
         t = _num(rec.get("elapsed_s"))
@@ -169,6 +172,8 @@ def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> l
             msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
             calls = msg.get("tool_calls") if isinstance(msg.get("tool_calls"), list) else []
             names = [c.get("name") or "?" for c in calls if isinstance(c, dict)]
+            calls_by_id.update({str(c.get("id")): c for c in calls if isinstance(c, dict)})
+            rows.extend(_retry_rows(rec, step, t))
             rows.append(
                 {
                     "k": "turn",
@@ -185,26 +190,8 @@ def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> l
                 }
             )
         elif kind == "tool_result":
-            name = str(rec.get("name") or "?")
-            content = rec.get("content")
-            is_error = bool(rec.get("is_error"))
-            data = rec.get("data")
-            withheld = isinstance(data, dict) and data.get("withheld") is True
-            rows.append(
-                {
-                    "k": "call",
-                    "s": int(_num(rec.get("step")) or step),
-                    "t": t,
-                    "n": name,
-                    "c": category_of(name),
-                    "d": _num(rec.get("wall_s")),
-                    "e": (_error_code(content) or "error") if is_error else ("withheld" if withheld else ""),
-                    "x": " ".join(str(content or "")[:240].split())[:160],
-                    "a": cut(rec.get("arguments")),
-                    "o": cut(content),
-                    "p": _provenance(data, content),
-                }
-            )
+            call = calls_by_id.get(str(rec.get("tool_call_id")), {})
+            rows.append(_call_row(rec, int(_num(rec.get("step")) or step), t, call, offered))
         elif kind == "message":
             msg = rec.get("message") if isinstance(rec.get("message"), dict) else {}
             rows.append(
@@ -241,118 +228,100 @@ def timeline(records: list[dict[str, Any]], problems: list[dict[str, str]]) -> l
                     "x": cut(rec.get("reason") or "", 600),
                 }
             )
-    if records and not any(r["type"] == "run_start" for r in records):
-        problems.append(
-            problem("warning", "trajectory.jsonl", "has no run_start record", "its first lines are missing")
+    return rows
+
+
+def _call_row(
+    rec: dict[str, Any], step: int, t: float | None, call: dict[str, Any], offered: set[Any]
+) -> dict[str, Any]:
+    """The timeline row of a ``tool_result`` (``call``: the model's call it answers, for the raw payload)."""
+    name = str(rec.get("name") or "?")
+    content = rec.get("content")
+    is_error = bool(rec.get("is_error"))
+    data = rec.get("data")
+    withheld = isinstance(data, dict) and data.get("withheld") is True
+    flag = _call_flag(call, name, offered) if is_error else ""
+    return {
+        "k": "call",
+        "s": step,
+        "t": t,
+        "n": name,
+        "c": category_of(name),
+        "d": _num(rec.get("wall_s")),
+        "e": flag or ((_error_code(content) or "error") if is_error else ("withheld" if withheld else "")),
+        "x": " ".join(str(content or "")[:240].split())[:160],
+        "a": cut(rec.get("arguments")),
+        "o": cut(content),
+        "p": _provenance(data, content),
+        "r": cut(_raw_call(call)) if flag else "",
+    }
+
+
+def _retry_rows(turn: dict[str, Any], step: int, t: float | None) -> list[dict[str, Any]]:
+    """A row per failed attempt before a model reply (``retries``); for trajectories that record only the
+    number of ``attempts``, one row saying how many failed."""
+    retries = [r for r in turn.get("retries") or [] if isinstance(r, dict)]
+    rows = []
+    for retry in retries:
+        status = retry.get("status")
+        rows.append(
+            {
+                "k": "retry",
+                "s": step,
+                "t": t,
+                "n": f"retry after attempt {retry.get('attempt', '?')}"
+                + (f" (HTTP {status})" if status else ""),
+                "c": "event",
+                "d": _num(retry.get("wait_s")),
+                "e": "retry",
+                "x": cut(retry.get("error") or "", 160),
+                "r": cut(_raw_retry(retry)),
+            }
+        )
+    attempts = _num(turn.get("attempts"))
+    if not retries and attempts and attempts > 1:
+        failed = int(attempts) - 1
+        rows.append(
+            {
+                "k": "retry",
+                "s": step,
+                "t": t,
+                "n": f"{failed} failed attempt{'s' if failed > 1 else ''} retried",
+                "c": "event",
+                "e": "retry",
+                "x": f"the model call took {int(attempts)} attempts (their errors are not recorded)",
+                "r": f"attempts: {int(attempts)}",
+            }
         )
     return rows
 
 
-def _seconds_since(start: dt.datetime | None, stamp: Any) -> float | None:
-    if start is None or not isinstance(stamp, str):
-        return None
-    try:
-        return round((dt.datetime.fromisoformat(stamp) - start).total_seconds(), 3)
-    except ValueError:
-        return None
+def _call_flag(call: dict[str, Any], name: str, offered: set[Any]) -> str:
+    """``malformed`` (arguments that were not a JSON object), ``refused`` (a tool the agent does not have)."""
+    if call.get("error"):
+        return "malformed"
+    if offered and name not in offered:
+        return "refused"
+    return ""
 
 
-def atif_records(atif: Any, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
-    """Trajectory records rebuilt from an ATIF ``trajectory.json`` (Harbor's format, any agent).
+def _raw_call(call: dict[str, Any]) -> str:
+    """A tool call as the model sent it: its id, name, raw arguments text and the agent's objection."""
+    raw = call.get("arguments_raw")
+    if raw is None and call.get("arguments") is not None:
+        raw = json.dumps(call["arguments"], ensure_ascii=False)
+    lines = [f"{key}: {call[key]}" for key in ("id", "name") if call.get(key) is not None]
+    lines.append(f"arguments (as sent): {raw if raw is not None else '(none)'}")
+    if call.get("error"):
+        lines.append(f"not run: {call['error']}")
+    return "\n".join(lines)
 
-    Used when a run has no ``trajectory.jsonl``: model turns from agent steps (with their metrics), tool
-    results from each step's observation, messages from system and user steps.
-    """
-    steps = atif.get("steps") if isinstance(atif, dict) else None
-    if not isinstance(steps, list):
-        problems.append(problem("error", "trajectory.json", "holds no ATIF `steps` list"))
-        return []
-    agent = atif.get("agent") if isinstance(atif.get("agent"), dict) else {}
-    start = None
-    for step in steps:
-        if isinstance(step, dict) and isinstance(step.get("timestamp"), str):
-            try:
-                start = dt.datetime.fromisoformat(step["timestamp"])
-            except ValueError:
-                continue
-            break
-    records: list[dict[str, Any]] = [
-        {
-            "type": "run_start",
-            "run_id": atif.get("session_id"),
-            "model": agent.get("model_name"),
-            "task_id": (agent.get("extra") or {}).get("task_id")
-            if isinstance(agent.get("extra"), dict)
-            else None,
-            "time": steps[0].get("timestamp") if steps and isinstance(steps[0], dict) else None,
-        }
-    ]
-    n_turns = 0
-    for step in steps:
-        if not isinstance(step, dict):
-            continue
-        t = _seconds_since(start, step.get("timestamp"))
-        if step.get("source") != "agent":
-            extra = step.get("extra") if isinstance(step.get("extra"), dict) else {}
-            records.append(
-                {
-                    "type": "message",
-                    "elapsed_s": t,
-                    "kind": extra.get("kind") or step.get("source"),
-                    "message": {"role": step.get("source"), "content": step.get("message")},
-                }
-            )
-            continue
-        n_turns += 1
-        metrics = step.get("metrics") if isinstance(step.get("metrics"), dict) else {}
-        extra = metrics.get("extra") if isinstance(metrics.get("extra"), dict) else {}
-        calls = [c for c in step.get("tool_calls") or [] if isinstance(c, dict)]
-        records.append(
-            {
-                "type": "model_turn",
-                "elapsed_s": t,
-                "step": n_turns,
-                "message": {
-                    "content": step.get("message"),
-                    "reasoning": step.get("reasoning_content"),
-                    "tool_calls": [
-                        {"id": c.get("tool_call_id"), "name": c.get("function_name")} for c in calls
-                    ],
-                },
-                "usage": {
-                    "input_tokens": metrics.get("prompt_tokens"),
-                    "output_tokens": metrics.get("completion_tokens"),
-                },
-                "cost_usd": metrics.get("cost_usd"),
-                "latency_s": extra.get("latency_s"),
-            }
-        )
-        by_id = {c.get("tool_call_id"): c for c in calls}
-        observation = step.get("observation") if isinstance(step.get("observation"), dict) else {}
-        for result in observation.get("results") or []:
-            if not isinstance(result, dict):
-                continue
-            call = by_id.get(result.get("source_call_id"), {})
-            rextra = result.get("extra") if isinstance(result.get("extra"), dict) else {}
-            records.append(
-                {
-                    "type": "tool_result",
-                    "elapsed_s": t,
-                    "step": n_turns,
-                    "name": call.get("function_name") or "?",
-                    "arguments": call.get("arguments"),
-                    "content": result.get("content"),
-                    "is_error": bool(rextra.get("is_error")),
-                    "wall_s": rextra.get("wall_s"),
-                }
-            )
-    final = atif.get("final_metrics") if isinstance(atif.get("final_metrics"), dict) else {}
-    fextra = final.get("extra") if isinstance(final.get("extra"), dict) else {}
-    if fextra.get("exit_status"):
-        records.append(
-            {"type": "run_end", **fextra, "steps": n_turns, "cost_usd": final.get("total_cost_usd")}
-        )
-    return records
+
+def _raw_retry(retry: dict[str, Any]) -> str:
+    """A failed attempt: status, error, the wait before the next one, and the response body."""
+    lines = [f"attempt {retry.get('attempt', '?')}: HTTP {retry.get('status') or '(no response)'}"]
+    lines += [f"error: {retry.get('error') or ''}", f"waited: {retry.get('wait_s')} s", "body:"]
+    return "\n".join(lines) + "\n" + str(retry.get("body") or "")
 
 
 def ending(records: list[dict[str, Any]], run_json: Any) -> dict[str, Any]:
@@ -379,11 +348,14 @@ def ending(records: list[dict[str, Any]], run_json: Any) -> dict[str, Any]:
     }
 
 
-def read_run(path: Path) -> dict[str, Any]:
-    """Everything the run page shows, from one run directory (no grading here: see ``score_drafts``)."""
+def read_run(run: RunFolder | Path) -> dict[str, Any]:
+    """Everything the run page shows, from one run folder (no grading here: see ``Grader``).
+
+    No file is read through a link that leads out of the run folder."""
+    path = run.path if isinstance(run, RunFolder) else Path(run)
+    folder = run if isinstance(run, RunFolder) else RunFolder(path, ())
     problems: list[dict[str, str]] = []
-    present = [name for name in RUN_MARKERS if (path / name).exists()]
-    if not present:
+    if not runs.is_run_dir(path):
         problems.append(
             problem(
                 "error",
@@ -394,33 +366,26 @@ def read_run(path: Path) -> dict[str, Any]:
             )
         )
     records: list[dict[str, Any]] = []
-    traj = path / "trajectory.jsonl"
-    if traj.is_file():
-        records = read_jsonl(traj, problems, "trajectory.jsonl")
-        if not records and not any(p["where"].startswith("trajectory.jsonl") for p in problems):
-            problems.append(
-                problem("error", "trajectory.jsonl", "is empty", "the run stopped before its first record")
-            )
-    elif (path / "trajectory.json").is_file():
-        atif = read_json_file(path / "trajectory.json", problems, "trajectory.json")
-        if atif is not None:
-            records = atif_records(atif, problems)
+    traj = folder.trajectory()
+    if traj is not None and readable(traj, path, problems, traj.relative_to(path).as_posix()):
+        records = read_trajectory(traj, problems)
+        if traj.suffix == ".json":
             problems.append(
                 problem(
                     "warning",
                     "trajectory.jsonl",
-                    "is missing: the timeline comes from the ATIF trajectory.json",
+                    f"is missing: the timeline comes from the ATIF {traj.relative_to(path).as_posix()}",
                 )
             )
-    elif present:
+    elif traj is None and runs.is_run_dir(path):
         problems.append(problem("warning", "trajectory.jsonl", "is missing: no timeline to show"))
-    run_json = read_json_file(path / "run.json", problems, "run.json")
+    run_json = read_json_file(path / "run.json", problems, "run.json", path)
     start = next((r for r in records if r.get("type") == "run_start"), {})
     rows = timeline(records, problems)
     drafts = read_drafts(path, problems)
-    rankings = read_json_file(path / "rankings.json", problems, "rankings.json")
+    rankings = read_json_file(path / "rankings.json", problems, "rankings.json", path)
     report = ""
-    if (path / "report.md").is_file():
+    if readable(path / "report.md", path, problems, "report.md"):
         try:
             report = (path / "report.md").read_text(encoding="utf-8", errors="replace")[:MAX_REPORT]
         except OSError as exc:
@@ -431,6 +396,7 @@ def read_run(path: Path) -> dict[str, Any]:
         or (run_json.get("task_id") if isinstance(run_json, dict) else None)
         or (rankings.get("task_id") if isinstance(rankings, dict) else None)
     )
+    members = path / "members"
     return {
         "task_id": task_id,
         "task_dir": start.get("task_dir"),
@@ -444,8 +410,8 @@ def read_run(path: Path) -> dict[str, Any]:
         "report_md": report,
         "sources": read_sources(path, records, problems),
         "problems": problems,
-        "members": sorted(p.name for p in (path / "members").glob("member-*") if p.is_dir())
-        if (path / "members").is_dir()
+        "members": sorted(p.name for p in members.glob("member-*") if p.is_dir() and within(path, p))
+        if members.is_dir() and within(path, members)
         else [],
     }
 
@@ -462,9 +428,13 @@ def _orders(data: Any) -> dict[str, list[str]]:
 
 def read_drafts(path: Path, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
     drafts = []
+    if not within(path, path / "drafts"):
+        return drafts
     for file in sorted((path / "drafts").glob("draft-*.json")):
         where = f"drafts/{file.name}"
-        data = read_json_file(file, problems, where)
+        if not readable(file, path, problems, where):
+            continue  # a link out of the run
+        data = read_json_file(file, problems, where, path)
         orders = _orders(data)
         if data is not None and not orders:
             problems.append(problem("error", where, "holds no `rankings` with group orders"))
@@ -475,7 +445,7 @@ def read_drafts(path: Path, problems: list[dict[str, str]]) -> list[dict[str, An
 def _audit_refusals(path: Path, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
     """Refused and failed web calls from the tool server's audit log (``spu-work/audit/audit.jsonl``)."""
     log = path / "spu-work" / "audit" / "audit.jsonl"
-    if not log.is_file():
+    if not readable(log, path, problems, "spu-work/audit/audit.jsonl"):
         return []
     refused = []
     for rec in read_jsonl_plain(log):
@@ -516,7 +486,7 @@ def read_jsonl_plain(path: Path) -> list[dict[str, Any]]:
     for line in text.splitlines():
         try:
             rec = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(rec, dict):
             out.append(rec)
@@ -525,7 +495,7 @@ def read_jsonl_plain(path: Path) -> list[dict[str, Any]]:
 
 def read_sources(path: Path, records: list[dict[str, Any]], problems: list[dict[str, str]]) -> dict[str, Any]:
     """Searches and sources with their outcome: fetched, withheld by the detector, refused, failed."""
-    data = read_json_file(path / "sources.json", problems, "sources.json")
+    data = read_json_file(path / "sources.json", problems, "sources.json", path)
     data = data if isinstance(data, dict) else {}
     items: list[dict[str, Any]] = []
     kinds = {

@@ -193,6 +193,7 @@ class Agent:
                 "latency_s": round(turn.latency_s, 3),
                 "attempts": turn.attempts,
                 "stop_reason": turn.stop_reason,
+                **({"retries": turn.retries} if turn.retries else {}),
             }
         )
         calls = turn.message.get("tool_calls") or []

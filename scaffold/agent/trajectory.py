@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from environment.runs import read_records  # the one reader of trajectories (re-exported for the agent)
 from spu_common.jsonfiles import atomic_write_json
 
 ATIF_VERSION = "ATIF-v1.6"
@@ -73,19 +74,6 @@ class TrajectoryWriter:
         if not self._handle.closed:
             self.checkpoint()
             self._handle.close()
-
-
-def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """Records of a trajectory; a torn last line (a run killed mid-write) is skipped."""
-    records = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except ValueError:
-            continue
-    return records
 
 
 def to_atif(records: list[dict[str, Any]], *, agent_version: str = "0") -> dict[str, Any]:

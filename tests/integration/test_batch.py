@@ -173,3 +173,60 @@ def test_batch_usage_errors(spu_env, tmp_path):
         check=False,
     )
     assert proc.returncode == 2 and "PROVIDER:MODEL" in proc.stderr
+
+
+def test_report_analyze_and_view_after_a_batch_need_no_options(spu_env, tmp_path):
+    """The README's order: `spu batch` on a task outside the repository, then `spu report runs --out
+    report`, `spu analyze runs --out analysis` and `spu view runs` find its task (RUNS_DIR/_tasks) and
+    answers (beside the task the batch ran) by themselves."""
+    sys.path.insert(0, str(REPO / "tests" / "environment"))
+    from env_task_factory import write_task
+
+    values = {"g1": {"a": 1.0, "b": 2.0, "c": 3.0, "d": 4.0}, "g2": {"e": 4.0, "f": 3.0, "g": 2.0, "h": 1.0}}
+    task_dir, _ = write_task(tmp_path / "tasks" / "t-batch", values, task_id="t-batch")
+    measured = [{"group_id": g, "order": sorted(v, key=v.get)} for g, v in values.items()]
+    call = {"id": "call_1", "name": "submit_rankings", "arguments": {"rankings": measured, "final": True}}
+    recording = tmp_path / "submit.jsonl"
+    recording.write_text(
+        json.dumps({"type": "model_turn", "message": {"role": "assistant", "tool_calls": [call]}})
+    )
+    env = {**spu_env, "SPU_TOOL_MODULES": ""}
+
+    def spu(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "spu", *args],
+            cwd=tmp_path,
+            env={**env, "PYTHONPATH": str(REPO)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+
+    done = spu(
+        "batch",
+        str(task_dir),
+        "--model",
+        f"replay:{recording}",
+        "--out",
+        "runs",
+        "--no-report",
+        "-c",
+        "tools.mcp.enabled=false",
+        "--json",
+    )
+    assert done.returncode == 0, done.stderr
+    done = spu("report", "runs", "--out", "report", "--bootstrap", "200", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["tasks"][0]["task_id"] == "t-batch" and summary["warnings"] == []
+    assert summary["configurations"][0]["scored_tasks"] == 1
+    # the measured order: Spearman 1 in both groups (to rounding)
+    assert summary["tasks"][0]["scores"][summary["configurations"][0]["configuration"]] == pytest.approx(1.0)
+    done = spu("analyze", "runs", "--out", "analysis", "--json")
+    assert done.returncode == 0, done.stderr
+    row = json.loads(done.stdout)["runs_table"][0]
+    assert row["task"] == "t-batch" and row["final_score"] == pytest.approx(1.0)
+    done = spu("view", "runs", "--out", "page.html", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["runs"] == 1

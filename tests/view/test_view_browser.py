@@ -347,3 +347,70 @@ def test_the_filter_searches_outputs_and_the_sources_tab_shows_outcomes(tab, dem
     assert page.inner_text(".outcome-withheld") == "withheld by the detector"
     shot(tab, artifacts, "sources")
     assert tab.errors == [] and tab.off_loopback() == []
+
+
+def odd_calls_run(root: Path) -> Path:
+    """A run whose one model reply came after a 429 and carried a malformed and a refused call."""
+    run = root / "odd-calls"
+    run.mkdir(parents=True)
+    calls = [
+        {
+            "id": "c1",
+            "name": "bash",
+            "arguments": None,
+            "arguments_raw": '{"command": "ls"',
+            "error": "not JSON",
+        },
+        {"id": "c2", "name": "rank_everything", "arguments": {"all": True}, "arguments_raw": '{"all": true}'},
+    ]
+    retry = {"attempt": 1, "status": 429, "error": "HTTP 429: slow down", "body": '{"error": "slow down"}'}
+    records = [
+        {
+            "type": "run_start",
+            "elapsed_s": 0,
+            "task_id": "t",
+            "model": "openai:m",
+            "tools": [{"name": "bash"}],
+        },
+        {
+            "type": "model_turn",
+            "elapsed_s": 2,
+            "step": 1,
+            "message": {"role": "assistant", "content": "", "tool_calls": calls},
+            "attempts": 2,
+            "retries": [{**retry, "wait_s": 1.0}],
+        },
+        *(
+            {
+                "type": "tool_result",
+                "elapsed_s": 3,
+                "step": 1,
+                "tool_call_id": c["id"],
+                "name": c["name"],
+                "arguments": c["arguments"],
+                "content": "not run",
+                "is_error": True,
+                "wall_s": 0.0,
+            }
+            for c in calls
+        ),
+    ]
+    (run / "trajectory.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return run
+
+
+def test_retries_and_odd_calls_show_their_raw_payload(tab, artifacts, tmp_path):
+    page = tab.page
+    page.goto(write_html(odd_calls_run(tmp_path), tmp_path / "odd.html").as_uri())
+    page.wait_for_selector("[data-testid=run-page]")
+    retry = page.locator("[data-testid=rows] details.retry")
+    assert retry.count() == 1 and "HTTP 429" in retry.inner_text()
+    retry.locator("summary").click()
+    assert "slow down" in page.inner_text("[data-testid=rows] details.retry .body")
+    for flag, raw in (("malformed", '{"command": "ls"'), ("refused", "rank_everything")):
+        row = page.locator("[data-testid=rows] details.call", has_text=flag)
+        row.locator("summary").click()
+        body = row.locator(".body").inner_text()
+        assert "raw call (as the model sent it)" in body and raw in body
+    shot(tab, artifacts, "odd-calls")
+    assert tab.errors == [] and tab.off_loopback() == []

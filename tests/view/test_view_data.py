@@ -318,12 +318,12 @@ def test_a_recovered_submission_shows_the_strict_score_and_the_recovered_one(dem
 
 def test_answers_beside_the_tasks_spu_batch_ran_are_found(tmp_path):
     """A batch over tasks outside the demo set is graded without --answers, as spu report grades it."""
-    from environment.view.collect import _answers_beside_batch_tasks
+    from environment.runs import batch_answers
 
     task_dir = tmp_path / "suite" / "t1" / "task"
     task_dir.mkdir(parents=True)
     (task_dir.parent / "answers.json").write_text("{}")
     (tmp_path / "runs" / "_batch").mkdir(parents=True)
     (tmp_path / "runs" / "_batch" / "cfg.json").write_text(json.dumps({"tasks": [str(task_dir)]}))
-    assert _answers_beside_batch_tasks(tmp_path / "runs") == [task_dir.parent / "answers.json"]
-    assert _answers_beside_batch_tasks(tmp_path / "elsewhere") == []
+    assert batch_answers(tmp_path / "runs") == [task_dir.parent / "answers.json"]
+    assert batch_answers(tmp_path / "elsewhere") == []

@@ -360,8 +360,9 @@ function spuView(DATA) {
     if (r.k === "turn") { body.append(...part("model text", r.x), ...part("reasoning", d.a)); }
     else if (r.k === "call") {
       body.append(el("div", { class: "small" }, "category: ", catOf(r.c).label, r.e ? el("span", { class: "err" }, " · " + r.e) : null));
-      body.append(...part("arguments", d.a), ...part("output (as the model read it; long outputs cut)", d.o), ...part("provenance", d.p));
-    } else body.append(...part("text", d.o || r.x));
+      body.append(...part("arguments", d.a), ...part("raw call (as the model sent it)", d.r), ...part("output (as the model read it; long outputs cut)", d.o), ...part("provenance", d.p));
+    } else if (r.k === "retry") body.append(...part("failed attempt (raw)", d.r || r.x));
+    else body.append(...part("text", d.o || r.x));
     if (!body.childNodes.length) body.append(el("span", { class: "muted", text: "nothing more recorded" }));
     return body;
   }

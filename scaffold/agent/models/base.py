@@ -89,6 +89,8 @@ class ModelTurn:
     stop_reason: str | None = None
     attempts: int = 1
     latency_s: float = 0.0
+    #: the failed attempts before this reply: ``{"attempt", "status", "error", "body", "wait_s"}``
+    retries: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -250,7 +252,8 @@ class HttpModel:
             body = {**body, **extra}
         self.last_request = body
         started = time.monotonic()
-        data, attempts = self._post_with_retries(path, body)
+        retries: list[dict[str, Any]] = []
+        data, attempts = self._post_with_retries(path, body, retries)
         try:
             turn = self.parse_response(data)
         except ModelError:
@@ -264,10 +267,14 @@ class HttpModel:
             ) from exc
         turn.message["provider"] = self.provider
         turn.attempts = attempts
+        turn.retries = retries
         turn.latency_s = time.monotonic() - started
         return turn
 
-    def _post_with_retries(self, path: str, body: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    def _post_with_retries(
+        self, path: str, body: dict[str, Any], retries: list[dict[str, Any]]
+    ) -> tuple[dict[str, Any], int]:
+        """POST with retries; each failed attempt that is retried is appended to ``retries``."""
         url = self.base_url + path
         payload = json.dumps(body, ensure_ascii=False).encode("utf-8")
         headers = {"content-type": "application/json", **self.headers()}
@@ -292,6 +299,15 @@ class HttpModel:
             if attempt == self.max_attempts:
                 raise error
             wait_s = self._wait_before_retry(attempt, error)
+            retries.append(
+                {
+                    "attempt": attempt,
+                    "status": error.status,
+                    "error": str(error),
+                    "body": error.body,
+                    "wait_s": round(wait_s, 3),
+                }
+            )
             log.warning(
                 "%s: %s; retry %d/%d in %.1f s", self.name, error, attempt, self.max_attempts - 1, wait_s
             )
