@@ -86,7 +86,8 @@ class JobWaitInput(BaseModel):
 
 async def job_wait(args: JobWaitInput, dispatcher: Dispatcher) -> dict[str, Any]:
     """Wait up to wait_s seconds for a job and return its result, or {status, job_id, progress, eta_s} with
-    status queued or running while it is not finished. Works for jobs started before a server restart (their stored result)."""
+    status queued or running while it is not finished. Works for jobs started before a server restart
+    (their stored result)."""
     return await dispatcher.await_job(dispatcher.jobs.lookup(args.job_id), args.wait_s)
 
 
