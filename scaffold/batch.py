@@ -296,14 +296,16 @@ def batch_command(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from environment.task import TaskError
+    from scaffold.agent.config import ConfigError, load_config
     from scaffold.agent.models import ModelSpec, adapter_class
 
     try:
         adapter_class(ModelSpec.parse(model).provider)
+        load_config(config_file, overrides or [])  # refused here, not once per run
         task_dirs = find_task_dirs(tasks)
         configuration = name or configuration_name(model)
         jobs = plan_jobs(task_dirs, out, configuration, runs)
-    except (ValueError, FileNotFoundError, TaskError) as exc:
+    except (ValueError, FileNotFoundError, TaskError, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     agent_args = ["--model", model]

@@ -97,3 +97,11 @@ def test_every_page_that_lists_domains_names_all_nine():
                 assert listed == domains, (
                     f"{path.name} lists {sorted(listed)}: missing {sorted(domains - listed)}"
                 )
+
+
+def test_the_readme_links_every_docs_page():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    index = readme[readme.rindex("[server](docs/server.md)") :]
+    linked = set(re.findall(r"\]\(docs/([\w-]+\.md)\)", index))
+    pages = {p.name for p in (REPO / "docs").glob("*.md")}
+    assert linked == pages, (sorted(pages - linked), sorted(linked - pages))
