@@ -414,3 +414,12 @@ def test_provider_lists_outside_the_registry_agree_with_it():
     )
     assert set(mapping.values()) <= set(PROVIDERS)
     assert set(PROVIDERS) <= set(mapping)
+    harbor_doc = (repo / "docs" / "harbor.md").read_text(encoding="utf-8")
+    assert all(f"`{name}`" in harbor_doc for name in mapping)
+
+
+def test_every_adapter_s_key_is_hidden_from_the_tools():
+    from scaffold.agent.models import MODEL_KEY_ENV, PROVIDERS, adapter_class
+
+    keys = {getattr(adapter_class(p), "api_key_env", "") for p in PROVIDERS} - {""}
+    assert keys and keys <= set(MODEL_KEY_ENV)

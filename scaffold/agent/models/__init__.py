@@ -23,7 +23,13 @@ PROVIDERS: dict[str, str] = {
     "replay": "scaffold.agent.models.replay:ReplayModel",
 }
 
+#: variables holding model API keys (each adapter's ``api_key_env`` and the OpenAI-compatible services
+#: reached through ``openai:``): removed from the environment of everything the model drives (bash,
+#: python, the MCP server). A test checks every registered adapter's variable is here.
+MODEL_KEY_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY")
+
 __all__ = [
+    "MODEL_KEY_ENV",
     "PROVIDERS",
     "Model",
     "ModelSpec",
