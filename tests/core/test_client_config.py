@@ -265,3 +265,22 @@ def test_codex_provider_options_need_a_provider_name(tmp_path, env_with_spu_on_p
         "config", "codex", "--base-url", "http://127.0.0.1:1/v1", cwd=tmp_path, env=env_with_spu_on_path
     )
     assert res.returncode == 2 and "--model-provider" in res.stderr
+
+
+def test_codex_writer_keeps_dotted_keys_and_replaces_a_provider_written_by_hand():
+    block = clients.codex_toml(tools=["system_info"])
+    text, _ = clients.write_codex_config('approval_policy = "never"\n', block)
+    text += 'model = "m"\nmodel_providers.local.base_url = "http://x/v1"\n'  # appended after spu's tables
+    text, moved = clients.write_codex_config(text, block)
+    assert moved == ["model", "model_providers.local.base_url"]
+    data = tomllib.loads(text)
+    assert data["model"] == "m" and data["model_providers"]["local"]["base_url"] == "http://x/v1"
+    provider = clients.CodexProvider("local", "http://127.0.0.1:9/v1", "m2")
+    data = tomllib.loads(clients.write_codex_config(text, block, provider)[0])
+    assert data["model"] == "m2" and data["model_provider"] == "local" and data["approval_policy"] == "never"
+    assert data["model_providers"]["local"] == {
+        "name": "local",
+        "base_url": "http://127.0.0.1:9/v1",
+        "wire_api": "responses",
+    }
+    assert set(data["mcp_servers"]["spu"]["tools"]) == {"system_info"}

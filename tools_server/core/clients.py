@@ -237,7 +237,7 @@ _SPU_KEYS = {
     f"mcp_servers.{SERVER_NAME}": {"command", "args", "required", "startup_timeout_sec", "tool_timeout_sec"},
     f"mcp_servers.{SERVER_NAME}.env": set(SERVER_ENV_VARS),
 }
-_KEY = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*=")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_.\"-]+?)\s*=")
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 
 
@@ -310,7 +310,17 @@ def write_codex_config(text: str, block: str, provider: CodexProvider | None = N
             if t[0] != f"model_providers.{provider.name}"
             and not t[0].startswith(f"model_providers.{provider.name}.")
         ]
-    top = [line for line in top if not ((key := _KEY.match(line)) and key.group(1) in replaced)]
+
+    def replaced_here(line: str) -> bool:
+        key = _KEY.match(line)
+        if key is None:
+            return False
+        name = key.group(1)
+        return name in replaced or (
+            provider is not None and name.startswith(f"model_providers.{provider.name}.")
+        )
+
+    top = [line for line in top if not replaced_here(line)]
     kept = [lines for name, lines in tables if not _is_spu_table(name)]
     parts = ["\n".join(top).strip("\n"), "\n".join(hoisted)]
     parts += ["\n".join(lines).strip("\n") for lines in kept]
