@@ -162,7 +162,8 @@ def list_server_tools(entry: dict[str, Any], cwd: Path, timeout_s: float = 60.0)
     command = entry.get("command")
     if not command:
         raise ServerCheckError("the entry has no command")
-    resolved = command if os.sep in command else shutil.which(command)
+    # a relative path is relative to the folder the client starts the server in
+    resolved = str(cwd / command) if os.sep in command else shutil.which(command)
     if resolved is None or not Path(resolved).exists():
         raise ServerCheckError(
             f"the command {command!r} cannot be found"
