@@ -34,7 +34,9 @@ import httpx
 
 from environment.demo_tasks import demo_task_dir
 from environment.runs import read_records
+from environment.task import load_task
 from scaffold.agent.config import load_config
+from scaffold.agent.models import PROVIDERS
 from scaffold.agent.runner import run_agent
 
 REPO = Path(__file__).resolve().parent.parent
@@ -67,7 +69,7 @@ def run(provider: str, steps: int, workdir: Path) -> tuple[list[dict], ScriptedM
     server = ScriptedModelServer([], default=turn)
     server.__enter__()
     out = workdir / f"{provider}-{steps}"
-    run_agent(task, out, f"{provider}:bench", config, base_url=server.url)
+    run_agent(load_task(task), out, f"{provider}:bench", config, base_url=server.url)
     return read_records(out / "trajectory.jsonl"), server, server.requests
 
 
@@ -154,7 +156,7 @@ def main() -> None:
         server.close()
 
         print("\nprefix stability: share of each request identical to the previous request's prefix")
-        for provider in ("openai", "openai-responses", "anthropic"):
+        for provider in [p for p in PROVIDERS if p != "replay"]:
             _, server, requests = run(provider, 30, workdir)
             server.close()
             reused, of_new, raw = [], [], []

@@ -36,6 +36,7 @@ from typing import Annotated, Any
 
 import typer
 
+from scaffold.agent.models import PROVIDERS
 from spu_common.jsonfiles import atomic_write_json
 
 DONE_MARKER = ".batch-done.json"
@@ -256,7 +257,11 @@ def collect_answers(task_dirs: list[Path], answers: Path | None, into: Path) -> 
 def batch_command(
     tasks: Annotated[list[Path], typer.Argument(help="Task directories, or folders searched for them.")],
     model: Annotated[
-        str, typer.Option("--model", help="PROVIDER:MODEL (openai, openai-responses, anthropic, replay).")
+        str,
+        typer.Option(
+            "--model",
+            help=f"PROVIDER:MODEL, PROVIDER one of {', '.join(PROVIDERS)} (replay:FILE replays a recording).",
+        ),
     ],
     parallel: Annotated[int, typer.Option("-j", "--jobs", min=1, help="Runs at once.")] = 2,
     out: Annotated[Path, typer.Option("--out", "-o", help="Runs directory (spu report layout).")] = Path(
@@ -291,14 +296,16 @@ def batch_command(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     from environment.task import TaskError
-    from scaffold.agent.models import split_model_spec
+    from scaffold.agent.config import ConfigError, load_config
+    from scaffold.agent.models import ModelSpec, adapter_class
 
     try:
-        split_model_spec(model)
+        adapter_class(ModelSpec.parse(model).provider)
+        load_config(config_file, overrides or [])  # refused here, not once per run
         task_dirs = find_task_dirs(tasks)
         configuration = name or configuration_name(model)
         jobs = plan_jobs(task_dirs, out, configuration, runs)
-    except (ValueError, FileNotFoundError, TaskError) as exc:
+    except (ValueError, FileNotFoundError, TaskError, ConfigError) as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     agent_args = ["--model", model]

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 #: The command modules, in help order: the server, the benchmark side, the reference agent.
 MODULES = (
     "tools_server.core.cli",
+    "tools_server.core.clients_cli",
     "tools_server.core.doctor_cli",
     "tools_server.web.cli",
     "environment.cli",
@@ -32,7 +33,7 @@ MODULES = (
 PARTS = {
     "serve": "tools_server.core.cli",
     "cache": "tools_server.core.cli",
-    "config": "tools_server.core.cli",
+    "config": "tools_server.core.clients_cli",
     "doctor": "tools_server.core.doctor_cli",
     "audit": "tools_server.web.cli",
     "baselines": "environment.analysis.cli",

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from scaffold.agent.models import PROVIDERS
 from spu_common.console import fail
+
+if TYPE_CHECKING:
+    from environment.task import Task
+    from scaffold.agent.models import ModelSpec
 
 DEMO_SLUG = "aromatic-acidity"
 DEMO_RECORDING = "demo-aromatic-acidity"
@@ -44,8 +49,9 @@ def run_command(
         list[str],
         typer.Option(
             "--model",
-            help="PROVIDER:MODEL with PROVIDER openai, openai-responses, anthropic or replay. Repeat it "
-            "with --ensemble to mix models.",
+            help=f"PROVIDER:MODEL with PROVIDER one of {', '.join(PROVIDERS)} (replay:FILE replays a "
+            "recording), or module:Class:MODEL for an adapter of your own. Repeat it with --ensemble to mix "
+            "models.",
         ),
     ],
     base_url: Annotated[
@@ -65,23 +71,26 @@ def run_command(
     """Run the agent on a task. A valid rankings.json is in OUT from the first second to the end, whatever
     happens."""
     from environment.task import TaskError, load_task
-    from scaffold.agent.models import split_model_spec
+    from scaffold.agent.models import ModelSpec, adapter_class
 
     config = _config(config_file, overrides)
     try:
-        load_task(task)
-        for spec in model:
-            split_model_spec(spec)
+        loaded = load_task(task)  # the one parse of the task: everything below gets this object
+        specs = [ModelSpec.parse(spec) for spec in model]
+        for spec in specs:
+            adapter_class(spec.provider)
     except (TaskError, ValueError) as exc:
         raise fail(str(exc)) from None
-    size = max(ensemble, int(config.get("ensemble", {}).get("size") or 1))
-    if size > 1 or len(model) > 1:
-        _run_ensemble(task, out, model, size, config, base_url, as_json)
+    size = max(ensemble, int(config["ensemble"]["size"]))
+    if size > 1 or len(specs) > 1:
+        _run_ensemble(loaded, out, specs, size, config, base_url, as_json)
         return
-    _run_single(task, out, model[0], config, base_url, as_json)
+    _run_single(loaded, out, specs[0], config, base_url, as_json)
 
 
-def _run_single(task: Path, out: Path, spec: str, config: dict, base_url: str | None, as_json: bool) -> int:
+def _run_single(
+    task: Task, out: Path, spec: ModelSpec, config: dict, base_url: str | None, as_json: bool
+) -> int:
     from scaffold.agent.runner import exit_code, run_agent
 
     outcome = run_agent(task, out, spec, config, base_url=base_url)
@@ -101,7 +110,13 @@ def _run_single(task: Path, out: Path, spec: str, config: dict, base_url: str | 
 
 
 def _run_ensemble(
-    task: Path, out: Path, specs: list[str], size: int, config: dict, base_url: str | None, as_json: bool
+    task: Task,
+    out: Path,
+    specs: list[ModelSpec],
+    size: int,
+    config: dict,
+    base_url: str | None,
+    as_json: bool,
 ) -> None:
     from scaffold.agent.ensemble import run_ensemble
 
@@ -146,9 +161,8 @@ def demo_command(
     if slug not in DEMO_TASKS:
         raise fail(f"no demo task {slug!r}; choose one of {DEMO_TASKS}")
     config = _config(None, overrides)
-    task_dir = demo_task_dir(slug)
-    outcome = run_agent(task_dir, out, model, config, base_url=base_url)
-    task = load_task(task_dir)
+    task = load_task(demo_task_dir(slug))
+    outcome = run_agent(task, out, model, config, base_url=base_url)
     report = validate_submission(out / "rankings.json", task, recover=False)
     result = grade(out / "rankings.json", task, load_answers(demo_answers_path(slug)))
     record = {

@@ -14,22 +14,22 @@ from typing import Any
 
 from environment.consensus import ConsensusError, consensus_details
 from environment.submission import fallback_submission, validate_submission, write_submission_atomic
-from environment.task import load_task
+from environment.task import Task
 from scaffold.agent.loop import RunOutcome
+from scaffold.agent.models import ModelSpec
 from scaffold.agent.runner import run_agent
 
 
 def run_ensemble(
-    task_dir: str | Path,
+    task: Task,
     out: str | Path,
-    model_specs: list[str],
+    model_specs: list[str | ModelSpec],
     size: int,
     config: dict[str, Any],
     *,
     base_url: str | None = None,
     on_member: Any = None,
 ) -> dict[str, Any]:
-    task = load_task(task_dir)
     root = Path(out).absolute()
     root.mkdir(parents=True, exist_ok=True)
     write_submission_atomic(root / "rankings.json", fallback_submission(task))  # valid from the start
@@ -37,11 +37,11 @@ def run_ensemble(
     for index in range(size):
         spec = model_specs[index % len(model_specs)]
         member_dir = root / "members" / f"member-{index + 1}"
-        outcome: RunOutcome = run_agent(task_dir, member_dir, spec, config, base_url=base_url)
+        outcome: RunOutcome = run_agent(task, member_dir, spec, config, base_url=base_url)
         members.append(
             {
                 "member": index + 1,
-                "model": spec,
+                "model": str(spec),
                 "dir": member_dir.relative_to(root).as_posix(),
                 "exit_status": outcome.exit_status,
                 "submission": outcome.submission,
@@ -51,12 +51,11 @@ def run_ensemble(
             on_member(members[-1])
         if outcome.exit_status == "interrupted":
             break
-    return write_consensus(task_dir, root, members)
+    return write_consensus(task, root, members)
 
 
-def write_consensus(task_dir: str | Path, root: Path, members: list[dict[str, Any]]) -> dict[str, Any]:
+def write_consensus(task: Task, root: Path, members: list[dict[str, Any]]) -> dict[str, Any]:
     """Consensus of the members that submitted a ranking of their own (not the fallback)."""
-    task = load_task(task_dir)
     used = [
         m
         for m in members

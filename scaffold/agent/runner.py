@@ -1,4 +1,4 @@
-"""One agent run from a task directory, an output directory, a model spec and a config.
+"""One agent run from a task (loaded once, by the caller), an output directory, a model spec and a config.
 
 Builds the pieces (task, output directory, model adapter, tools, budget), turns SIGTERM and SIGINT into
 the :class:`~scaffold.agent.endings.Interrupted` ending while the loop runs, and closes the tool server
@@ -14,11 +14,11 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from environment.task import Task, load_task
+from environment.task import Task
 from scaffold.agent.endings import Interrupted
 from scaffold.agent.limits import Budget, find_price
 from scaffold.agent.loop import Agent, RunOutcome
-from scaffold.agent.models import make_model, split_model_spec
+from scaffold.agent.models import ModelSpec, make_model
 from scaffold.agent.rundir import RunDir
 from scaffold.agent.tools import Toolbox
 from scaffold.agent.tools.builtin import BuiltinTools
@@ -40,29 +40,29 @@ def prompt_cache_key(config: dict[str, Any], task: Task) -> str | None:
 
 
 def run_agent(
-    task_dir: str | Path,
+    task: Task,
     out: str | Path,
-    model_spec: str,
+    model_spec: str | ModelSpec,
     config: dict[str, Any],
     *,
     base_url: str | None = None,
     run_id: str | None = None,
 ) -> RunOutcome:
-    task = load_task(task_dir)
-    split_model_spec(model_spec)  # a usage error before anything is written
+    """Run the agent on ``task`` (``environment.task.load_task``) with ``config``
+    (``scaffold.agent.config.load_config``)."""
+    spec = model_spec if isinstance(model_spec, ModelSpec) else ModelSpec.parse(model_spec)
     mcp_cfg = config["tools"]["mcp"]
     rundir = RunDir(out, task, server_workdir=mcp_cfg.get("workdir"))
     rundir.create()
     paths = {"TASK_DIR": str(task.root), "OUT_DIR": str(rundir.root), "WORK_DIR": str(rundir.work)}
     model = make_model(
-        model_spec,
+        spec,
         config["model"],
         base_url=base_url,
         cache_key=prompt_cache_key(config["model"], task),
         paths=paths,
     )
-    _, model_name = split_model_spec(model_spec)
-    budget = Budget(config["limits"], find_price(config.get("prices") or {}, model_name))
+    budget = Budget(config["limits"], find_price(config.get("prices") or {}, spec.model))
     builtin = BuiltinTools(rundir, config["tools"], list(config["tools"].get("builtin") or []))
     builtin.time_left = budget.wall_time_left_s
     mcp = None

@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from environment.task import load_task
 from scaffold.agent.loop import compact_tool
 from scaffold.agent.models.base import ToolDef
 from scaffold.agent.runner import run_agent
@@ -28,7 +29,7 @@ RANKINGS = [{"group_id": "g1", "order": G1}, {"group_id": "g2", "order": G2}]
 
 
 def run(server, demo_task, out, config, provider="openai"):
-    return run_agent(demo_task, out, f"{provider}:scripted-1", config, base_url=server.url)
+    return run_agent(load_task(demo_task), out, f"{provider}:scripted-1", config, base_url=server.url)
 
 
 def test_max_nudges_replies_without_a_tool_call_end_the_run(model_server, demo_task, agent_config, tmp_path):

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from scaffold.agent.config import ConfigError, load_config
 from scaffold.agent.context import ContextWindow
 from scaffold.agent.limits import cost_usd, find_price
 from scaffold.agent.models.base import Usage
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_defaults_file_and_overrides_merge_in_order(tmp_path):
@@ -19,7 +26,8 @@ def test_defaults_file_and_overrides_merge_in_order(tmp_path):
             "model.temperature=0.2",
             "tools.builtin=[bash, python]",
             "model.prompt_cache_key=false",
-            "new.section.value=3",
+            "prices.my-model={input: 0.5, output: 1.5}",
+            "model.extra_body.top_k=20",
         ],
     )
     assert config["limits"]["step_limit"] == 40  # from the file
@@ -27,7 +35,77 @@ def test_defaults_file_and_overrides_merge_in_order(tmp_path):
     assert config["model"]["temperature"] == 0.2  # -c beats the file
     assert config["tools"]["builtin"] == ["bash", "python"]
     assert config["model"]["prompt_cache_key"] is False
-    assert config["new"]["section"]["value"] == 3
+    # open mappings take the user's own keys; a price without cache prices charges the input price
+    assert config["prices"]["my-model"] == {
+        "input": 0.5,
+        "output": 1.5,
+        "cache_read": 0.5,
+        "cache_write": 0.5,
+    }
+    assert config["model"]["extra_body"] == {"top_k": 20}
+
+
+def test_the_declared_config_matches_the_shipped_defaults():
+    from scaffold.agent.config import AgentConfig, default_config, validate_config
+
+    assert validate_config(default_config()) == AgentConfig().model_dump() | {
+        "prices": validate_config(default_config())["prices"]
+    }
+    assert validate_config({}) == AgentConfig().model_dump()
+    assert set(validate_config(default_config())["prices"]) == set(default_config()["prices"])
+
+
+@pytest.mark.parametrize(
+    "override,suggestion",
+    [
+        ("limits.stpe_limit=40", "limits.step_limit"),
+        ("limit.step_limit=40", "limits.step_limit"),
+        ("tools.mcp.comand=[spu, serve]", "tools.mcp.command"),
+        ("model.retry.max_attempt=3", "model.retry.max_attempts"),
+        ("prices.gpt-4.1.inptu=1", "prices"),  # below an open mapping the price's own keys are checked
+    ],
+)
+def test_an_unknown_key_is_refused_with_the_nearest_known_one(override, suggestion):
+    with pytest.raises(ConfigError, match=r"unknown config key|invalid config") as info:
+        load_config(None, [override])
+    if "unknown" in str(info.value):
+        assert f"Did you mean {suggestion}?" in str(info.value)
+    else:
+        assert suggestion in str(info.value)
+
+
+def test_an_unknown_key_in_a_config_file_is_refused(tmp_path):
+    path = tmp_path / "agent.yaml"
+    path.write_text("limits:\n  stpe_limit: 40\n")
+    with pytest.raises(
+        ConfigError, match=r"limits\.stpe_limit \(in .*agent\.yaml\)\. Did you mean limits\.step_limit\?"
+    ):
+        load_config(path)
+    path.write_text("limits:\n  step_limit: many\n")
+    with pytest.raises(ConfigError, match=r"invalid config: limits\.step_limit"):
+        load_config(path)
+    path.write_text("limits: 3\n")
+    with pytest.raises(ConfigError, match=r"invalid config: limits"):
+        load_config(path)
+
+
+def spu(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "spu", *args], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_spu_agent_run_refuses_a_misspelt_key_with_exit_2(demo_task, tmp_path):
+    run = ["agent", "run", "--task", str(demo_task), "--out", str(tmp_path / "o"), "--model", "replay:x"]
+    result = spu(*run, "-c", "limits.stpe_limit=40")
+    assert result.returncode == 2, result.stderr
+    assert "Did you mean limits.step_limit?" in result.stderr
+    assert not (tmp_path / "o").exists()  # refused before anything is written
+    config = tmp_path / "agent.yaml"
+    config.write_text("tools:\n  mcp:\n    requird: true\n")
+    result = spu(*run, "--config", str(config))
+    assert result.returncode == 2, result.stderr
+    assert "Did you mean tools.mcp.required?" in result.stderr
 
 
 @pytest.mark.parametrize("bad", ["noequals", "=3", "a..b=1", "limits.step_limit.x=1", "model.temperature=[1"])
@@ -100,3 +178,21 @@ def test_calibration_from_reported_usage():
     window.calibrate(chars=40_000, prompt_tokens=10_000)
     assert window.chars_per_token == 4.0
     assert window.estimate_tokens([{"role": "user", "content": "x" * 4000}], []) == 1000
+
+
+def test_spu_agent_run_parses_the_task_once(demo_task, tmp_path, monkeypatch):
+    """The CLI loads the task; the runner, the ensemble and the consensus take that object."""
+    from typer.testing import CliRunner
+
+    import environment.task
+    from spu.cli import make_app
+
+    calls = []
+    real = environment.task.load_task
+    monkeypatch.setattr(environment.task, "load_task", lambda path: calls.append(path) or real(path))
+    args = ["agent", "run", "--task", str(demo_task), "--out", str(tmp_path / "o"), "--json"]
+    args += ["--model", "replay:demo-aromatic-acidity", "--ensemble", "2", "-c", "tools.mcp.enabled=false"]
+    result = CliRunner().invoke(make_app(["scaffold.agent.cli"]), args)
+    assert result.exit_code in (0, 1), result.output
+    assert len(json.loads(result.stdout)["members"]) == 2
+    assert calls == [demo_task]

@@ -312,7 +312,7 @@ def test_ensemble_writes_the_mean_rank_consensus_and_keeps_members(demo_task, ag
         json.dumps({"message": {"role": "assistant", "content": "no idea", "tool_calls": []}}) + "\n"
     )
     out = tmp_path / "ensemble"
-    summary = run_ensemble(demo_task, out, [*recordings, f"replay:{garbage}"], 4, agent_config())
+    summary = run_ensemble(load_task(demo_task), out, [*recordings, f"replay:{garbage}"], 4, agent_config())
     assert summary["submission"] == "consensus" and summary["used"] == [1, 2, 3]
     assert [m["exit_status"] for m in summary["members"]] == ["submitted"] * 3 + ["model_gave_up"]
     final = json.loads((out / "rankings.json").read_text())
@@ -345,7 +345,7 @@ def test_replay_goes_on_when_live_tool_results_differ(demo_task, agent_config, t
     lines.insert(1, json.dumps({"type": "tool_result", "content": "a recorded result nobody reads"}))
     recording.write_text("\n".join(lines) + "\n")
     out = tmp_path / "run"
-    outcome = run_agent(demo_task, out, f"replay:{recording}", agent_config())
+    outcome = run_agent(load_task(demo_task), out, f"replay:{recording}", agent_config())
     assert outcome.exit_status == "submitted"
     results = [r for r in read_records(out / "trajectory.jsonl") if r["type"] == "tool_result"]
     assert "contract.json" in results[0]["content"]  # ${TASK_DIR} became the real task directory

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from scaffold.agent.models import PROVIDERS as REGISTERED
 from scaffold.agent.models import make_model
 from scaffold.agent.models.base import (
     AuthError,
@@ -23,7 +24,8 @@ TOOLS = [
         "chem_parse", "parse molecules", {"type": "object", "properties": {"molecules": {"type": "array"}}}
     ),
 ]
-PROVIDERS = ["openai", "openai-responses", "anthropic"]
+#: the HTTP wire formats (every registered provider but the replay)
+PROVIDERS = [p for p in REGISTERED if p != "replay"]
 
 
 def conversation() -> list[dict]:
@@ -318,3 +320,106 @@ def test_successive_requests_share_a_stable_prefix(provider, model_server, agent
         assert json.dumps(last).count("cache_control") == 4  # the API allows at most 4
     else:
         assert {r["json"]["prompt_cache_key"] for r in server.requests} == {"spu-demo-v1"}
+
+
+# -- the provider registry ---------------------------------------------------------------------------------
+
+
+class EchoModel:
+    """An adapter of a user's own, named by import path."""
+
+    provider = "echo"
+
+    def __init__(self, model: str, config: dict) -> None:
+        self.model, self.config = model, config
+
+    @classmethod
+    def from_spec(cls, model, config, *, base_url=None, cache_key=None, paths=None):
+        return cls(model, config)
+
+    @property
+    def name(self) -> str:
+        return f"echo:{self.model}"
+
+    def query(self, messages, tools):
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+def test_every_registered_provider_names_its_adapter():
+    from scaffold.agent.models import PROVIDERS, Model, adapter_class
+
+    assert list(PROVIDERS) == ["openai", "openai-responses", "anthropic", "replay"]
+    for name in PROVIDERS:
+        cls = adapter_class(name)
+        assert cls.provider == name  # the trajectory's provider field is the registry's name
+        assert callable(cls.from_spec) and callable(cls.query)
+    assert isinstance(make_model("replay:demo-aromatic-acidity", {}), Model)
+
+
+def test_an_import_path_names_an_adapter_of_ones_own():
+    from scaffold.agent.models import ModelSpec
+
+    spec = ModelSpec.parse(f"{__name__}:EchoModel:tiny-1")
+    assert (spec.provider, spec.model) == (f"{__name__}:EchoModel", "tiny-1")
+    model = make_model(spec, {"temperature": 0.1})
+    assert isinstance(model, EchoModel) and model.name == "echo:tiny-1"
+
+
+@pytest.mark.parametrize(
+    "spec,message",
+    [
+        ("gemini:pro", "PROVIDER one of openai, openai-responses, anthropic, replay"),
+        ("openai", "PROVIDER:MODEL"),
+        ("no_such_module.x:Cls:m", "cannot import no_such_module.x:Cls"),
+        ("json:JSONDecoder:m", "is not a model adapter"),
+    ],
+)
+def test_an_unknown_provider_says_which_exist(spec, message):
+    with pytest.raises(ValueError, match=message):
+        make_model(spec, {})
+
+
+def test_provider_lists_outside_the_registry_agree_with_it():
+    """The CLI's help, docs/agent.md's table and Harbor's model names all follow PROVIDERS."""
+    import ast
+    import re
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from scaffold.agent.models import PROVIDERS
+
+    repo = Path(__file__).resolve().parents[2]
+    table = (repo / "docs" / "agent.md").read_text(encoding="utf-8").split("## Providers", 1)[1]
+    assert re.findall(r"^\| `([a-z-]+):[A-Z]+` \|", table, flags=re.M) == list(PROVIDERS)
+    for command in (["agent", "run"], ["batch"]):
+        help_text = subprocess.run(
+            [sys.executable, "-m", "spu", *command, "--help"],
+            cwd=repo,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={"COLUMNS": "400", "PATH": "/usr/bin:/bin"},
+        ).stdout
+        assert ",".join(PROVIDERS) in "".join(help_text.replace("│", " ").split()), command
+    harbor = ast.parse((repo / "scaffold" / "harbor_agent.py").read_text(encoding="utf-8"))
+    mapping = next(
+        ast.literal_eval(node.value)
+        for node in ast.walk(harbor)
+        if isinstance(node, ast.AnnAssign | ast.Assign)
+        and "PROVIDER_MAP" in ast.dump(node.targets[0] if isinstance(node, ast.Assign) else node.target)
+    )
+    assert set(mapping.values()) <= set(PROVIDERS)
+    assert set(PROVIDERS) <= set(mapping)
+    harbor_doc = (repo / "docs" / "harbor.md").read_text(encoding="utf-8")
+    assert all(f"`{name}`" in harbor_doc for name in mapping)
+
+
+def test_every_adapter_s_key_is_hidden_from_the_tools():
+    from scaffold.agent.models import MODEL_KEY_ENV, PROVIDERS, adapter_class
+
+    keys = {getattr(adapter_class(p), "api_key_env", "") for p in PROVIDERS} - {""}
+    assert keys and keys <= set(MODEL_KEY_ENV)

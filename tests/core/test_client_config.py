@@ -61,14 +61,14 @@ def test_codex_write_is_idempotent_and_keeps_the_rest(tmp_path, env_with_spu_on_
     assert printed == clients.codex_toml()
 
 
-def test_claude_write_makes_a_portable_project_setup(tmp_path, env_with_spu_on_path):
+def test_claude_write_names_spu_by_a_path_that_needs_no_path(tmp_path, env_with_spu_on_path):
     res = spu("config", "claude", "--write", cwd=tmp_path, env=env_with_spu_on_path)
     assert res.returncode == 0, res.stderr
     mcp = json.loads((tmp_path / ".mcp.json").read_text())
     entry = mcp["mcpServers"]["spu"]
-    # found on PATH: no machine path in a file the project shares
-    assert entry["command"] == "spu" and entry["args"] == ["serve"]
-    assert str(tmp_path) not in json.dumps(entry["command"])
+    # Claude Code starts a server it cannot find without a word: the entry never relies on PATH
+    assert Path(entry["command"]).is_absolute() and Path(entry["command"]).name == "spu"
+    assert entry["args"] == ["serve"]
     settings = json.loads((tmp_path / ".claude" / "settings.json").read_text())
     assert settings["permissions"]["allow"] == ["mcp__spu__*"]
     assert settings["env"] == {
@@ -90,10 +90,34 @@ def test_claude_write_makes_a_portable_project_setup(tmp_path, env_with_spu_on_p
     assert 'claude -p "' in printed and "--output-format json" in printed
 
 
-def test_claude_without_spu_on_path_says_the_entry_is_not_portable(tmp_path, spu_env):
+def test_claude_setup_starts_with_spu_off_path_and_check_lists_the_tools(tmp_path, spu_env):
+    """Written with spu on PATH, then run (as Claude Code would) with a PATH that lacks it."""
+    on_path = {**spu_env, "PATH": f"{Path(sys.executable).parent}{os.pathsep}/usr/bin:/bin"}
+    assert spu("config", "claude", "--write", cwd=tmp_path, env=on_path).returncode == 0
+    off_path = {**spu_env, "PATH": "/usr/bin:/bin"}
+    res = spu("config", "claude", "--check", cwd=tmp_path, env=off_path)
+    assert res.returncode == 0, res.stderr
+    expected = {t.name for t in SERVER_TOOLS} | set(load_registry().tools)
+    assert f"lists {len(expected)} tools" in res.stdout and "job_wait" in res.stdout
+
+
+def test_claude_check_fails_loudly_when_the_command_cannot_start(tmp_path, spu_env):
     env = {**spu_env, "PATH": "/usr/bin:/bin"}
-    res = spu("config", "claude", cwd=tmp_path, env=env)
-    assert res.returncode == 0 and "spu is not on PATH" in res.stderr
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"spu": {"command": "spu", "args": ["serve"]}}})
+    )
+    res = spu("config", "claude", "--check", cwd=tmp_path, env=env)
+    assert res.returncode == 1
+    assert "`spu serve` did not start: the command 'spu' cannot be found on PATH" in res.stderr
+    assert "spu config claude --write" in res.stderr
+    (tmp_path / ".mcp.json").write_text(
+        json.dumps({"mcpServers": {"spu": {"command": "/bin/sh", "args": ["-c", "echo broken >&2; exit 3"]}}})
+    )
+    res = spu("config", "claude", "--check", cwd=tmp_path, env=env)
+    assert res.returncode == 1 and "did not start" in res.stderr and "Traceback" not in res.stderr
+    (tmp_path / ".mcp.json").write_text("{}")
+    res = spu("config", "claude", "--check", cwd=tmp_path, env=env)
+    assert res.returncode == 1 and "has no 'spu' server" in res.stderr
 
 
 def test_method_is_one_source_for_agent_skill_and_agents_md(tmp_path, env_with_spu_on_path):
@@ -159,3 +183,104 @@ def test_docs_show_what_the_commands_print(env_with_spu_on_path, monkeypatch):
     for row in block.splitlines():
         if not row.startswith("#"):
             assert row in documented, row
+
+
+def _documented_provider_command() -> list[str]:
+    """The `spu config codex --write --model-provider ...` line of docs/codex.md, as argv."""
+    import shlex
+
+    doc = (REPO / "docs" / "codex.md").read_text()
+    section = doc.split("## A local or self-hosted model", 1)[1]
+    command = section.split("```bash\n", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    argv = shlex.split(command)
+    assert argv[:4] == ["spu", "config", "codex", "--write"] and "--model-provider" in argv
+    return argv[1:]
+
+
+def test_codex_provider_written_as_documented_stays_top_level(tmp_path, env_with_spu_on_path):
+    home = tmp_path / "codex"
+    home.mkdir()
+    (home / "config.toml").write_text('approval_policy = "never"\n\n[mcp_servers.other]\ncommand = "x"\n')
+    env = {**env_with_spu_on_path, "CODEX_HOME": str(home)}
+    for _ in range(2):  # idempotent
+        res = spu(*_documented_provider_command(), cwd=tmp_path, env=env)
+        assert res.returncode == 0, res.stderr
+    text = (home / "config.toml").read_text()
+    data = tomllib.loads(text)
+    assert data["model"] == "my-model" and data["model_provider"] == "local"
+    assert data["approval_policy"] == "never" and data["mcp_servers"]["other"] == {"command": "x"}
+    assert data["model_providers"]["local"] == {
+        "name": "local",
+        "base_url": "http://127.0.0.1:8080/v1",
+        "wire_api": "responses",
+        "env_key": "LOCAL_API_KEY",
+    }
+    assert set(data["mcp_servers"]["spu"]["tools"]) >= {"system_info", "job_wait"}
+    assert text.count("model_provider =") == 1 and text.count("[model_providers.local]") == 1
+    # the documented result: top-level keys, the provider table, spu's tables last
+    documented = (REPO / "docs" / "codex.md").read_text().split("## A local or self-hosted model", 1)[1]
+    shown = documented.split("```toml\n", 1)[1].split("```", 1)[0]
+    head = text.split("\n[", 1)[0]  # before the first table
+    assert all(row in head for row in shown.splitlines()[:2]), head  # model, model_provider
+    assert text.index("[model_providers.local]") < text.index("[mcp_servers.spu]")
+    for row in shown.splitlines():
+        if row and not row.startswith("#"):
+            assert row in text, row
+    # a whole table appended at the end stays a table of its own
+    (home / "config.toml").write_text(
+        text + '\n[model_providers.other]\nname = "other"\nbase_url = "http://h/v1"\n'
+    )
+    data = tomllib.loads((home / "config.toml").read_text())
+    assert data["model_providers"]["other"]["name"] == "other" and data["model_provider"] == "local"
+
+
+def test_codex_keys_appended_after_spu_tables_move_back_to_the_top_level(tmp_path, env_with_spu_on_path):
+    """The order that used to break Codex: --write first, then the provider keys at the end of the file."""
+    home = tmp_path / "codex"
+    home.mkdir()
+    env = {**env_with_spu_on_path, "CODEX_HOME": str(home)}
+    assert spu("config", "codex", "--write", cwd=tmp_path, env=env).returncode == 0
+    config = home / "config.toml"
+    config.write_text(
+        config.read_text()
+        + 'model = "my-model"\nmodel_provider = "local"\n\n[model_providers.local]\nname = "local"\n'
+        + 'base_url = "http://127.0.0.1:8080/v1"\n'
+    )
+    broken = tomllib.loads(config.read_text())
+    assert "model" not in broken  # TOML put it inside spu's last tool table
+    assert config.read_text().rstrip().splitlines()[-1] != clients.CODEX_BLOCK_END.splitlines()[-1]
+    res = spu("config", "codex", "--write", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    assert "moved model, model_provider to the top level" in res.stdout
+    data = tomllib.loads(config.read_text())
+    assert data["model"] == "my-model" and data["model_provider"] == "local"
+    assert data["model_providers"]["local"]["base_url"] == "http://127.0.0.1:8080/v1"
+    assert all(v == {"approval_mode": "approve"} for v in data["mcp_servers"]["spu"]["tools"].values())
+    # the block ends by saying where top-level keys go
+    assert config.read_text().rstrip().endswith(clients.CODEX_BLOCK_END.splitlines()[-1])
+
+
+def test_codex_provider_options_need_a_provider_name(tmp_path, env_with_spu_on_path):
+    res = spu(
+        "config", "codex", "--base-url", "http://127.0.0.1:1/v1", cwd=tmp_path, env=env_with_spu_on_path
+    )
+    assert res.returncode == 2 and "--model-provider" in res.stderr
+
+
+def test_codex_writer_keeps_dotted_keys_and_replaces_a_provider_written_by_hand():
+    block = clients.codex_toml(tools=["system_info"])
+    text, _ = clients.write_codex_config('approval_policy = "never"\n', block)
+    text += 'model = "m"\nmodel_providers.local.base_url = "http://x/v1"\n'  # appended after spu's tables
+    text, moved = clients.write_codex_config(text, block)
+    assert moved == ["model", "model_providers.local.base_url"]
+    data = tomllib.loads(text)
+    assert data["model"] == "m" and data["model_providers"]["local"]["base_url"] == "http://x/v1"
+    provider = clients.CodexProvider("local", "http://127.0.0.1:9/v1", "m2")
+    data = tomllib.loads(clients.write_codex_config(text, block, provider)[0])
+    assert data["model"] == "m2" and data["model_provider"] == "local" and data["approval_policy"] == "never"
+    assert data["model_providers"]["local"] == {
+        "name": "local",
+        "base_url": "http://127.0.0.1:9/v1",
+        "wire_api": "responses",
+    }
+    assert set(data["mcp_servers"]["spu"]["tools"]) == {"system_info"}

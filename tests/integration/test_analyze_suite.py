@@ -87,7 +87,9 @@ def suite_runs(tmp_path_factory) -> Path:
         for config in ("careful", "quick"):
             for repeat in (1, 2):
                 out = runs / f"replay-{config}" / task_id / f"run-{repeat}"
-                outcome = run_agent(demo_task_dir(slug), out, f"replay:{recordings[config]}", no_mcp)
+                outcome = run_agent(
+                    load_task(demo_task_dir(slug)), out, f"replay:{recordings[config]}", no_mcp
+                )
                 assert outcome.exit_status == "submitted"
     # the shipped demo recording, through the real tool server
     demo = subprocess.run(
@@ -132,7 +134,7 @@ def suite_runs(tmp_path_factory) -> Path:
 
         os.environ.setdefault("OPENAI_API_KEY", "sk-test")
         outcome = run_agent(
-            demo_task_dir("enzyme-kinetics"),
+            load_task(demo_task_dir("enzyme-kinetics")),
             runs / "scripted" / "enzyme" / "r1",
             "openai:scripted",
             config,

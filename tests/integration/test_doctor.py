@@ -131,3 +131,46 @@ def test_cli_json_and_exit_status(spu_env, monkeypatch, tmp_path):
         timeout=60,
     )
     assert proc.returncode == 2 and "unknown check" in proc.stderr
+
+
+def test_missing_ml_potential_weights_are_warnings_that_name_the_folder(spu_env, monkeypatch, tmp_path):
+    """On a machine without their weights the mlip tools answer weights_missing; doctor says so."""
+    weights = tmp_path / "weights"
+    monkeypatch.setenv("SPU_WEIGHTS_DIR", str(weights))
+    monkeypatch.delenv("SPU_WEIGHTS_DOWNLOAD", raising=False)
+    summary = run_doctor(only=["torchani", "aimnet", "mace"], gpus=[])
+    checks = _by_name(summary)
+    expected = {
+        "torchani": weights / "torchani" / "StateDicts" / "ani2x_state_dict.pt",
+        "aimnet": weights / "aimnet2" / "aimnet2_wb97m_d3_0.pt",
+        "mace": weights / "mace" / "MACE-OFF23_small.model",
+    }
+    for name, path in expected.items():
+        check = checks[name]
+        assert check["status"] == "warn", check
+        assert f"no {path}" in check["detail"] and "weights_missing" in check["detail"]
+        assert f"put {path.name} in {path.parent}" in check["fix"] and "SPU_WEIGHTS_DIR" in check["fix"]
+        assert check["facts"]["weights_present"] is False
+    assert summary["ok"] is True  # a warning, not a failure
+    # with the file in place the same check is ok
+    path = expected["aimnet"]
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\0")
+    check = _by_name(run_doctor(only=["aimnet"], gpus=[]))["aimnet"]
+    assert check["status"] == "ok" and check["facts"]["weights_present"] is True and check["fix"] is None
+
+
+def test_text_output_prints_extras_literally(spu_env, monkeypatch, tmp_path):
+    """Rich markup used to eat "[dock]" from "pip install 'spu-scaffold[dock]'"."""
+    _shadow(monkeypatch, tmp_path, {"vina": "raise ImportError('no vina here')\n"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "spu", "doctor", "--only", "vina"],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "300"},
+        timeout=120,
+    )
+    assert proc.returncode == 1
+    assert "pip install 'spu-scaffold[dock]'" in proc.stdout, proc.stdout

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -68,25 +70,30 @@ def _summary(name: str, description: str) -> dict[str, str]:
     return {"name": name, "summary": text if cut < 0 else text[: cut + 1]}
 
 
-def server_command(project: Path | None = None) -> tuple[list[str], str | None]:
-    """How a client starts the server, portable when possible, and a note when it is not.
-
-    ``spu`` when it is on PATH (the file can be shared); else a venv inside ``project`` as a relative path;
-    else this interpreter's absolute path (works on this machine only; the note says so).
-    """
+def server_command() -> tuple[list[str], str | None]:
+    """How Codex starts the server: ``spu`` when it is on PATH (the file can be shared), else this
+    interpreter's absolute path (works on this machine only; the note says so). Codex stops with an error
+    when a required server does not start, so a missing ``spu`` is never silent there."""
     if shutil.which("spu"):
         return ["spu", "serve"], None
-    here = Path(sys.executable).parent / "spu"
-    if project is not None and here.exists():
-        try:
-            rel = here.resolve().relative_to(project.resolve())
-            return [f"./{rel.as_posix()}", "serve"], None
-        except ValueError:
-            pass
     return [sys.executable, "-m", "spu", "serve"], (
         "spu is not on PATH: the entry names this machine's Python; put the venv's bin folder on PATH "
         "(or `pip install spu-scaffold`) and rerun for a file others can use"
     )
+
+
+def absolute_server_command() -> list[str]:
+    """A command that starts the server whatever the client's PATH: the absolute path of the ``spu``
+    executable (on PATH, or beside this Python), else this Python with ``-m spu``. Claude Code starts a
+    server it cannot find without a word (its tools are simply missing), so its entry never relies on
+    PATH."""
+    found = shutil.which("spu")
+    if found:
+        return [str(Path(found).absolute()), "serve"]
+    here = Path(sys.executable).parent / "spu"
+    if here.is_file() and os.access(here, os.X_OK):
+        return [str(here.absolute()), "serve"]
+    return [sys.executable, "-m", "spu", "serve"]
 
 
 def server_env() -> dict[str, str]:
@@ -96,8 +103,8 @@ def server_env() -> dict[str, str]:
 # -- Claude Code ------------------------------------------------------------------------------------------
 
 
-def claude_mcp_json(project: Path | None = None) -> dict[str, Any]:
-    command, _ = server_command(project)
+def claude_mcp_json() -> dict[str, Any]:
+    command = absolute_server_command()
     entry: dict[str, Any] = {"type": "stdio", "command": command[0], "args": command[1:]}
     if env := server_env():
         entry["env"] = env
@@ -143,6 +150,58 @@ def claude_headless_command(prompt: str = "Rank the experiments of the task in /
     )
 
 
+class ServerCheckError(RuntimeError):
+    """The configured server command could not be started or did not list its tools."""
+
+
+def list_server_tools(entry: dict[str, Any], cwd: Path, timeout_s: float = 60.0) -> list[str]:
+    """Start ``entry`` (an ``.mcp.json`` stdio server: command, args, env) the way a client does, over
+    stdio with the MCP client, and return the names of the tools it lists."""
+    import anyio
+
+    command = entry.get("command")
+    if not command:
+        raise ServerCheckError("the entry has no command")
+    # a relative path is relative to the folder the client starts the server in
+    resolved = str(cwd / command) if os.sep in command else shutil.which(command)
+    if resolved is None or not Path(resolved).exists():
+        raise ServerCheckError(
+            f"the command {command!r} cannot be found"
+            + (" on PATH" if os.sep not in command else "")
+            + "; rerun `spu config claude --write` to write the absolute path of spu"
+        )
+
+    async def listing() -> list[str]:
+        from mcp.client.session import ClientSession
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        params = StdioServerParameters(
+            command=command,
+            args=[str(a) for a in entry.get("args") or []],
+            env={**os.environ, **(entry.get("env") or {})},
+            cwd=str(cwd),
+        )
+        with anyio.fail_after(timeout_s):
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+                await session.initialize()
+                return [t.name for t in (await session.list_tools()).tools]
+
+    try:
+        return anyio.run(listing)
+    except TimeoutError:
+        raise ServerCheckError(f"the server did not list its tools within {timeout_s:.0f} s") from None
+    except Exception as exc:  # the client's errors come wrapped in exception groups
+        raise ServerCheckError(
+            f"the server could not be started or stopped answering: {_innermost(exc)}"
+        ) from None
+
+
+def _innermost(exc: BaseException) -> str:
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return f"{type(exc).__name__}: {exc}"
+
+
 # -- Codex ------------------------------------------------------------------------------------------------
 
 
@@ -165,7 +224,111 @@ def codex_toml(tools: list[str] | None = None) -> str:
     # codex exec cannot ask for approval: every tool of the server is approved (derived from the registry)
     for name in tools:
         lines += [f"[mcp_servers.{SERVER_NAME}.tools.{name}]", 'approval_mode = "approve"']
+    lines.append(CODEX_BLOCK_END)
     return "\n".join(lines) + "\n"
+
+
+#: the last line of spu's block: TOML puts every key written after a table into that table
+CODEX_BLOCK_END = (
+    "# end of spu's tables: a key written below lands in the table above; top-level keys (model,\n"
+    "# model_provider ...) go at the top of the file, before the first [table]"
+)
+#: the keys spu writes in its own tables (any other key found there was appended by someone else)
+_SPU_KEYS = {
+    f"mcp_servers.{SERVER_NAME}": {"command", "args", "required", "startup_timeout_sec", "tool_timeout_sec"},
+    f"mcp_servers.{SERVER_NAME}.env": set(SERVER_ENV_VARS),
+}
+_KEY = re.compile(r"^\s*([A-Za-z0-9_.\"-]+?)\s*=")
+_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+
+
+@dataclass(frozen=True)
+class CodexProvider:
+    """A model provider for Codex: ``model_provider = name`` at the top level and, with a ``base_url``,
+    its ``[model_providers.<name>]`` table."""
+
+    name: str
+    base_url: str | None = None
+    model: str | None = None
+    wire_api: str = "responses"
+    env_key: str | None = None
+
+    def top_level(self) -> list[str]:
+        lines = [f"model = {json.dumps(self.model)}"] if self.model else []
+        return [*lines, f"model_provider = {json.dumps(self.name)}"]
+
+    def table(self) -> list[str]:
+        if not self.base_url:
+            return []
+        lines = [
+            f"[model_providers.{self.name}]",
+            f"name = {json.dumps(self.name)}",
+            f"base_url = {json.dumps(self.base_url)}",
+            f"wire_api = {json.dumps(self.wire_api)}",
+        ]
+        return lines + ([f"env_key = {json.dumps(self.env_key)}"] if self.env_key else [])
+
+
+def _is_spu_table(name: str) -> bool:
+    return name == f"mcp_servers.{SERVER_NAME}" or name.startswith(f"mcp_servers.{SERVER_NAME}.")
+
+
+def _spu_owns(table: str, key: str) -> bool:
+    if table.startswith(f"mcp_servers.{SERVER_NAME}.tools."):
+        return key == "approval_mode"
+    return key in _SPU_KEYS.get(table, set())
+
+
+def write_codex_config(text: str, block: str, provider: CodexProvider | None = None) -> tuple[str, list[str]]:
+    """``text`` (a Codex config.toml) with spu's tables replaced by ``block`` at the end, ``provider``
+    written at the top, and any key that had landed inside spu's tables (appended after them, so TOML read
+    it as part of the last one) moved back to the top level. Returns the new text and the moved keys."""
+    top: list[str] = []
+    tables: list[tuple[str, list[str]]] = []  # (table name, its lines including the header)
+    moved: list[str] = []
+    hoisted: list[str] = []
+    for line in text.splitlines():
+        header = _HEADER.match(line)
+        if header:
+            tables.append((header.group(1).replace(" ", ""), [line]))
+        elif not tables:
+            top.append(line)
+        else:
+            name, lines = tables[-1]
+            key = _KEY.match(line)
+            if _is_spu_table(name) and key and not _spu_owns(name, key.group(1)):
+                hoisted.append(line.strip())
+                moved.append(key.group(1))
+            else:
+                lines.append(line)
+    replaced = set(moved)
+    if provider is not None:
+        replaced |= {"model_provider"} | ({"model"} if provider.model else set())
+        hoisted += provider.top_level()
+        tables = [
+            t
+            for t in tables
+            if t[0] != f"model_providers.{provider.name}"
+            and not t[0].startswith(f"model_providers.{provider.name}.")
+        ]
+
+    def replaced_here(line: str) -> bool:
+        key = _KEY.match(line)
+        if key is None:
+            return False
+        name = key.group(1)
+        return name in replaced or (
+            provider is not None and name.startswith(f"model_providers.{provider.name}.")
+        )
+
+    top = [line for line in top if not replaced_here(line)]
+    kept = [lines for name, lines in tables if not _is_spu_table(name)]
+    parts = ["\n".join(top).strip("\n"), "\n".join(hoisted)]
+    parts += ["\n".join(lines).strip("\n") for lines in kept]
+    if provider is not None and provider.table():
+        parts.append("\n".join(provider.table()))
+    parts.append(block.strip("\n"))
+    return "\n\n".join(p for p in parts if p) + "\n", moved
 
 
 def upsert_marked_section(text: str, section: str, start: str, end: str) -> str:

@@ -33,7 +33,8 @@ MARKER = "SPU-DOCTOR-RESULT:"
 PROFILES = ("core", "all")
 WEIGHT_SUFFIXES = (".pt", ".pth", ".bin", ".safetensors", ".ckpt", ".npz")
 
-#: Prepended to every check's code: ``report(**facts)`` prints the result line doctor parses.
+#: Prepended to every check's code: ``report(**facts)`` prints the result line doctor parses;
+#: ``report(..., warning=TEXT, warning_fix=TEXT)`` makes a working engine a warning (weights missing).
 _PRELUDE = f"""
 import json, os, sys
 GPU = os.environ.get("SPU_DOCTOR_GPU") == "1"
@@ -168,10 +169,13 @@ def run_engine_check(check: DoctorCheck, *, gpu: bool, timeout_s: float, require
         else:
             result.detail = message
     else:
-        result.status = "ok"
-        result.fix = None
+        # the engine works; a check may still warn (its weights are missing, so its tools answer
+        # weights_missing): report(warning=..., warning_fix=...) names what to set
+        warning = facts.pop("warning", None)
+        result.status = "warn" if warning else "ok"
+        result.fix = facts.pop("warning_fix", None) or check.fix if warning else None
         result.version = facts.pop("version", None)
-        result.detail = facts.pop("detail", "")
+        result.detail = "; ".join(filter(None, [facts.pop("detail", ""), warning]))
         result.facts = facts
     if result.status == "fail" and not required:
         result.status = "warn"

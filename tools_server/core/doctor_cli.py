@@ -47,6 +47,7 @@ def doctor(
 
 def _print_table(summary: dict) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(
@@ -57,19 +58,25 @@ def _print_table(summary: dict) -> None:
         table.add_column(column, overflow="fold")
     for c in summary["checks"]:
         status = c["status"] + ("" if c["required"] or c["status"] in ("ok", "skip") else " (optional)")
-        table.add_row(c["name"], f"[{_STYLE[c['status']]}]{status}[/]", c["version"] or "", c["detail"])
+        # checks' texts are printed literally: "pip install 'spu-scaffold[dock]'" is not Rich markup
+        table.add_row(
+            escape(c["name"]),
+            f"[{_STYLE[c['status']]}]{status}[/]",
+            escape(c["version"] or ""),
+            escape(c["detail"]),
+        )
     console = Console()
     console.print(table)
     fixes = [c for c in summary["checks"] if c["status"] in ("fail", "warn") and c["fix"]]
     if fixes:
         console.print("[bold]How to fix:[/]")
     for c in fixes:
-        console.print(f"  [{_STYLE[c['status']]}]{c['name']}[/]: {c['fix']}")
+        console.print(f"  [{_STYLE[c['status']]}]{escape(c['name'])}[/]: {escape(c['fix'])}")
     failed = [c["name"] for c in summary["checks"] if c["status"] == "fail" and c["required"]]
     console.print(
         "[green]all required checks pass[/]"
         if not failed
-        else f"[bold red]required checks failing: {', '.join(failed)}[/]"
+        else f"[bold red]required checks failing: {escape(', '.join(failed))}[/]"
     )
 
 

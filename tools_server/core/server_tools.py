@@ -78,13 +78,16 @@ async def system_info(args: NoInput, dispatcher: Dispatcher) -> dict[str, Any]:
 
 
 class JobWaitInput(BaseModel):
-    job_id: str = Field(description="The job_id returned by a tool that answered {status: running}.")
+    job_id: str = Field(
+        description="The job_id returned by a tool that answered {status: queued} or {status: running}."
+    )
     wait_s: WaitSeconds = WAIT_S_DEFAULT
 
 
 async def job_wait(args: JobWaitInput, dispatcher: Dispatcher) -> dict[str, Any]:
-    """Wait up to wait_s seconds for a job and return its result, or {status: running, progress, eta_s}
-    if it is still running. Works for jobs started before a server restart (their stored result)."""
+    """Wait up to wait_s seconds for a job and return its result, or {status, job_id, progress, eta_s} with
+    status queued or running while it is not finished. Works for jobs started before a server restart
+    (their stored result)."""
     return await dispatcher.await_job(dispatcher.jobs.lookup(args.job_id), args.wait_s)
 
 

@@ -1,12 +1,39 @@
 """``spu doctor`` checks for the machine-learned potentials. Each builds the package's own model class
 and checks a value known exactly: with the networks' readout zeroed, a model's energy is its per-element
-reference energies summed. SevenNet-0, whose weights ship in its wheel, computes water."""
+reference energies summed. SevenNet-0, whose weights ship in its wheel, computes water. A model whose
+weights are not on the machine makes its check a warning naming the file and folder (its tools answer
+weights_missing)."""
 
 from __future__ import annotations
 
 from tools_server.core.domain import DoctorCheck
 
 _WATER = "[[0.0, 0.0, 0.1173], [0.0, 0.7572, -0.4692], [0.0, -0.7572, -0.4692]]"
+
+
+def _weights(engine: str) -> str:
+    """Check code: the default model's weights file, as a warning when it is missing (the engine works,
+    but the tool answers weights_missing), naming the file and folder to fill."""
+    return f"""
+from tools_server.mlip.models import DEFAULT_MODEL, INFO, model_path
+from tools_server.core import settings
+import os
+_path = model_path({engine!r}, DEFAULT_MODEL[{engine!r}])
+if _path.is_file():
+    WEIGHTS = dict(weights_present=True, weights=str(_path))
+else:
+    _dl = os.environ.get("SPU_WEIGHTS_DOWNLOAD") == "1"
+    WEIGHTS = dict(
+        weights_present=False,
+        warning=f"{{INFO[{engine!r}].label}} weights missing: no {{_path}}; mlip_run and "
+        f"mlip_conformers with engine={engine} answer weights_missing"
+        + (" unless the download succeeds" if _dl else ""),
+        warning_fix=f"put {{_path.name}} in {{_path.parent}} (under SPU_WEIGHTS_DIR, now "
+        f"{{settings.weights_dir()}}; docs/weights.md), or set SPU_WEIGHTS_DOWNLOAD=1 on a machine "
+        "with internet access",
+    )
+"""
+
 
 CHECKS: tuple[DoctorCheck, ...] = (
     DoctorCheck(
@@ -23,11 +50,9 @@ with torch.no_grad():
     e = float(model((torch.tensor([[8, 1, 1]]), torch.tensor([{_WATER}]))).energies[0])
 # zeroed networks: the wB97X/6-31G(d) atomic reference energies of O + 2 H
 assert abs(e - -76.0411) < 1e-3, f"water with zeroed ANI-2x networks {{e:.4f}} Eh, expected -76.0411"
-from tools_server.core import settings
-have = (settings.weights_dir() / "torchani" / "StateDicts" / "ani2x_state_dict.pt").is_file()
-where = "present" if have else "not in SPU_WEIGHTS_DIR"
+{_weights("ani2x")}
 report(version=md.version("torchani"), detail=f"ANI-2x architecture: water {{e:.4f}} Eh from the atomic "
-       f"references; ANI-2x weights {{where}}", weights_present=have)
+       f"references", **WEIGHTS)
 """,
         fix="pip install 'spu-scaffold[mlip]' (torchani); weights: see docs/weights.md",
         timeout_s=300,
@@ -69,7 +94,9 @@ inputs = {{"coord": torch.tensor({_WATER}), "numbers": torch.tensor([8, 1, 1]), 
 out = calc(inputs, forces=True)
 e = float(out["energy"].detach())
 assert abs(e - -2069.2) < 1e-3, f"water with a zeroed AIMNet2 readout {{e:.4f}} eV, expected -2069.2"
-report(version=md.version("aimnet"), detail=f"2-layer AIMNet2 with set atomic shifts: water {{e:.2f}} eV")
+{_weights("aimnet2")}
+report(version=md.version("aimnet"), detail=f"2-layer AIMNet2 with set atomic shifts: water {{e:.2f}} eV",
+       **WEIGHTS)
 """,
         fix="pip install 'spu-scaffold[mlip]' (aimnet)",
         timeout_s=300,
@@ -101,7 +128,9 @@ atoms.calc = MACECalculator(model_paths=path, device="cpu", default_dtype="float
 e = float(atoms.get_potential_energy())
 # interaction scale 0: the energy is the atomic reference energies E0(O) + 2 E0(H)
 assert abs(e - -2069.2) < 1e-6, f"water from the E0 terms {{e:.6f}} eV, expected -2069.2"
-report(version=md.version("mace-torch"), detail=f"ScaleShiftMACE saved and reloaded: water {{e:.2f}} eV")
+{_weights("mace_off")}
+report(version=md.version("mace-torch"), detail=f"ScaleShiftMACE saved and reloaded: water {{e:.2f}} eV",
+       **WEIGHTS)
 """,
         fix="pip install 'spu-scaffold[mlip]' (mace-torch with e3nn 0.4)",
         timeout_s=300,

@@ -131,7 +131,7 @@ class AuditLog:
             "audit_log_invalid",
             f"The audit log {self.path.name} no longer matches its seal: {why}. Nothing was appended.",
             hint="Run `spu audit verify` on the log; keep the damaged log as evidence and start a new one "
-            "(a new SPU_AUDIT_LOG or work directory).",
+            "(point SPU_WORKDIR at a new work directory).",
         )
 
     def _drop_torn_tail(self, fh, size: int, keep: int | None = None) -> None:

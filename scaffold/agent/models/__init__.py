@@ -1,45 +1,128 @@
-"""Model adapters. ``make_model("PROVIDER:MODEL", config)`` picks one; all share ``query(messages,
-tools)``."""
+"""Model adapters, one per wire format, found by name in :data:`PROVIDERS`.
+
+``--model PROVIDER:MODEL`` names an entry of :data:`PROVIDERS` (``openai:gpt-4.1``) or, for an adapter
+of your own, an import path ``package.module:Class`` followed by ``:MODEL``
+(``my_models.local:MyModel:my-model``). Every adapter satisfies :class:`Model`; ``make_model`` builds one.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from scaffold.agent.models.base import ModelError, ModelTurn, ToolDef, Usage
+if TYPE_CHECKING:  # base imports httpx; the registry stays light for `spu --help`
+    from scaffold.agent.models.base import ModelTurn, ToolDef
 
-PROVIDERS = ("openai", "openai-responses", "anthropic", "replay")
+#: provider name -> the adapter class that speaks its wire format (``module:Class``). The one list:
+#: the CLI's help, the errors, the docs and Harbor's agent are checked against it.
+PROVIDERS: dict[str, str] = {
+    "openai": "scaffold.agent.models.openai_chat:OpenAIChatModel",
+    "openai-responses": "scaffold.agent.models.openai_responses:OpenAIResponsesModel",
+    "anthropic": "scaffold.agent.models.anthropic:AnthropicModel",
+    "replay": "scaffold.agent.models.replay:ReplayModel",
+}
 
-__all__ = ["PROVIDERS", "ModelError", "ModelTurn", "ToolDef", "Usage", "make_model", "split_model_spec"]
+#: variables holding model API keys (each adapter's ``api_key_env`` and the OpenAI-compatible services
+#: reached through ``openai:``): removed from the environment of everything the model drives (bash,
+#: python, the MCP server). A test checks every registered adapter's variable is here.
+MODEL_KEY_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY")
+
+__all__ = [
+    "MODEL_KEY_ENV",
+    "PROVIDERS",
+    "Model",
+    "ModelSpec",
+    "adapter_class",
+    "make_model",
+    "provider_names",
+]
 
 
-def split_model_spec(spec: str) -> tuple[str, str]:
-    provider, sep, model = spec.partition(":")
-    if not sep or not model or provider not in PROVIDERS:
+@runtime_checkable
+class Model(Protocol):
+    """What the loop needs of a model adapter."""
+
+    provider: str
+
+    @property
+    def name(self) -> str: ...
+
+    @classmethod
+    def from_spec(
+        cls,
+        model: str,
+        config: dict[str, Any],
+        *,
+        base_url: str | None = None,
+        cache_key: str | None = None,
+        paths: dict[str, str] | None = None,
+    ) -> Model:
+        """The adapter for ``model``; ``config`` is the ``model`` section of the agent config; ``paths``
+        (TASK_DIR, OUT_DIR, WORK_DIR) are this run's folders."""
+        ...
+
+    def query(self, messages: list[dict[str, Any]], tools: list[ToolDef]) -> ModelTurn: ...
+
+    def close(self) -> None: ...
+
+
+def provider_names() -> str:
+    """``openai, openai-responses, anthropic, replay`` (for help texts and errors)."""
+    return ", ".join(PROVIDERS)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """``PROVIDER:MODEL`` parsed: ``provider`` is a key of :data:`PROVIDERS` or ``module:Class``."""
+
+    provider: str
+    model: str
+
+    @classmethod
+    def parse(cls, spec: str) -> ModelSpec:
+        head, sep, rest = spec.partition(":")
+        if head not in PROVIDERS and ":" in rest:  # an import path: module.path:Class:MODEL
+            cls_name, sep, rest = rest.partition(":")
+            head = f"{head}:{cls_name}" if cls_name else ""
+        if not sep or not rest or not head or (head not in PROVIDERS and ":" not in head):
+            raise ValueError(
+                f"--model must be PROVIDER:MODEL with PROVIDER one of {provider_names()} "
+                f"(or an import path module:Class); got {spec!r}"
+            )
+        return cls(head, rest)
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.model}"
+
+
+def adapter_class(provider: str) -> type[Model]:
+    """The class for a provider name or an import path ``module:Class``."""
+    target = PROVIDERS.get(provider, provider)
+    module_name, _, class_name = target.partition(":")
+    try:
+        found = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"model provider {provider!r}: cannot import {target} ({exc})") from None
+    if not callable(getattr(found, "from_spec", None)) or not callable(getattr(found, "query", None)):
         raise ValueError(
-            f"--model must be PROVIDER:MODEL with PROVIDER one of {', '.join(PROVIDERS)}; got {spec!r}"
+            f"model provider {provider!r}: {target} is not a model adapter (it needs from_spec() and "
+            "query(); see scaffold.agent.models.Model)"
         )
-    return provider, model
+    return found
 
 
 def make_model(
-    spec: str,
+    spec: str | ModelSpec,
     config: dict[str, Any],
     *,
     base_url: str | None = None,
     cache_key: str | None = None,
     paths: dict[str, str] | None = None,
-) -> Any:
+) -> Model:
     """An adapter for ``spec``; ``config`` is the ``model`` section of the agent config. ``paths``
     (TASK_DIR, OUT_DIR, WORK_DIR) are substituted into a replayed recording's tool arguments."""
-    provider, name = split_model_spec(spec)
-    if provider == "replay":
-        from scaffold.agent.models.replay import ReplayModel
-
-        return ReplayModel(name, substitutions=paths)
-    if provider == "openai":
-        from scaffold.agent.models.openai_chat import OpenAIChatModel as cls
-    elif provider == "openai-responses":
-        from scaffold.agent.models.openai_responses import OpenAIResponsesModel as cls
-    else:
-        from scaffold.agent.models.anthropic import AnthropicModel as cls
-    return cls(name, config, base_url=base_url, cache_key=cache_key)
+    parsed = spec if isinstance(spec, ModelSpec) else ModelSpec.parse(spec)
+    return adapter_class(parsed.provider).from_spec(
+        parsed.model, config, base_url=base_url, cache_key=cache_key, paths=paths
+    )

@@ -224,6 +224,18 @@ class HttpModel:
         #: the last request body sent, for prefix-stability measurements and debugging
         self.last_request: dict[str, Any] | None = None
 
+    @classmethod
+    def from_spec(
+        cls,
+        model: str,
+        config: dict[str, Any],
+        *,
+        base_url: str | None = None,
+        cache_key: str | None = None,
+        paths: dict[str, str] | None = None,
+    ) -> HttpModel:
+        return cls(model, config, base_url=base_url, cache_key=cache_key)
+
     @property
     def name(self) -> str:
         return f"{self.provider}:{self.model}"
@@ -262,7 +274,7 @@ class HttpModel:
             raise ModelError(
                 f"the reply of {self.base_url + path} is not a {self.provider} response: expected "
                 f"{self.response_shape}, got {_shape_of(data)} ({type(exc).__name__}: {exc}). Check that "
-                f"the provider prefix matches the server's API (openai:, openai-responses:, anthropic:).",
+                f"the provider prefix matches the server's API (one of {_provider_names()}).",
                 body=json.dumps(data)[:2000],
             ) from exc
         turn.message["provider"] = self.provider
@@ -354,3 +366,9 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(value, dict):
         return None, f"the arguments must be a JSON object, not {type(value).__name__}"
     return value, None
+
+
+def _provider_names() -> str:
+    from scaffold.agent.models import provider_names  # the registry imports this module
+
+    return provider_names()

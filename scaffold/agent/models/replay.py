@@ -80,6 +80,19 @@ class ReplayModel:
         self.substitutions = dict(substitutions or {})
         self.last_request: dict[str, Any] | None = None
 
+    @classmethod
+    def from_spec(
+        cls,
+        model: str,
+        config: dict[str, Any],
+        *,
+        base_url: str | None = None,
+        cache_key: str | None = None,
+        paths: dict[str, str] | None = None,
+    ) -> ReplayModel:
+        """``model`` is the recording: a file's path or a shipped recording's name."""
+        return cls(model, substitutions=paths)
+
     @property
     def name(self) -> str:
         return f"replay:{self.model}"

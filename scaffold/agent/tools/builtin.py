@@ -21,11 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from scaffold.agent.models import MODEL_KEY_ENV
 from scaffold.agent.models.base import ToolDef
 from scaffold.agent.rundir import RunDir
 from scaffold.agent.tools.output import ToolResult, cut_middle
 
-HIDDEN_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY")
 READ_LIMIT_LINES = 2000
 
 DEFINITIONS: dict[str, ToolDef] = {
@@ -179,7 +179,7 @@ class BuiltinTools:
                 limit = max(1.0, min(limit, left))
         except (TypeError, ValueError):
             return ToolResult(f"timeout_s must be a number of seconds, not {timeout_s!r}", is_error=True)
-        env = {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV}
+        env = {k: v for k, v in os.environ.items() if k not in MODEL_KEY_ENV}
         started = time.monotonic()
         with tempfile.TemporaryFile(mode="w+b") as sink:
             proc = subprocess.Popen(

@@ -24,13 +24,11 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
+from scaffold.agent.models import MODEL_KEY_ENV
 from scaffold.agent.models.base import ToolDef
 from scaffold.agent.tools.output import ToolResult, cut_middle
 
 log = logging.getLogger(__name__)
-
-#: the model's keys are not the tool server's business
-HIDDEN_ENV = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY")
 
 
 class McpError(RuntimeError):
@@ -93,7 +91,7 @@ class McpTools:
         if url:
             return str(url)
         argv = server_command(self.config)
-        env = {k: v for k, v in os.environ.items() if k not in HIDDEN_ENV}
+        env = {k: v for k, v in os.environ.items() if k not in MODEL_KEY_ENV}
         env["SPU_WORKDIR"] = str(self.workdir)
         return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(self.cwd))
 

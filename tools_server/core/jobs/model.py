@@ -31,6 +31,13 @@ def _wake(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
+#: every status a job has (docs/server.md lists them; a test checks both ways): queued and running while
+#: it is pending, then done, error or cancelled
+JOB_STATUSES = ("queued", "running", "done", "error", "cancelled")
+#: what a pending job answers in place of a result
+PENDING_STATUSES = ("queued", "running")
+
+
 @dataclass
 class Job:
     job_id: str
