@@ -33,6 +33,7 @@ from typing import Any
 
 import yaml
 
+from environment import prior_screen
 from environment.anonymize import _new_ids
 from environment.rank_agreement import average_ranks
 from environment.task import (
@@ -46,7 +47,7 @@ from environment.task import (
 )
 
 SPEC_FILE = "spec.yaml"
-DOMAINS = ("chemistry", "materials", "biology")
+DOMAINS = ("chemistry", "materials", "biology", "medicine")
 TASK_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 REQUIRED_KEYS = (
     "task_id",
@@ -1075,6 +1076,7 @@ def author_checks(spec: Spec, rendered: Rendered) -> list[AuthorWarning]:
                 kind == "DOI" and term.lower() == doi.rstrip(".)").lower() for kind, term in identifiers
             ):
                 warnings.append(AuthorWarning("source-identifier", f"a DOI ({doi}) appears in {name}"))
+    warnings += [AuthorWarning(*w) for w in prior_screen.author_warnings(rendered.files, rendered.answers)]
     if spec.unused_keys:
         warnings.append(
             AuthorWarning(

@@ -28,10 +28,17 @@ def test_readme_lists_every_task():
     assert missing == []
 
 
+#: Warnings a suite task may keep when the README flags it (the experiment is worth it despite a prior).
+FLAGGABLE = {"prior-solvable", "presented-order"}
+
+
 @pytest.mark.parametrize("spec_dir", PARAMS)
 def test_suite_task_builds_without_author_warnings(spec_dir, tmp_path):
     result = build_task(spec_dir, tmp_path)
-    assert [str(w) for w in result.warnings] == []
+    readme = (TASKS / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in readme.splitlines() if line.startswith(f"| `{spec_dir.parent.name}`")]
+    flagged = any("prior-solvable" in row for row in rows)
+    assert [str(w) for w in result.warnings if not (flagged and w.code in FLAGGABLE)] == []
 
 
 @pytest.mark.parametrize("spec_dir", PARAMS)
