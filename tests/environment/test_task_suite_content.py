@@ -1,4 +1,4 @@
-"""What the suite promises beyond a reproducible build: at least eight tasks across the three domains, no
+"""What the suite promises beyond a reproducible build: at least fourteen tasks across the four domains, no
 author warning on any of them, a redistributable licence, a noise band, groups of 5-12 experiments in
 2-6 groups, a value source naming a file or table, and a README line per task."""
 
@@ -16,10 +16,10 @@ SPECS = sorted(p.parent for p in TASKS.glob("*/spec/spec.yaml"))
 PARAMS = [pytest.param(s, id=s.parent.name) for s in SPECS]
 
 
-def test_suite_has_eight_tasks_across_three_domains():
+def test_suite_has_fourteen_tasks_across_four_domains():
     domains = Counter(load_spec(s).domain for s in SPECS)
-    assert len(SPECS) >= 8, sorted(s.parent.name for s in SPECS)
-    assert set(domains) == {"chemistry", "materials", "biology"}, domains
+    assert len(SPECS) >= 14, sorted(s.parent.name for s in SPECS)
+    assert set(domains) == {"chemistry", "materials", "biology", "medicine"}, domains
 
 
 def test_readme_lists_every_task():
