@@ -487,7 +487,9 @@ def format_baselines(result: dict[str, Any], top: int = 5) -> list[str]:
         verdict = "PRIOR-SOLVABLE" if result["prior_solvable"] else "not prior-solvable"
         lines.append(
             f"  screen: {verdict}: best {best['name']} {best['direction']} "
-            f"{best['expected_score']:+.4f} (expected over tie-breaks; {len(screened['entries'])} entries)"
+            f"{best['expected_score']:+.4f} (expected over tie-breaks; {len(screened['entries'])} entries); "
+            f"panel threshold {screened['panel_threshold']:.4f}"
+            + (" reached" if screened["beats_panel_threshold"] else " not reached")
         )
         for entry in screened["entries"][1:top]:
             lines.append(f"    {entry['name']} {entry['direction']}: {entry['expected_score']:+.4f}")
