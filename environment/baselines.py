@@ -45,9 +45,9 @@ minus the gas-phase energy::
 
     {"name": "xTB solvation energy", "combine": "difference", "direction": "descending",
      "terms": [
-       {"tool": "xtb_run", "arguments": {"molecule": "{smiles}", "solvent": "water"},
-        "value": "energy_hartree"},
-       {"tool": "xtb_run", "arguments": {"molecule": "{smiles}"}, "value": "energy_hartree"}]}
+       {"tool": "xtb_run", "arguments": {"molecules": ["{smiles}"], "solvent": "water"},
+        "value": "items.0.energy_hartree"},
+       {"tool": "xtb_run", "arguments": {"molecules": ["{smiles}"]}, "value": "items.0.energy_hartree"}]}
 
 Scores are the exact expected score over random tie-breaks of the proxy
 (:func:`environment.rank_agreement.expected_spearman`), so equal proxy values earn no credit from the order
