@@ -132,7 +132,13 @@ def parse_formula(text: str) -> dict[str, float] | None:
                 stack[-1][el] = stack[-1].get(el, 0.0) + n * factor
     if pos != len(text) or len(stack) != 1 or not stack[0] or any(v <= 0 for v in stack[0].values()):
         return None
+    if not all(_is_element(symbol) for symbol in stack[0]):
+        return None  # "V39G" is a substitution, not vanadium and a "G"
     return stack[0]
+
+
+def _is_element(symbol: str) -> bool:
+    return symbol in _element_table()
 
 
 @functools.cache

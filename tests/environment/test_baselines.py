@@ -259,6 +259,7 @@ def test_the_composition_and_sequence_panels_by_hand():
         {"Li": 1.2, "Sc": 0.2, "Ti": 1.8, "P": 3.0, "O": 12.0}
     )
     assert parse_formula("Ti(PO4") is None and parse_formula("xyz") is None
+    assert parse_formula("V39G") is None  # an amino-acid substitution: G is no element
     # Co 9, Fe 8, Mo 6, Ni 10, V 5 valence electrons: (9 + 8 + 1.2 + 10 + 5) / 4.2
     cofeniv = composition_descriptors("Co1Fe1Mo0.2Ni1V1")
     assert cofeniv["vec"] == pytest.approx(33.2 / 4.2, abs=1e-12)
@@ -278,6 +279,7 @@ def test_the_composition_and_sequence_panels_by_hand():
     assert column_kind("alloy", ["Co1Fe1Mo0.2Ni1V1", "TiZrNb"]) == "composition"
     assert column_kind("variant", ["MKTAYIAKQR"]) == "sequence"
     assert column_kind("host", ["octa-acid (OA)"]) is None
+    assert column_kind("substitution", ["V39G", "D40P"]) is None
 
 
 def test_task_build_warns_when_a_descriptor_or_the_reversed_presented_order_beats_chance(tmp_path):
