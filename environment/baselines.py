@@ -34,6 +34,29 @@ experiment's ``targets.csv`` value (``{experiment_id}`` and ``{group_id}`` too);
 the tool's structured result (list indices as numbers). ``direction`` ``ascending`` predicts that the
 measured value rises with the proxy, ``descending`` that it falls. ``groups`` (optional) limits the
 proxy to some groups; the others score 0, what a random order scores on average.
+
+A proxy may combine several tool calls per experiment: instead of ``tool``/``arguments``/``value`` it
+gives ``terms`` (each with ``tool``, ``arguments``, ``value`` and optionally ``unit``) and ``combine``:
+``difference`` (first term minus second), ``ratio`` (first over second) or ``sum`` (all terms). A term's
+unit is its declared ``unit``, else the unit its value's name ends with (``energy_hartree`` is in
+``hartree``, ``gap_ev`` in ``ev``); a declared unit that contradicts the name is an error, and a difference
+or sum needs every term in one known unit. The xTB solvation energy, for example, is the energy in water
+minus the gas-phase energy::
+
+    {"name": "xTB solvation energy", "combine": "difference", "direction": "descending",
+     "terms": [
+       {"tool": "xtb_run", "arguments": {"molecules": ["{smiles}"], "solvent": "water"},
+        "value": "items.0.energy_hartree"},
+       {"tool": "xtb_run", "arguments": {"molecules": ["{smiles}"]}, "value": "items.0.energy_hartree"}]}
+
+Scores are the exact expected score over random tie-breaks of the proxy
+(:func:`environment.rank_agreement.expected_spearman`), so equal proxy values earn no credit from the order
+the task happens to present them in. Each proxy also reports its reverse (``reversed_score``, the
+negated score) and whether the reverse is above chance: a proxy declared the wrong way round shows as such.
+
+Besides chance, the monotone prior and declared proxies, every run screens trivial descriptors
+(:mod:`environment.prior_screen`): ``screen`` lists them and ``prior_solvable`` says whether one reaches the
+chance threshold.
 """
 
 from __future__ import annotations
@@ -51,7 +74,8 @@ from typing import Any
 from environment.analysis.errors import AnalysisError
 from environment.analysis.monotone import DIRECTIONS, field_baseline, varying_fields
 from environment.chance import chance_threshold
-from environment.rank_agreement import spearman_of_order
+from environment.prior_screen import screen
+from environment.rank_agreement import expected_spearman
 from environment.task import Answers, Task
 from spu_common.jsonfiles import load_json_strict
 
@@ -60,6 +84,22 @@ DECLARATION_FILE = "baselines.json"
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.\- ]+)\}")
 #: Seconds one proxy call may take, waiting on a background job included.
 CALL_TIMEOUT_S = 600.0
+COMBINE = ("difference", "ratio", "sum")
+#: Units a result field's name may end with (``energy_hartree``), longest first so ``kcal_mol`` wins.
+UNIT_SUFFIXES = (
+    "kcal_mol",
+    "kj_mol",
+    "g_mol",
+    "hartree",
+    "angstrom",
+    "debye",
+    "ev",
+    "nm",
+    "pm",
+    "a2",
+    "ns",
+    "ps",
+)
 
 
 def load_declaration(path: Path, task: Task) -> list[dict[str, Any]]:
@@ -94,29 +134,84 @@ def load_declaration(path: Path, task: Task) -> list[dict[str, Any]]:
         where = f"{path}: proxies[{i}]"
         if not isinstance(proxy, dict):
             raise AnalysisError("baselines_invalid", f"{where} is not an object")
-        for key in ("name", "tool", "value"):
-            if not isinstance(proxy.get(key), str) or not proxy[key]:
-                raise AnalysisError("baselines_invalid", f"{where} needs a non-empty string {key!r}")
-        if not isinstance(proxy.get("arguments"), dict):
-            raise AnalysisError("baselines_invalid", f"{where} needs an 'arguments' object (the template)")
+        if not isinstance(proxy.get("name"), str) or not proxy["name"]:
+            raise AnalysisError("baselines_invalid", f"{where} needs a non-empty string 'name'")
         if proxy.get("direction") not in DIRECTIONS:
             raise AnalysisError(
                 "baselines_invalid", f"{where}: direction must be 'ascending' or 'descending'"
             )
-        names = set(_PLACEHOLDER.findall(json.dumps(proxy["arguments"])))
-        unknown = sorted(names - columns)
-        if unknown:
-            raise AnalysisError(
-                "baselines_invalid",
-                f"{where}: the template names {', '.join(unknown)}, not columns of targets.csv",
-                f"Columns: {', '.join(task.target_columns)}.",
+        if "terms" in proxy:
+            terms = proxy["terms"]
+            if proxy.get("combine") not in COMBINE:
+                raise AnalysisError(
+                    "baselines_invalid", f"{where}: combine must be one of {', '.join(COMBINE)}"
+                )
+            if not isinstance(terms, list) or len(terms) < 2:
+                raise AnalysisError("baselines_invalid", f"{where}: 'terms' must list two or more tool calls")
+            if proxy["combine"] != "sum" and len(terms) != 2:
+                raise AnalysisError(
+                    "baselines_invalid", f"{where}: a {proxy['combine']} takes exactly two terms"
+                )
+            terms = [_check_term(t, f"{where}.terms[{j}]", columns, task) for j, t in enumerate(terms)]
+            units = [t["unit"] for t in terms]
+            if proxy["combine"] in ("difference", "sum") and (None in units or len(set(units)) > 1):
+                raise AnalysisError(
+                    "baselines_invalid",
+                    f"{where}: a {proxy['combine']} needs its terms in one unit, got "
+                    + ", ".join("unknown" if u is None else u for u in units),
+                    "Give each term a 'unit', or read fields whose names end in their unit.",
+                )
+            unit = (
+                units[0]
+                if proxy["combine"] != "ratio"
+                else (f"{units[0]}/{units[1]}" if None not in units else None)
             )
+        else:
+            if "combine" in proxy:
+                raise AnalysisError("baselines_invalid", f"{where}: 'combine' needs a 'terms' list")
+            terms = [_check_term(proxy, where, columns, task)]
+            unit = terms[0]["unit"]
         groups = proxy.get("groups") or task.group_ids
         bad = [g for g in groups if g not in task.group_ids]
         if bad:
             raise AnalysisError("baselines_invalid", f"{where}: unknown groups {', '.join(map(str, bad))}")
-        proxies.append({**proxy, "groups": list(groups)})
+        proxies.append({**proxy, "terms": terms, "unit": unit, "groups": list(groups)})
     return proxies
+
+
+def unit_of_field(path: str) -> str | None:
+    """The unit a result field's name ends with (``items.0.energy_hartree`` -> ``hartree``), or None."""
+    last = path.rsplit(".", 1)[-1].lower()
+    return next((u for u in UNIT_SUFFIXES if last.endswith("_" + u)), None)
+
+
+def _check_term(term: Any, where: str, columns: set[str], task: Task) -> dict[str, Any]:
+    """One tool call of a proxy, checked: tool, template, value path and unit."""
+    if not isinstance(term, dict):
+        raise AnalysisError("baselines_invalid", f"{where} is not an object")
+    for key in ("tool", "value"):
+        if not isinstance(term.get(key), str) or not term[key]:
+            raise AnalysisError("baselines_invalid", f"{where} needs a non-empty string {key!r}")
+    if not isinstance(term.get("arguments"), dict):
+        raise AnalysisError("baselines_invalid", f"{where} needs an 'arguments' object (the template)")
+    names = set(_PLACEHOLDER.findall(json.dumps(term["arguments"])))
+    unknown = sorted(names - columns)
+    if unknown:
+        raise AnalysisError(
+            "baselines_invalid",
+            f"{where}: the template names {', '.join(unknown)}, not columns of targets.csv",
+            f"Columns: {', '.join(task.target_columns)}.",
+        )
+    declared, named = term.get("unit"), unit_of_field(term["value"])
+    if declared is not None and not isinstance(declared, str):
+        raise AnalysisError("baselines_invalid", f"{where}: 'unit' must be a string")
+    if declared is not None and named is not None and declared.lower() != named:
+        raise AnalysisError(
+            "baselines_invalid",
+            f"{where}: unit {declared!r} contradicts the field {term['value']!r} (in {named})",
+        )
+    unit = declared.lower() if declared else named
+    return {"tool": term["tool"], "arguments": term["arguments"], "value": term["value"], "unit": unit}
 
 
 def fill_template(template: Any, row: dict[str, Any]) -> Any:
@@ -204,6 +299,17 @@ async def _call_all(
     return results
 
 
+def combine(how: str | None, values: list[float]) -> float:
+    """One experiment's proxy from its terms' values (module docstring); raises ZeroDivisionError."""
+    if how is None:
+        return values[0]
+    if how == "difference":
+        return values[0] - values[1]
+    if how == "ratio":
+        return values[0] / values[1]
+    return sum(values)
+
+
 def run_proxies(
     task: Task,
     answers: Answers,
@@ -211,17 +317,22 @@ def run_proxies(
     *,
     command: list[str] | None = None,
     workdir: Path | None = None,
+    threshold: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Score every declared proxy: one call per experiment of its groups through one ``spu serve``."""
+    """Score every declared proxy: its calls per experiment of its groups, through one ``spu serve``.
+
+    With ``threshold`` (the chance threshold), each entry says whether it, or its reverse, is above it.
+    """
     if not proxies:
         return []
     calls: list[tuple[str, dict[str, Any]]] = []
-    plan: list[tuple[int, str, str]] = []  # proxy index, group, experiment
+    plan: list[tuple[int, int, str, str]] = []  # proxy index, term index, group, experiment
     for p_index, proxy in enumerate(proxies):
         for gid in proxy["groups"]:
             for row in task.rows_of(gid):
-                calls.append((proxy["tool"], fill_template(proxy["arguments"], row)))
-                plan.append((p_index, gid, row["experiment_id"]))
+                for t_index, term in enumerate(proxy["terms"]):
+                    calls.append((term["tool"], fill_template(term["arguments"], row)))
+                    plan.append((p_index, t_index, gid, row["experiment_id"]))
     command = command or server_command()
     owned = workdir is None
     work = Path(tempfile.mkdtemp(prefix="spu-baselines-")) if owned else Path(workdir)
@@ -242,61 +353,75 @@ def run_proxies(
     finally:
         if owned:
             shutil.rmtree(work, ignore_errors=True)
-    values: list[dict[str, dict[str, float]]] = [{} for _ in proxies]
+    term_values: list[dict[tuple[str, str], dict[int, float]]] = [{} for _ in proxies]
     errors: list[list[str]] = [[] for _ in proxies]
     cache_hits = [0 for _ in proxies]
-    for (p_index, gid, eid), (structured, error) in zip(plan, outcomes, strict=True):
-        proxy = proxies[p_index]
+    for (p_index, t_index, gid, eid), (structured, error) in zip(plan, outcomes, strict=True):
+        term = proxies[p_index]["terms"][t_index]
+        where = f"{gid}/{eid}" + (f" term {t_index}" if len(proxies[p_index]["terms"]) > 1 else "")
         if error is not None:
-            errors[p_index].append(f"{gid}/{eid}: {error[:300]}")
+            errors[p_index].append(f"{where}: {error[:300]}")
             continue
         try:
-            value = pick(structured, proxy["value"])
+            value = pick(structured, term["value"])
         except KeyError as exc:
-            errors[p_index].append(
-                f"{gid}/{eid}: no {proxy['value']!r} in the result (missing {exc.args[0]!r})"
-            )
+            errors[p_index].append(f"{where}: no {term['value']!r} in the result (missing {exc.args[0]!r})")
             continue
         if isinstance(value, bool) or not isinstance(value, int | float):
-            errors[p_index].append(f"{gid}/{eid}: {proxy['value']!r} is {value!r}, not a number")
+            errors[p_index].append(f"{where}: {term['value']!r} is {value!r}, not a number")
             continue
-        values[p_index].setdefault(gid, {})[eid] = float(value)
+        term_values[p_index].setdefault((gid, eid), {})[t_index] = float(value)
         if (structured.get("provenance") or {}).get("cache") == "hit":
             cache_hits[p_index] += 1
     out = []
     for p_index, proxy in enumerate(proxies):
+        values: dict[str, dict[str, float]] = {}
+        for (gid, eid), got in term_values[p_index].items():
+            if len(got) != len(proxy["terms"]):
+                continue
+            try:
+                values.setdefault(gid, {})[eid] = combine(
+                    proxy.get("combine"), [got[t] for t in range(len(proxy["terms"]))]
+                )
+            except ZeroDivisionError:
+                errors[p_index].append(f"{gid}/{eid}: the ratio's second term is 0")
         groups = []
         total = 0.0
         complete = not errors[p_index]
+        sign = 1.0 if proxy["direction"] == "ascending" else -1.0
         for group in task.groups:
             gid = group.group_id
             if gid not in proxy["groups"]:
                 groups.append({"group_id": gid, "rho": 0.0, "used": False})
                 continue
-            got = values[p_index].get(gid, {})
+            got = values.get(gid, {})
             if len(got) != len(group.experiment_ids):
                 groups.append({"group_id": gid, "rho": None, "used": True})
                 continue
-            sign = 1.0 if proxy["direction"] == "ascending" else -1.0
-            order = [
-                e for _, _, e in sorted((sign * got[e], i, e) for i, e in enumerate(group.experiment_ids))
-            ]
-            rho = spearman_of_order(order, answers.group(gid).values)
+            measured = answers.group(gid).values
+            ids = group.experiment_ids
+            rho = expected_spearman([sign * got[e] for e in ids], [measured[e] for e in ids])
             total += group.weight * rho
             groups.append({"group_id": gid, "rho": rho, "used": True, "values": got})
-        out.append(
-            {
-                "name": proxy["name"],
-                "tool": proxy["tool"],
-                "value": proxy["value"],
-                "direction": proxy["direction"],
-                "score": total if complete else None,
-                "calls": sum(1 for p, *_ in plan if p == p_index),
-                "cache_hits": cache_hits[p_index],
-                "errors": errors[p_index],
-                "groups": groups,
-            }
-        )
+        score = total if complete else None
+        entry = {
+            "name": proxy["name"],
+            "tool": "+".join(dict.fromkeys(t["tool"] for t in proxy["terms"])),
+            "value": proxy.get("value") or f"{proxy['combine']} of {len(proxy['terms'])} terms",
+            "combine": proxy.get("combine"),
+            "unit": proxy["unit"],
+            "direction": proxy["direction"],
+            "score": score,
+            "reversed_score": None if score is None else -score,
+            "calls": sum(1 for p, *_ in plan if p == p_index),
+            "cache_hits": cache_hits[p_index],
+            "errors": errors[p_index],
+            "groups": groups,
+        }
+        if threshold is not None:
+            entry["above_chance"] = None if score is None else score > threshold
+            entry["reversed_above_chance"] = None if score is None else -score > threshold
+        out.append(entry)
     return out
 
 
@@ -324,11 +449,10 @@ def baselines(
     if declaration is not None and declaration.is_file():
         declared = load_declaration(declaration, task)
         if run_declared:
-            proxies = run_proxies(task, answers, declared, command=command)
-            for entry in proxies:
-                entry["above_chance"] = (
-                    entry["score"] > chance["chance_threshold"] if entry["score"] is not None else None
-                )
+            proxies = run_proxies(
+                task, answers, declared, command=command, threshold=chance["chance_threshold"]
+            )
+    screened = screen(task, answers, chance["chance_threshold"])
     return {
         "task_id": task.task_id,
         "task_version": task.task_version,
@@ -340,4 +464,56 @@ def baselines(
         "monotone": monotone,
         "declaration": str(declaration) if declared is not None else None,
         "proxies": proxies,
+        "prior_solvable": screened["prior_solvable"],
+        "screen": screened,
     }
+
+
+def format_baselines(result: dict[str, Any], top: int = 5) -> list[str]:
+    """The text ``spu baselines`` prints for one task's :func:`baselines` result."""
+    threshold = result["chance_threshold"]
+    presented = result["presented_order_score"]
+    lines = [
+        f"{result['task_id']}: chance threshold {threshold:.4f} ({result['draws']} draws); "
+        f"attainable max {result['attainable_max']:.4f}; presented order {presented:+.4f}"
+        + ("  ABOVE CHANCE" if presented > threshold else "")
+        + (f" (reversed {-presented:+.4f}, above chance)" if -presented > threshold else "")
+    ]
+    screened = result["screen"]
+    best = screened["best"]
+    if best is None:
+        lines.append("  screen: nothing to screen (no numeric, molecule, composition or sequence column)")
+    else:
+        verdict = "PRIOR-SOLVABLE" if result["prior_solvable"] else "not prior-solvable"
+        lines.append(
+            f"  screen: {verdict}: best {best['name']} {best['direction']} "
+            f"{best['expected_score']:+.4f} (expected over tie-breaks; {len(screened['entries'])} entries); "
+            f"panel threshold {screened['panel_threshold']:.4f}"
+            + (" reached" if screened["beats_panel_threshold"] else " not reached")
+        )
+        for entry in screened["entries"][1:top]:
+            lines.append(f"    {entry['name']} {entry['direction']}: {entry['expected_score']:+.4f}")
+    for note in screened["notes"]:
+        lines.append(f"    note: {note}")
+    if not result["monotone"]:
+        lines.append("  monotone prior: no numeric setup field varies within a group")
+    for entry in result["monotone"]:
+        mark = "  ABOVE CHANCE" if entry["above_chance"] else ""
+        lines.append(
+            f"  monotone {entry['field']} {entry['direction']}: {entry['score']:+.4f} "
+            f"(ties broken by presented order {entry['strict_score']:+.4f}){mark}"
+        )
+    if result["declaration"] is None:
+        lines.append("  proxies: none declared (baselines.json beside the answers)")
+    for entry in result["proxies"]:
+        score = "failed" if entry["score"] is None else f"{entry['score']:+.4f}"
+        mark = "  ABOVE CHANCE" if entry.get("above_chance") else ""
+        if entry.get("reversed_above_chance"):
+            mark = f"  reversed: {entry['reversed_score']:+.4f}, above chance"
+        lines.append(
+            f"  proxy {entry['name']} ({entry['tool']} {entry['value']}, {entry['direction']}): {score}"
+            f"  [{entry['calls']} calls, {entry['cache_hits']} cached]{mark}"
+        )
+        for error in entry["errors"][:5]:
+            lines.append(f"    error: {error}")
+    return lines

@@ -55,6 +55,23 @@ def spearman_of_order(order: Sequence[str], values: Mapping[str, float]) -> floa
     return float(np.clip((centered @ submitted) / denominator, -1.0, 1.0))
 
 
+def expected_spearman(proxy: Sequence[float], measured: Sequence[float]) -> float:
+    """Expected Spearman rho of ranking items by ascending ``proxy``, ties in the proxy broken at random.
+
+    Exact, no sampling: for a strict submitted order rho is linear in the submitted ranks
+    (:func:`centered_measured_ranks`), and under uniform tie-breaking the expected submitted rank of an item
+    in a tied block is the block's average rank, so
+    ``E[rho] = centered . average_ranks(proxy) / denominator``.
+    This is *not* Spearman's rho between the tied proxy and the values (:func:`spearman_of_values`): that
+    divides by the tied ranks' own spread, which is smaller than a permutation's, so it overstates the
+    expectation whenever the proxy ties. Returns 0 when the measured values carry no order (all tied).
+    """
+    centered, denominator = centered_measured_ranks(measured)
+    if denominator == 0.0:
+        return 0.0
+    return float(np.clip(centered @ average_ranks(proxy) / denominator, -1.0, 1.0))
+
+
 def group_rho(order: Sequence[str], values: Mapping[str, float]) -> float:
     """A valid group's score: Spearman of the order, or 0 when the measured values carry no order.
 

@@ -88,7 +88,7 @@ def baselines_cmd(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random submissions.")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")] = False,
 ) -> None:
-    """Chance, attainable maximum, monotone-prior baselines and declared proxy baselines of each task."""
+    """Chance, attainable maximum, the trivial-descriptor screen, monotone priors and declared proxies."""
     from environment.analysis.errors import AnalysisError
     from environment.baselines import DECLARATION_FILE, baselines
     from environment.task import TaskError, check_answers, load_answers, load_task
@@ -134,30 +134,9 @@ def baselines_cmd(
 
 
 def _print_baselines(result: dict[str, Any]) -> None:
-    typer.echo(
-        f"{result['task_id']}: chance threshold {result['chance_threshold']:.4f} "
-        f"({result['draws']} draws); attainable max {result['attainable_max']:.4f}; "
-        f"presented order {result['presented_order_score']:+.4f}"
-    )
-    if not result["monotone"]:
-        typer.echo("  monotone prior: no numeric setup field varies within a group")
-    for entry in result["monotone"]:
-        mark = "  ABOVE CHANCE" if entry["above_chance"] else ""
-        typer.echo(
-            f"  monotone {entry['field']} {entry['direction']}: {entry['score']:+.4f} "
-            f"(ties broken by presented order {entry['strict_score']:+.4f}){mark}"
-        )
-    if result["declaration"] is None:
-        typer.echo("  proxies: none declared (baselines.json beside the answers)")
-    for entry in result["proxies"]:
-        score = "failed" if entry["score"] is None else f"{entry['score']:+.4f}"
-        mark = "  ABOVE CHANCE" if entry.get("above_chance") else ""
-        typer.echo(
-            f"  proxy {entry['name']} ({entry['tool']} {entry['value']}, {entry['direction']}): {score}"
-            f"  [{entry['calls']} calls, {entry['cache_hits']} cached]{mark}"
-        )
-        for error in entry["errors"][:5]:
-            typer.echo(f"    error: {error}")
+    from environment.baselines import format_baselines
+
+    typer.echo("\n".join(format_baselines(result)))
 
 
 def analyze_cmd(

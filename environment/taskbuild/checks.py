@@ -12,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from environment import prior_screen
 from environment.contract import looks_like_formula, parse_number
 from environment.rank_agreement import average_ranks
 from environment.taskbuild.problems import AuthorWarning
@@ -147,6 +148,7 @@ def author_checks(spec: Spec, rendered: Rendered) -> list[AuthorWarning]:
         warnings += _group_warnings(spec, group, built_of.get(group.group_id))
     warnings += _presented_in_order(spec, rendered)
     warnings += _source_warnings(spec, rendered)
+    warnings += [AuthorWarning(*w) for w in prior_screen.author_warnings(rendered.files, rendered.answers)]
     warnings += _cell_warnings(spec)
     if not _title_of(spec.citation):
         warnings.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import subprocess
 import sys
@@ -11,11 +12,26 @@ from pathlib import Path
 import pytest
 
 from environment.analysis.errors import AnalysisError
-from environment.baselines import baselines, fill_template, load_declaration, pick, run_proxies
+from environment.baselines import (
+    baselines,
+    fill_template,
+    format_baselines,
+    load_declaration,
+    pick,
+    run_proxies,
+)
 from environment.chance import chance_threshold
 from environment.demo_tasks import demo_answers_path, demo_task_dir
-from environment.rank_agreement import spearman_of_order
+from environment.prior_screen import (
+    column_kind,
+    composition_descriptors,
+    parse_formula,
+    screen,
+    sequence_descriptors,
+)
+from environment.rank_agreement import expected_spearman, spearman_of_order, spearman_of_values
 from environment.task import load_answers, load_task
+from environment.taskbuild import build_task
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -182,6 +198,175 @@ def test_a_server_that_cannot_start_is_one_clear_error(spu_env):
     assert missing.returncode == 2 and "--proxies nope.json does not exist" in missing.stderr
 
 
+SUITE = REPO / "environment" / "tasks"
+
+
+def test_the_expected_score_over_tie_breaks_is_exact_and_not_the_tied_spearman():
+    # proxy [1, 1, 2] against values [1, 2, 3]: the two tie-breaks score 1 and 0.5, mean 0.75
+    assert expected_spearman([1, 1, 2], [1, 2, 3]) == pytest.approx(0.75, abs=1e-12)
+    # Spearman with the proxy's ties averaged is 1.5 / sqrt(2 * 1.5) = 0.866: not the expectation
+    assert spearman_of_values([1, 1, 2], [1, 2, 3]) == pytest.approx(1.5 / 3**0.5, abs=1e-12)
+    # a larger case against the mean over every tie-break, enumerated
+    proxy = [3, 1, 3, 2, 1, 3, 2]
+    measured = [2.0, 0.5, 7.0, 1.0, 3.0, 4.0, 4.0]
+    blocks = {v: [i for i, p in enumerate(proxy) if p == v] for v in sorted(set(proxy))}
+    rhos = []
+    for perms in itertools.product(*(itertools.permutations(b) for b in blocks.values())):
+        order = [i for block in perms for i in block]
+        rhos.append(spearman_of_order(order, dict(enumerate(measured))))
+    assert expected_spearman(proxy, measured) == pytest.approx(sum(rhos) / len(rhos), abs=1e-12)
+    assert expected_spearman([5, 5, 5], [1, 2, 3]) == 0.0
+    assert expected_spearman([1, 2, 3], [4, 4, 4]) == 0.0
+
+
+def test_mcl1_heavy_atoms_scores_its_expectation_not_the_presented_tie_break():
+    task_dir = SUITE / "bio-mcl1-inhibitor-affinity"
+    task, answers = load_task(task_dir / "task"), load_answers(task_dir / "answers.json")
+    threshold = chance_threshold(task, answers)["chance_threshold"]
+    assert threshold == pytest.approx(0.482, abs=5e-4)
+    result = screen(task, answers, threshold)
+    entries = {(e["name"], e["direction"]): e for e in result["entries"]}
+    heavy = entries[("smiles: heavy atoms", "ascending")]
+    # heavy atoms g1 [23, 25, 25, 25, 26, 26, 26], g2 [22, 23, 24, 25, 26, 26, 26]: expected rho 1/28 and
+    # 22/28, task 23/56 = 0.411; breaking ties by the presented order gives 5/28 and 24/28, 29/56 = 0.518
+    assert [g["expected_rho"] for g in heavy["groups"]] == pytest.approx([1 / 28, 22 / 28], abs=1e-12)
+    assert heavy["expected_score"] == pytest.approx(23 / 56, abs=1e-12)
+    assert not heavy["reaches_chance"]
+    assert entries[("smiles: heavy atoms", "descending")]["expected_score"] == pytest.approx(-23 / 56)
+    presented = 0.0
+    for group in task.groups:
+        rows = {r["experiment_id"]: r for r in task.rows_of(group.group_id)}
+        from rdkit import Chem
+
+        atoms = {e: Chem.MolFromSmiles(rows[e]["smiles"]).GetNumHeavyAtoms() for e in rows}
+        order = sorted(group.experiment_ids, key=lambda e: atoms[e])  # stable: presented order in ties
+        presented += group.weight * spearman_of_order(order, answers.group(group.group_id).values)
+    assert presented == pytest.approx(29 / 56, abs=1e-12) and presented > threshold
+    # molecular weight never ties here: 21/28 and 20/28, task 41/56 = 0.732, so the task is prior-solvable
+    assert result["best"]["name"] == "smiles: molecular weight"
+    assert result["best"]["expected_score"] == pytest.approx(41 / 56, abs=1e-12)
+    assert result["prior_solvable"] is True
+    # the best of 20 entries beats the one-ranking threshold often by chance: the panel's own threshold
+    # (95th percentile of the best entry over 1,000 seeded shuffles of the values) is higher, and molecular
+    # weight still reaches it
+    assert threshold < result["panel_threshold"] < 41 / 56
+    assert result["panel_threshold"] == pytest.approx(0.679, abs=0.002)
+    assert result["beats_panel_threshold"] is True
+
+
+def test_the_composition_and_sequence_panels_by_hand():
+    assert parse_formula("Li1.2Sc0.2Ti1.8(PO4)3") == pytest.approx(
+        {"Li": 1.2, "Sc": 0.2, "Ti": 1.8, "P": 3.0, "O": 12.0}
+    )
+    assert parse_formula("Ti(PO4") is None and parse_formula("xyz") is None
+    assert parse_formula("V39G") is None  # an amino-acid substitution: G is no element
+    # Co 9, Fe 8, Mo 6, Ni 10, V 5 valence electrons: (9 + 8 + 1.2 + 10 + 5) / 4.2
+    cofeniv = composition_descriptors("Co1Fe1Mo0.2Ni1V1")
+    assert cofeniv["vec"] == pytest.approx(33.2 / 4.2, abs=1e-12)
+    assert cofeniv["fraction_Mo"] == pytest.approx(0.2 / 4.2, abs=1e-12)
+    # TiZr: Slater radii 140 and 155 pm, Pauling electronegativities 1.54 and 1.33
+    tizr = composition_descriptors("TiZr")
+    assert tizr["radius_mean"] == pytest.approx(147.5)
+    assert tizr["radius_mismatch"] == pytest.approx(7.5 / 147.5, abs=1e-12)
+    assert tizr["electronegativity_mean"] == pytest.approx(1.435)
+    assert tizr["electronegativity_mismatch"] == pytest.approx(0.105, abs=1e-12)
+    peptide = sequence_descriptors("KKKKDDEEGG")
+    assert peptide["length"] == 10.0
+    assert peptide["hydrophobicity"] == pytest.approx((4 * -3.9 + 4 * -3.5 + 2 * -0.4) / 10, abs=1e-9)
+    assert -1.5 < peptide["net_charge"] < 0.5
+    assert column_kind("guest_smiles", ["CCO"]) == "molecule"
+    assert column_kind("name", ["CCO", "c1ccccc1"]) == "molecule"
+    assert column_kind("alloy", ["Co1Fe1Mo0.2Ni1V1", "TiZrNb"]) == "composition"
+    assert column_kind("variant", ["MKTAYIAKQR"]) == "sequence"
+    assert column_kind("host", ["octa-acid (OA)"]) is None
+    assert column_kind("substitution", ["V39G", "D40P"]) is None
+
+
+def test_task_build_warns_when_a_descriptor_or_the_reversed_presented_order_beats_chance(tmp_path):
+    result = build_task(SUITE / "mat-nasicon-conductivity" / "spec", tmp_path)
+    texts = {w.code: str(w) for w in result.warnings}
+    assert "valence-electron concentration (descending) scores +0.579" in texts["prior-solvable"]
+    assert "the reversed presented order scores +0.671" in texts["presented-order"]
+
+
+def test_a_combined_proxy_needs_one_unit_for_a_difference_and_two_terms(tmp_path):
+    task = load_task(demo_task_dir("aromatic-acidity"))
+    path = tmp_path / "baselines.json"
+
+    def declare(**proxy):
+        path.write_text(json.dumps({"proxies": [{"name": "x", "direction": "ascending", **proxy}]}))
+        return path
+
+    term = {"tool": "chem_descriptors", "arguments": {"molecules": ["{smiles}"]}}
+    mw = {**term, "value": "items.0.descriptors.mol_weight_g_mol"}
+    tpsa = {**term, "value": "items.0.descriptors.tpsa_a2"}
+    with pytest.raises(AnalysisError, match="one unit, got g_mol, a2"):
+        load_declaration(declare(combine="difference", terms=[mw, tpsa]), task)
+    with pytest.raises(AnalysisError, match="exactly two terms"):
+        load_declaration(declare(combine="ratio", terms=[mw, tpsa, tpsa]), task)
+    with pytest.raises(AnalysisError, match="contradicts the field"):
+        load_declaration(declare(combine="sum", terms=[mw, {**tpsa, "unit": "hartree"}]), task)
+    with pytest.raises(AnalysisError, match="combine must be one of"):
+        load_declaration(declare(combine="product", terms=[mw, tpsa]), task)
+    (ratio,) = load_declaration(declare(combine="ratio", terms=[tpsa, mw]), task)
+    assert ratio["unit"] == "a2/g_mol"
+    (total,) = load_declaration(declare(combine="sum", terms=[tpsa, {**tpsa, "unit": "A2"}]), task)
+    assert total["unit"] == "a2"
+
+
+@pytest.mark.slow
+def test_combined_and_reversed_proxies_through_the_real_server(spu_env, tmp_path):
+    pytest.importorskip("rdkit")
+    from rdkit import Chem
+    from rdkit.Chem import Descriptors, rdMolDescriptors
+
+    task = load_task(demo_task_dir("aromatic-acidity"))
+    answers = load_answers(demo_answers_path("aromatic-acidity"))
+    term = {"tool": "chem_descriptors", "arguments": {"molecules": ["{smiles}"], "preset": "physchem"}}
+    tpsa = {**term, "value": "items.0.descriptors.tpsa_a2"}
+    mw = {**term, "value": "items.0.descriptors.mol_weight_g_mol"}
+    path = tmp_path / "baselines.json"
+    path.write_text(
+        json.dumps(
+            {
+                "proxies": [
+                    {"name": "TPSA the wrong way", **tpsa, "direction": "ascending"},
+                    {
+                        "name": "polar share",
+                        "combine": "ratio",
+                        "terms": [tpsa, mw],
+                        "direction": "descending",
+                    },
+                ]
+            }
+        )
+    )
+    result = baselines(task, answers, declaration=path, draws=4000)
+    wrong, share = result["proxies"]
+    threshold = result["chance_threshold"]
+    # the screen's TPSA (RDKit here) and the server's agree; declared ascending it is the screen's reverse
+    tpsa_entry = next(
+        e
+        for e in result["screen"]["entries"]
+        if e["name"] == "smiles: TPSA" and e["direction"] == "descending"
+    )
+    assert wrong["score"] == pytest.approx(-tpsa_entry["expected_score"], abs=1e-12)
+    assert wrong["score"] < 0 and wrong["reversed_score"] > threshold and wrong["reversed_above_chance"]
+    line = next(x for x in format_baselines(result) if "TPSA the wrong way" in x)
+    assert f"reversed: {wrong['reversed_score']:+.4f}, above chance" in line
+    # the ratio, computed here per experiment with RDKit
+    expected = 0.0
+    for group in task.groups:
+        rows = {r["experiment_id"]: r for r in task.rows_of(group.group_id)}
+        ids = group.experiment_ids
+        mols = {e: Chem.MolFromSmiles(rows[e]["smiles"]) for e in ids}
+        ratio = [-rdMolDescriptors.CalcTPSA(mols[e]) / Descriptors.MolWt(mols[e]) for e in ids]
+        values = answers.group(group.group_id).values
+        expected += group.weight * expected_spearman(ratio, [values[e] for e in ids])
+    assert share["errors"] == [] and share["calls"] == 32 and share["unit"] == "a2/g_mol"
+    assert share["score"] == pytest.approx(expected, abs=1e-9)
+
+
 def test_baselines_of_every_suite_task():
     suite = REPO / "environment" / "tasks"
     task_dirs = sorted(p.parent for p in suite.rglob("contract.json"))
@@ -198,6 +383,10 @@ def test_baselines_of_every_suite_task():
         expected = chance_threshold(task, answers, draws=500)
         assert result["chance_threshold"] == pytest.approx(expected["chance_threshold"])
         assert result["attainable_max"] == pytest.approx(expected["attainable_max"])
+        assert isinstance(result["prior_solvable"], bool)
+        entries = result["screen"]["entries"]
+        assert entries and {"name", "direction", "expected_score"} <= set(entries[0])
+        assert result["prior_solvable"] == (entries[0]["expected_score"] >= result["chance_threshold"])
         by_key = {(m["field"], m["direction"]): m["score"] for m in result["monotone"]}
         for (field, direction), score in by_key.items():
             other = "descending" if direction == "ascending" else "ascending"
