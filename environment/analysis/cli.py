@@ -89,8 +89,8 @@ def baselines_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")] = False,
 ) -> None:
     """Chance, attainable maximum, the trivial-descriptor screen, monotone priors and declared proxies."""
+    from environment.analysis.baselines import DECLARATION_FILE, baselines
     from environment.analysis.errors import AnalysisError
-    from environment.baselines import DECLARATION_FILE, baselines
     from environment.task import TaskError, check_answers, load_answers, load_task
 
     try:
@@ -134,7 +134,7 @@ def baselines_cmd(
 
 
 def _print_baselines(result: dict[str, Any]) -> None:
-    from environment.baselines import format_baselines
+    from environment.analysis.baselines import format_baselines
 
     typer.echo("\n".join(format_baselines(result)))
 

@@ -394,7 +394,7 @@ def test_method_families_name_domains_and_monte_carlo():
 
 def test_the_analysis_imports_neither_the_server_nor_the_agent():
     code = (
-        "import sys, environment.analysis.cli, environment.analysis.analyze, environment.baselines; "
+        "import sys, environment.analysis.cli, environment.analysis.analyze, environment.analysis.baselines; "
         "print(sorted({m.split('.')[0] for m in sys.modules} & {'scaffold', 'tools_server'}))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from environment.analysis.errors import AnalysisError
-from environment.baselines import (
+from environment.analysis.baselines import (
     baselines,
     fill_template,
     format_baselines,
@@ -20,6 +19,7 @@ from environment.baselines import (
     pick,
     run_proxies,
 )
+from environment.analysis.errors import AnalysisError
 from environment.chance import chance_threshold
 from environment.demo_tasks import demo_answers_path, demo_task_dir
 from environment.prior_screen import (
