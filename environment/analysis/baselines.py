@@ -333,12 +333,30 @@ def run_proxies(
                 for t_index, term in enumerate(proxy["terms"]):
                     calls.append((term["tool"], fill_template(term["arguments"], row)))
                     plan.append((p_index, t_index, gid, row["experiment_id"]))
-    command = command or server_command()
+    outcomes = _run_calls(calls, command or server_command(), workdir)
+    term_values, errors, cache_hits = _term_values(proxies, plan, outcomes)
+    out = []
+    for p_index, proxy in enumerate(proxies):
+        entry = _score_proxy(task, answers, proxy, term_values[p_index], errors[p_index])
+        entry["calls"] = sum(1 for p, *_ in plan if p == p_index)
+        entry["cache_hits"] = cache_hits[p_index]
+        score = entry["score"]
+        if threshold is not None:
+            entry["above_chance"] = None if score is None else score > threshold
+            entry["reversed_above_chance"] = None if score is None else -score > threshold
+        out.append(entry)
+    return out
+
+
+def _run_calls(
+    calls: list[tuple[str, dict[str, Any]]], command: list[str], workdir: Path | None
+) -> list[tuple[dict[str, Any], str | None]]:
+    """Every call through one ``spu serve``: (structured result, error text) each, in order."""
     owned = workdir is None
     work = Path(tempfile.mkdtemp(prefix="spu-baselines-")) if owned else Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     try:
-        outcomes = asyncio.run(_call_all(command, work, calls))
+        return asyncio.run(_call_all(command, work, calls))
     except AnalysisError:
         raise
     except Exception as exc:  # any failure to start or reach the server is one clear error
@@ -353,6 +371,12 @@ def run_proxies(
     finally:
         if owned:
             shutil.rmtree(work, ignore_errors=True)
+
+
+def _term_values(
+    proxies: list[dict[str, Any]], plan: list[tuple[int, int, str, str]], outcomes: list[Any]
+) -> tuple[list[dict[tuple[str, str], dict[int, float]]], list[list[str]], list[int]]:
+    """Per proxy: each experiment's term values, the errors met, and how many calls were cache hits."""
     term_values: list[dict[tuple[str, str], dict[int, float]]] = [{} for _ in proxies]
     errors: list[list[str]] = [[] for _ in proxies]
     cache_hits = [0 for _ in proxies]
@@ -373,56 +397,57 @@ def run_proxies(
         term_values[p_index].setdefault((gid, eid), {})[t_index] = float(value)
         if (structured.get("provenance") or {}).get("cache") == "hit":
             cache_hits[p_index] += 1
-    out = []
-    for p_index, proxy in enumerate(proxies):
-        values: dict[str, dict[str, float]] = {}
-        for (gid, eid), got in term_values[p_index].items():
-            if len(got) != len(proxy["terms"]):
-                continue
-            try:
-                values.setdefault(gid, {})[eid] = combine(
-                    proxy.get("combine"), [got[t] for t in range(len(proxy["terms"]))]
-                )
-            except ZeroDivisionError:
-                errors[p_index].append(f"{gid}/{eid}: the ratio's second term is 0")
-        groups = []
-        total = 0.0
-        complete = not errors[p_index]
-        sign = 1.0 if proxy["direction"] == "ascending" else -1.0
-        for group in task.groups:
-            gid = group.group_id
-            if gid not in proxy["groups"]:
-                groups.append({"group_id": gid, "rho": 0.0, "used": False})
-                continue
-            got = values.get(gid, {})
-            if len(got) != len(group.experiment_ids):
-                groups.append({"group_id": gid, "rho": None, "used": True})
-                continue
-            measured = answers.group(gid).values
-            ids = group.experiment_ids
-            rho = expected_spearman([sign * got[e] for e in ids], [measured[e] for e in ids])
-            total += group.weight * rho
-            groups.append({"group_id": gid, "rho": rho, "used": True, "values": got})
-        score = total if complete else None
-        entry = {
-            "name": proxy["name"],
-            "tool": "+".join(dict.fromkeys(t["tool"] for t in proxy["terms"])),
-            "value": proxy.get("value") or f"{proxy['combine']} of {len(proxy['terms'])} terms",
-            "combine": proxy.get("combine"),
-            "unit": proxy["unit"],
-            "direction": proxy["direction"],
-            "score": score,
-            "reversed_score": None if score is None else -score,
-            "calls": sum(1 for p, *_ in plan if p == p_index),
-            "cache_hits": cache_hits[p_index],
-            "errors": errors[p_index],
-            "groups": groups,
-        }
-        if threshold is not None:
-            entry["above_chance"] = None if score is None else score > threshold
-            entry["reversed_above_chance"] = None if score is None else -score > threshold
-        out.append(entry)
-    return out
+    return term_values, errors, cache_hits
+
+
+def _score_proxy(
+    task: Task,
+    answers: Answers,
+    proxy: dict[str, Any],
+    term_values: dict[tuple[str, str], dict[int, float]],
+    errors: list[str],
+) -> dict[str, Any]:
+    """One proxy's entry: its combined values per group and its expected score over tie-breaks."""
+    values: dict[str, dict[str, float]] = {}
+    for (gid, eid), got in term_values.items():
+        if len(got) != len(proxy["terms"]):
+            continue
+        try:
+            values.setdefault(gid, {})[eid] = combine(
+                proxy.get("combine"), [got[t] for t in range(len(proxy["terms"]))]
+            )
+        except ZeroDivisionError:
+            errors.append(f"{gid}/{eid}: the ratio's second term is 0")
+    groups = []
+    total = 0.0
+    sign = 1.0 if proxy["direction"] == "ascending" else -1.0
+    for group in task.groups:
+        gid = group.group_id
+        if gid not in proxy["groups"]:
+            groups.append({"group_id": gid, "rho": 0.0, "used": False})
+            continue
+        got = values.get(gid, {})
+        if len(got) != len(group.experiment_ids):
+            groups.append({"group_id": gid, "rho": None, "used": True})
+            continue
+        measured = answers.group(gid).values
+        ids = group.experiment_ids
+        rho = expected_spearman([sign * got[e] for e in ids], [measured[e] for e in ids])
+        total += group.weight * rho
+        groups.append({"group_id": gid, "rho": rho, "used": True, "values": got})
+    score = total if not errors else None
+    return {
+        "name": proxy["name"],
+        "tool": "+".join(dict.fromkeys(t["tool"] for t in proxy["terms"])),
+        "value": proxy.get("value") or f"{proxy['combine']} of {len(proxy['terms'])} terms",
+        "combine": proxy.get("combine"),
+        "unit": proxy["unit"],
+        "direction": proxy["direction"],
+        "score": score,
+        "reversed_score": None if score is None else -score,
+        "errors": errors,
+        "groups": groups,
+    }
 
 
 def baselines(
