@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from environment.runs import read_records
+from environment.task import load_task
 from environment.view.collect import collect
 from scaffold.agent.runner import run_agent
 
@@ -106,11 +107,13 @@ def recorded_runs(model_server, demo_task, agent_config, tmp_path) -> list[Path]
     final = {"tool_calls": [{"name": "submit_rankings", "arguments": {"rankings": RANKINGS, "final": True}}]}
     server = model_server([busy, odd_calls, final])
     first = tmp_path / "retry-and-odd-calls"
-    outcome = run_agent(demo_task, first, "openai:scripted-1", agent_config(), base_url=server.url)
+    outcome = run_agent(load_task(demo_task), first, "openai:scripted-1", agent_config(), base_url=server.url)
     assert outcome.exit_status == "submitted"
     failing = model_server([{"status": 401, "body": {"error": {"message": "Incorrect API key provided"}}}])
     second = tmp_path / "model-error"
-    outcome = run_agent(demo_task, second, "openai:scripted-1", agent_config(), base_url=failing.url)
+    outcome = run_agent(
+        load_task(demo_task), second, "openai:scripted-1", agent_config(), base_url=failing.url
+    )
     assert outcome.exit_status == "model_error"
     return [first, second]
 
