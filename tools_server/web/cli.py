@@ -20,18 +20,28 @@ def serve_cmd(
     token: Annotated[str | None, typer.Option("--token", help="Shared token (or SPU_AUDIT_TOKEN).")] = None,
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     port: Annotated[
-        int, typer.Option("--port", help="0 picks a free port; the URL is printed as JSON.")
+        int,
+        typer.Option("--port", min=0, max=65535, help="0 picks a free port; the URL is printed as JSON."),
     ] = 8765,
     workdir: Annotated[
         Path | None, typer.Option("--workdir", help="Fetch cache directory (default: the log's).")
     ] = None,
 ) -> None:
     """Run the audit service: performs, records and screens web calls for MCP servers that forward to it."""
+    from tools_server.core.http_guard import TOKEN_ADVICE, token_problem
+    from tools_server.core.serve_cli import is_loopback
     from tools_server.web.service import AUDIT_TOKEN_ENV, serve
 
     token = token or os.environ.get(AUDIT_TOKEN_ENV)
     if not token:
         typer.echo("a token is required: --token T or SPU_AUDIT_TOKEN", err=True)
+        raise typer.Exit(2)
+    if not is_loopback(host) and (problem := token_problem(token)) is not None:
+        typer.echo(
+            f"refusing to bind {host}: a non-loopback address needs a token of at least 32 random "
+            f"characters: {problem}. {TOKEN_ADVICE}",
+            err=True,
+        )
         raise typer.Exit(2)
     if policy is not None:
         from tools_server.web.policy import Policy, PolicyError
@@ -41,7 +51,11 @@ def serve_cmd(
         except PolicyError as exc:
             typer.echo(f"refusing to start: {exc}", err=True)
             raise typer.Exit(2) from None
-    serve(log_path=log, token=token, policy_path=policy, host=host, port=port, workdir=workdir)
+    try:
+        serve(log_path=log, token=token, policy_path=policy, host=host, port=port, workdir=workdir)
+    except OSError as exc:  # the address is taken or not this machine's
+        typer.echo(f"cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 policy_app = typer.Typer(help="Information policy files.", no_args_is_help=True)

@@ -7,7 +7,9 @@ itself. Protocol (JSON over HTTP, every request carries ``Authorization: Bearer 
   ``{"ok": true, "result": {...}}`` or ``{"ok": false, "error": {"code", "message", "hint"}}``;
 * ``GET /v1/health`` answers ``{"ok": true, "records": N, "mode": "observe"|"enforce"|null}``
   (the mode, never the identifiers);
-* a missing or wrong token gets HTTP 401.
+* a missing or wrong token gets HTTP 401; two ``Authorization`` headers 400; a ``Host`` other than a
+  loopback name (when bound to loopback) 421; a body over 1 MiB 413, one slower than 30 s 408
+  (:mod:`tools_server.core.http_guard`).
 
 The MCP server forwards when ``SPU_AUDIT_URL`` and ``SPU_AUDIT_TOKEN`` are set (:class:`RemoteGateway`);
 it then never reads a policy itself.
@@ -16,7 +18,6 @@ it then never reads a policy itself.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import os
 import socket
@@ -25,13 +26,19 @@ from pathlib import Path
 from typing import Any
 
 from tools_server.core.errors import ToolError
+from tools_server.core.http_guard import guard_requests, uvicorn_options
 
 AUDIT_URL_ENV = "SPU_AUDIT_URL"
 AUDIT_TOKEN_ENV = "SPU_AUDIT_TOKEN"
 
 
-def build_app(gateway: Any, token: str):
-    """The Starlette application serving ``gateway`` behind ``token``."""
+#: Largest request body the service reads (a web call's arguments are a few KB).
+MAX_BODY_BYTES = 1 * 2**20
+
+
+def build_app(gateway: Any, token: str, allowed_hosts: list[str] | None = None):
+    """The Starlette application serving ``gateway`` behind ``token``, wrapped in the request checks of
+    :mod:`tools_server.core.http_guard` (one Authorization header, Host, token, body size and time)."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
@@ -40,16 +47,8 @@ def build_app(gateway: Any, token: str):
 
     if not token:
         raise ValueError("the audit service needs a non-empty token")
-    expected = token.encode()
-
-    def authorized(request: Request) -> bool:
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), expected)
 
     async def call(request: Request) -> JSONResponse:
-        if not authorized(request):
-            return JSONResponse({"ok": False, "error": {"code": "unauthorized", "message": "bad token"}}, 401)
         try:
             body = await request.json()
             tool, args = body["tool"], body.get("args") or {}
@@ -70,13 +69,12 @@ def build_app(gateway: Any, token: str):
         return JSONResponse({"ok": True, "result": result})
 
     async def health(request: Request) -> JSONResponse:
-        if not authorized(request):
-            return JSONResponse({"ok": False, "error": {"code": "unauthorized", "message": "bad token"}}, 401)
         count = await run_in_threadpool(_count_lines, gateway.audit.path)
         mode = gateway.policy.mode if gateway.policy else None
         return JSONResponse({"ok": True, "records": count, "mode": mode})
 
-    return Starlette(routes=[Route("/v1/call", call, methods=["POST"]), Route("/v1/health", health)])
+    app = Starlette(routes=[Route("/v1/call", call, methods=["POST"]), Route("/v1/health", health)])
+    return guard_requests(app, max_body_bytes=MAX_BODY_BYTES, token=token, allowed_hosts=allowed_hosts)
 
 
 def serve(
@@ -113,7 +111,14 @@ def serve(
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     print(json.dumps({"url": f"http://{shown}:{bound}"}), flush=True)
-    config = uvicorn.Config(build_app(gateway, token), log_level="warning", access_log=False)
+    from tools_server.core.serve_cli import is_loopback
+
+    # bound to loopback, only loopback names are valid Host values (DNS rebinding); elsewhere the token
+    # alone guards the service (its clients reach it by addresses this process cannot know)
+    hosts = [f"127.0.0.1:{bound}", f"localhost:{bound}", f"[::1]:{bound}"] if is_loopback(host) else None
+    config = uvicorn.Config(
+        build_app(gateway, token, hosts), log_level="warning", access_log=False, **uvicorn_options()
+    )
     server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])
