@@ -26,11 +26,17 @@ def serve_cmd(
     workdir: Annotated[
         Path | None, typer.Option("--workdir", help="Fetch cache directory (default: the log's).")
     ] = None,
+    key: Annotated[
+        Path | None,
+        typer.Option(
+            "--key", help="HMAC key file of the log (default: LOG.key beside it, created if missing)."
+        ),
+    ] = None,
 ) -> None:
     """Run the audit service: performs, records and screens web calls for MCP servers that forward to it."""
     from tools_server.core.http_guard import TOKEN_ADVICE, token_problem
     from tools_server.core.serve_cli import is_loopback
-    from tools_server.web.service import AUDIT_TOKEN_ENV, serve
+    from tools_server.web.service import AUDIT_TOKEN_ENV, CannotListen, serve
 
     token = token or os.environ.get(AUDIT_TOKEN_ENV)
     if not token:
@@ -52,9 +58,11 @@ def serve_cmd(
             typer.echo(f"refusing to start: {exc}", err=True)
             raise typer.Exit(2) from None
     try:
-        serve(log_path=log, token=token, policy_path=policy, host=host, port=port, workdir=workdir)
-    except OSError as exc:  # the address is taken or not this machine's
-        typer.echo(f"cannot listen on {host}:{port}: {exc.strerror or exc}", err=True)
+        serve(
+            log_path=log, token=token, policy_path=policy, host=host, port=port, workdir=workdir, key_file=key
+        )
+    except CannotListen as exc:
+        typer.echo(str(exc), err=True)
         raise typer.Exit(2) from None
 
 

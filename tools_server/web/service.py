@@ -32,6 +32,10 @@ AUDIT_URL_ENV = "SPU_AUDIT_URL"
 AUDIT_TOKEN_ENV = "SPU_AUDIT_TOKEN"
 
 
+class CannotListen(RuntimeError):
+    """The service's address cannot be bound (a usage error for ``spu audit serve``)."""
+
+
 #: Largest request body the service reads (a web call's arguments are a few KB).
 MAX_BODY_BYTES = 1 * 2**20
 
@@ -85,15 +89,21 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     workdir: Path | None = None,
+    key_file: Path | None = None,
 ) -> None:
-    """Run the audit service until interrupted; prints ``{"url": ...}`` on stdout once listening."""
+    """Run the audit service until interrupted; prints ``{"url": ...}`` on stdout once listening. The
+    log's HMAC key is read from ``key_file`` (default ``LOG.key``, created when missing)."""
     import uvicorn
 
+    from environment.audit_log import key_path
+    from tools_server.web.audit import load_or_create_key
     from tools_server.web.gateway import Gateway
     from tools_server.web.policy import Policy
 
     policy = Policy.load(policy_path) if policy_path else None
-    gateway = Gateway(log_path, policy=policy, workdir=workdir)
+    # the chain is keyed with a secret kept beside the log, out of the agent's reach: forged records fail
+    key = load_or_create_key(key_file or key_path(Path(log_path)))
+    gateway = Gateway(log_path, policy=policy, workdir=workdir, key=key)
     gateway.audit.append(
         {
             "kind": "service",
@@ -106,7 +116,11 @@ def serve(
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:  # the address is taken or not this machine's
+        sock.close()
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(128)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
