@@ -229,8 +229,8 @@ def cases(workdir: Path | None = None) -> list[Case]:
         )
         out.append(
             Case(
-                f"invisible_query_{name}",
-                _call(i + 2, "web_search", {"query": f"pKa{ch} benzoic"}),
+                f"invisible_url_{name}",  # loopback: had the character passed, no lookup leaves the machine
+                _call(i + 2, "web_fetch", {"url": f"http://127.0.0.1:9/pka{ch}"}),
                 ("tool", "invalid_input"),
             )
         )
