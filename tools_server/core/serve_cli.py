@@ -46,12 +46,6 @@ def refusal(transport: str, host: str, token: str | None, allowed_hosts: list[st
                 f"refusing to bind {host}: name the host names clients use with --allowed-host "
                 "(e.g. --allowed-host spu.example.org)"
             )
-    if os.environ.get("SPU_POLICY"):
-        # a policy file the embedded audit cannot use must stop the server, not switch the detector off
-        from tools_server.web.policy import env_policy_problem
-
-        if (problem := env_policy_problem()) is not None:
-            return f"refusing to start: {problem}"
     return None
 
 
