@@ -23,12 +23,24 @@ def _log_path(log: Path | None) -> Path:
 
 
 @audit_app.command("verify")
-def verify_cmd(log: LogArg = None, as_json: JsonOpt = False) -> None:
-    """Check the hash chain and the seal; exit 1 if the log was modified, cut or truncated."""
+def verify_cmd(
+    log: LogArg = None,
+    as_json: JsonOpt = False,
+    key: Annotated[
+        Path | None,
+        typer.Option("--key", help="The log's HMAC key file (the audit service's LOG.key): checks MACs too."),
+    ] = None,
+) -> None:
+    """Check the hash chain and the seal; exit 1 if the log was modified, cut, truncated or forged."""
     from environment.audit_log import verify
 
     path = _log_path(log)
-    result = verify(path)
+    try:
+        key_bytes = bytes.fromhex(key.read_text(encoding="ascii").strip()) if key is not None else None
+    except (OSError, ValueError) as exc:
+        typer.echo(f"cannot read the key {key}: {exc}", err=True)
+        raise typer.Exit(2) from None
+    result = verify(path, key_bytes)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:

@@ -12,15 +12,18 @@ One JSON object per line, keys sorted, no spaces::
 ``hash`` is SHA-256 over the canonical JSON (sorted keys, ``(",", ":")`` separators, UTF-8) of the record
 without its ``hash`` field, ``prev`` included; the first record's ``prev`` is 64 zeros. The seal file
 (``audit.jsonl.seal``) holds ``{"count": N, "head": "<hash of the last record>"}``, so a truncated tail is
-detected. Record kinds: ``attempt`` (an HTTP attempt about to connect), ``http`` (its outcome), ``call``
-(one tool call with its outcome and detector flags), ``recovery`` (a torn last line dropped at start-up),
-``service`` (audit service start).
+detected. A keyed log (the audit service's) also gives every record ``mac``, HMAC-SHA256 of its hash
+under a key kept beside the log (``audit.jsonl.key``), and the seal a ``mac`` of ``count:head``; ``hash``
+covers the record without ``hash`` and ``mac``. Record kinds: ``attempt`` (an HTTP attempt about to
+connect), ``http`` (its outcome), ``call`` (one tool call with its outcome and detector flags), ``recovery``
+(a torn last line dropped at start-up), ``service`` (audit service start).
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import hmac
 import json
 import os
 from collections import Counter
@@ -36,8 +39,23 @@ SOURCES_SCHEMA = "spu.sources/1"
 
 
 def record_hash(record: dict[str, Any]) -> str:
-    body = {k: v for k, v in record.items() if k != "hash"}
+    body = {k: v for k, v in record.items() if k not in ("hash", "mac")}
     return hashlib.sha256(canonical_json(body).encode("utf-8")).hexdigest()
+
+
+def record_mac(key: bytes, record_hash_hex: str) -> str:
+    """HMAC-SHA256 of a record's hash under the log's key (the ``mac`` field of a keyed log)."""
+    return hmac.new(key, record_hash_hex.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def seal_mac(key: bytes, count: int, head: str) -> str:
+    """HMAC-SHA256 of the seal's ``count:head`` under the log's key."""
+    return hmac.new(key, f"{count}:{head}".encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def key_path(log_path: Path) -> Path:
+    """Where the audit service keeps the log's HMAC key by default: beside the log."""
+    return log_path.with_name(log_path.name + ".key")
 
 
 def utc_now() -> str:
@@ -76,8 +94,9 @@ class VerifyResult:
         }
 
 
-def verify(path: str | os.PathLike[str]) -> VerifyResult:
-    """Check every line's hash and link, the sequence numbers, and the seal (truncation)."""
+def verify(path: str | os.PathLike[str], key: bytes | None = None) -> VerifyResult:
+    """Check every line's hash and link, the sequence numbers, and the seal (truncation); with the log's
+    ``key``, also every record's and the seal's MAC (forgery by someone without the key)."""
     path = Path(path)
     errors: list[str] = []
     warnings: list[str] = []
@@ -88,6 +107,7 @@ def verify(path: str | os.PathLike[str]) -> VerifyResult:
         errors.append("the last line is incomplete (torn write)")
     prev = GENESIS
     hashes: list[str] = []
+    macs_unchecked = False
     for lineno, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -95,6 +115,10 @@ def verify(path: str | os.PathLike[str]) -> VerifyResult:
             record = json.loads(line)
         except ValueError:
             errors.append(f"line {lineno}: not valid JSON")
+            prev = None  # type: ignore[assignment]
+            continue
+        if not isinstance(record, dict):
+            errors.append(f"line {lineno}: not a JSON object")
             prev = None  # type: ignore[assignment]
             continue
         seq = record.get("seq")
@@ -106,6 +130,13 @@ def verify(path: str | os.PathLike[str]) -> VerifyResult:
             errors.append(f"line {lineno}: hash does not match the record (the line was modified)")
         if prev is not None and record.get("prev") != prev:
             errors.append(f"line {lineno}: prev does not match the previous record's hash (chain broken)")
+        if key is not None and not hmac.compare_digest(
+            str(record.get("mac", "")), record_mac(key, str(record.get("hash", "")))
+        ):
+            errors.append(f"line {lineno}: the MAC does not match (forged, or re-chained without the key)")
+        elif key is None and "mac" in record and not macs_unchecked:
+            macs_unchecked = True
+            warnings.append("the log is keyed but no key was given: MACs were not checked (--key FILE)")
         prev = record.get("hash")
         hashes.append(record.get("hash", ""))
     head = hashes[-1] if hashes else GENESIS
@@ -119,6 +150,10 @@ def verify(path: str | os.PathLike[str]) -> VerifyResult:
         except (ValueError, KeyError, TypeError):
             errors.append("the seal file is not valid")
         else:
+            if key is not None and not hmac.compare_digest(
+                str(seal.get("mac", "")), seal_mac(key, sealed_count, str(sealed_head))
+            ):
+                errors.append("the seal's MAC does not match (rewritten without the key)")
             if sealed_count > len(hashes):
                 errors.append(
                     f"the log holds {len(hashes)} records but the seal counts {sealed_count}: the tail was "

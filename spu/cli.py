@@ -8,6 +8,7 @@ command not listed in :data:`PARTS`) loads them all.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
@@ -49,6 +50,21 @@ PARTS = {
 #: Commands with a path that skips Typer (start-up time matters): command -> module with ``main(argv)``.
 FAST = {"serve": "tools_server.core.serve_cli"}
 
+#: Settings a command must find valid before it starts, checked by the part that owns them: command ->
+#: (environment variable, "module:function" returning why the command must not start, or None). The check
+#: runs, on both the fast and the Typer path, only when the variable is set.
+PRESTART = {"serve": [("SPU_POLICY", "tools_server.web.policy:env_policy_problem")]}
+
+
+def _prestart_problem(command: str | None) -> str | None:
+    for variable, target in PRESTART.get(command or "", []):
+        if os.environ.get(variable):
+            module, _, name = target.partition(":")
+            problem = getattr(importlib.import_module(module), name)()
+            if problem is not None:
+                return problem
+    return None
+
 
 def make_app(modules: Iterable[str] = MODULES) -> typer.Typer:
     """A ``spu`` app with the commands of ``modules``; a part whose dependencies are missing is left out."""
@@ -81,6 +97,9 @@ def make_app(modules: Iterable[str] = MODULES) -> typer.Typer:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     command = next((a for a in args if not a.startswith("-")), None)
+    if not {"--help", "-h"} & set(args) and (problem := _prestart_problem(command)) is not None:
+        print(f"refusing to start: {problem}", file=sys.stderr)
+        raise SystemExit(2)
     if command in FAST and args[0] == command and not {"--help", "-h"} & set(args):
         importlib.import_module(FAST[command]).main(args[1:])
         return

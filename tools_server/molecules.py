@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools_server.core.invisible import INVISIBLE_RE
+
 #: ETKDG seed: fixed so a SMILES always gives the same 3D start (and cached results stay reproducible).
 EMBED_SEED = 0xF00D
 MAX_FILE_BYTES = 50 * 2**20
@@ -589,7 +591,6 @@ def _rounded_xyz(text: str) -> str | None:
 MAX_ATOMS = 2000
 MAX_MOLECULE_CHARS = 2_000_000
 _SMILES_ATOM = re.compile(r"\[[^\]]*\]|Br|Cl|[BCNOPSFIbcnops*]")
-_INVISIBLE = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]")
 
 
 def estimate_atoms(text: str) -> int:
@@ -624,7 +625,8 @@ def check_smiles_text(text: str) -> None:
     if smiles.isascii():
         return
     pos, ch = next((i, c) for i, c in enumerate(smiles) if not c.isascii())
-    kind = "an invisible or direction control character" if _INVISIBLE.match(ch) else "a non-ASCII character"
+    invisible = INVISIBLE_RE.match(ch)
+    kind = "an invisible or direction control character" if invisible else "a non-ASCII character"
     raise MoleculeError(
         "invalid_smiles",
         f"Invalid SMILES: {kind} U+{ord(ch):04X} at position {pos}; SMILES uses ASCII characters only",

@@ -13,7 +13,10 @@ A plugin (a third-party package named in the ``spu.tools`` entry points, or a mo
 * :class:`ToolError`, the one exception a tool raises (a stable code, a message, a recovery hint);
   :data:`ERROR_CODES`, the codes known so far with their hints;
 * :class:`Domain`, :class:`Engine` and :class:`DoctorCheck`, what a package declares: its tool modules,
-  the engines it computes with, its ``spu doctor`` checks and its own error codes.
+  the engines it computes with, its ``spu doctor`` checks and its own error codes;
+* :data:`InputPath` and :data:`InputDir`, the types of an input field that names a file or a folder: the
+  server resolves and confines it (under the allowed roots, links resolved, never ``/proc``, ``/sys`` or a
+  device) before the tool runs, and a cluster executor ships its content with the job.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 from tools_server.core.context import ToolContext
 from tools_server.core.domain import DoctorCheck, Domain, Engine
 from tools_server.core.errors import ERROR_CODES, ToolError
+from tools_server.core.paths import InputDir, InputPath
 from tools_server.core.registry import Resource, tool
 
 __all__ = [
@@ -28,6 +32,8 @@ __all__ = [
     "DoctorCheck",
     "Domain",
     "Engine",
+    "InputDir",
+    "InputPath",
     "Resource",
     "ToolContext",
     "ToolError",

@@ -71,6 +71,7 @@ def run_agent(
             mcp_cfg,
             workdir=rundir.spu_work,
             cwd=rundir.work,
+            input_roots=(task.root, rundir.root),  # ranking_check reads the task and the drafts
             max_output_chars=int(config["tools"].get("max_output_chars") or 20000),
         )
     tools = Toolbox(builtin, mcp, mcp_required=bool(mcp_cfg.get("required", False)))

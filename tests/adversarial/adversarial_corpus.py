@@ -1,17 +1,19 @@
-"""The adversarial corpus: frames and tool calls an attacker or a careless client sends, each with the
-one stable answer the server must give (a JSON-RPC error code, a tool error code, or a per-item code).
+"""The adversarial corpus: frames and tool calls an attacker or a careless client sends, each with the one
+stable answer the server must give (a JSON-RPC error code, a tool error code, or a per-item code).
 
 Each case is ``Case(name, frame, expect)``: ``frame`` is the raw bytes of one JSON-RPC frame (no newline);
 ``expect`` is ``("rpc", code)`` for a JSON-RPC error reply, ``("tool", code)`` for a tool error result
-(``structuredContent.error.code``) or ``("item", code)`` for the first item's error of a per-item batch
-tool. The ids run from 1000; the runner checks each reply carries the id it sent (``None`` for frames
-whose id cannot be read).
+(``structuredContent.error.code``), ``("item", code)`` for the first item's error of a per-item batch tool,
+or ``("ok", None)`` for a successful result. The ids run from 1000; the runner checks each reply carries the
+id it sent (``None`` for frames whose id cannot be read).
 """
 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 
@@ -40,7 +42,75 @@ def _deep(levels: int) -> Any:
     return value
 
 
-def cases() -> list[Case]:
+#: Characters outside every hand list the server once had: each is Default_Ignorable or Bidi_Control.
+INVISIBLE = {
+    "tag_letter": "\U000e0041",
+    "tag_begin": "\U000e0001",
+    "combining_grapheme_joiner": "\u034f",
+    "variation_selector_16": "\ufe0f",
+    "variation_selector_17": "\U000e0100",
+    "unassigned_ignorable": "\u2065",
+    "hangul_filler": "\u3164",
+    "mongolian_fvs4": "\u180f",
+    "arabic_letter_mark": "\u061c",
+    "musical_begin_beam": "\U0001d173",
+    "shorthand_format": "\U0001bca0",
+}
+
+#: (tool, arguments with PATH where the hostile path goes): every tool with a path argument.
+PATH_TOOLS = [
+    ("protein_pka", {"pdb_path": "PATH"}),
+    ("md_run", {"pdb_path": "PATH", "steps": 10}),
+    ("md_analyze", {"trajectory_path": "PATH", "topology_path": "PATH"}),
+    ("dock", {"ligands": ["CCO"], "receptor_path": "PATH", "center": [0, 0, 0], "size": [10, 10, 10]}),
+    ("ranking_check", {"task_dir": "PATH", "draft": {}}),
+    ("ranking_check", {"task_dir": ".", "draft_path": "PATH"}),
+]
+
+
+def _fill(arguments: dict[str, Any], path: str) -> dict[str, Any]:
+    return {k: (path if v == "PATH" else v) for k, v in arguments.items()}
+
+
+def hostile_paths(workdir: Path | None) -> dict[str, str]:
+    """Paths no tool may read: system files, and (with the server's work directory, prepared by
+    :func:`prepare_workdir`) links and ``..`` leading out of it, a FIFO and a directory."""
+    out = {"proc_environ": "/proc/self/environ", "etc_passwd": "/etc/passwd", "dev_zero": "/dev/zero"}
+    if workdir is not None:
+        out.update(
+            {
+                "symlink_out": str(workdir / "link-out.pdb"),
+                "dotdot_out": str(workdir / ".." / "outside" / "secret.pdb"),
+                "dir_link_out": str(workdir / "dir-link" / "secret.pdb"),
+                "fifo": str(workdir / "pipe.pdb"),
+                "link_to_proc": str(workdir / "environ.pdb"),
+            }
+        )
+    return out
+
+
+#: What the file outside the roots holds: it must never appear in a reply or an artifact.
+SECRET = "ATOM      1  N   SEC A   1      11.111  22.222  33.333  1.00  0.00           N  SECRET-7f3a"
+
+
+def prepare_workdir(workdir: Path) -> None:
+    """The links, FIFO and outside file :func:`hostile_paths` names (the server must refuse them all)."""
+    outside = workdir.parent / "outside"
+    outside.mkdir(exist_ok=True)
+    (outside / "secret.pdb").write_text(SECRET + "\nEND\n")
+    (workdir / "link-out.pdb").symlink_to(outside / "secret.pdb")
+    (workdir / "dir-link").symlink_to(outside, target_is_directory=True)
+    (workdir / "environ.pdb").symlink_to("/proc/self/environ")
+    os.mkfifo(workdir / "pipe.pdb")
+    jobs = workdir / "jobs"
+    jobs.mkdir(exist_ok=True)
+    (jobs / "chem_conformers-00000000aa.json").write_bytes(b'{"job_id": "\xff\xfe", "status": "running"}')
+    (jobs / "chem_conformers-00000000bb.json").write_text('{"job_id": "chem_conformers-00000000bb",')
+
+
+def cases(workdir: Path | None = None) -> list[Case]:
+    """The corpus; with the server's ``workdir`` (prepared by :func:`prepare_workdir`) it also holds the
+    cases that need files there."""
     out = [
         Case("parse_error", b"{not json", ("rpc", -32700), None),
         Case("truncated_frame", b'{"jsonrpc":"2.0","id":1001,"method":"tools/list"', ("rpc", -32700), None),
@@ -143,4 +213,47 @@ def cases() -> list[Case]:
         ),
         Case("job_not_found", _call(1035, "job_wait", {"job_id": "nope-123"}), ("tool", "job_not_found")),
     ]
+    i = 1100
+    for name, ch in INVISIBLE.items():
+        out.append(
+            Case(
+                f"invisible_{name}",
+                _call(i, "chem_parse", {"molecules": [f"CC{ch}O"]}),
+                ("tool", "invalid_input"),
+            )
+        )
+        out.append(
+            Case(
+                f"invisible_key_{name}", _call(i + 1, "chem_parse", {f"m{ch}": 1}), ("tool", "invalid_input")
+            )
+        )
+        out.append(
+            Case(
+                f"invisible_url_{name}",  # loopback: had the character passed, no lookup leaves the machine
+                _call(i + 2, "web_fetch", {"url": f"http://127.0.0.1:9/pka{ch}"}),
+                ("tool", "invalid_input"),
+            )
+        )
+        i += 3
+    i = 1200
+    for name, path in hostile_paths(workdir).items():
+        for tool, arguments in PATH_TOOLS:
+            out.append(
+                Case(
+                    f"path_{name}_{tool}_{i}",
+                    _call(i, tool, _fill(arguments, path)),
+                    ("tool", "invalid_input"),
+                )
+            )
+            i += 1
+        out.append(
+            Case(
+                f"path_{name}_molecule",
+                _call(i, "chem_parse", {"molecules": [path + ".sdf"]}),
+                ("item", "invalid_input"),
+            )
+        )
+        i += 1
+    if workdir is not None:
+        out.append(Case("jobs_with_damaged_records", _call(1300, "jobs", {}), ("ok", None)))
     return out

@@ -272,10 +272,11 @@ def test_wildcard_bind_needs_allowed_hosts(spu_env):
 
 
 def test_token_strength_rules():
-    from tools_server.core.serve_cli import token_problem
+    from tools_server.core.http_guard import token_problem
 
     assert token_problem("k7Qw2mZp9Lx4Vb8Nc1Rt6Yh3Jd5Gf0Se") is None
-    assert token_problem("0123456789abcdef0123456789abcdef") is None  # 32 hex characters: 128 bits
+    assert token_problem("9f3a07c2e41b86d5f0a2c79e13b4d658") is None  # 32 random hex characters: 128 bits
+    assert token_problem("0123456789abcdef0123456789abcdef") is not None  # a sequence, repeated
     assert token_problem("0123456789abcdef0123456789abcde") is not None  # 31 characters
 
 

@@ -19,6 +19,12 @@ from tools_server.ranking.tools import (
 )
 
 
+@pytest.fixture(autouse=True)
+def _tasks_readable(tmp_path, monkeypatch):
+    """The tasks these tests write live under tmp_path: a folder the tools may read (SPU_INPUT_ROOTS)."""
+    monkeypatch.setenv("SPU_INPUT_ROOTS", str(tmp_path))
+
+
 @pytest.fixture
 def condition_task(tmp_path):
     values = {f"e{i}": float(v) for i, v in enumerate([5, 1, 4, 2, 3, 6])}

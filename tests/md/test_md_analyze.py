@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -27,18 +29,19 @@ def _argon_like(n_frames: int, n_particles: int, box_nm: float, step_sigma_nm: f
     )
 
 
-def test_diffusion_and_density_of_a_random_walk(tmp_path, spu_env):
+def test_diffusion_and_density_of_a_random_walk(spu_env):
+    work = Path(spu_env["SPU_WORKDIR"])  # files tools read lie under the allowed roots
     from tools_server.core.context import ToolContext
 
     # Random walk with per-axis step variance s^2 per 2 ps frame: MSD = 3 s^2 per frame, so
     # D = 3 s^2 / (6 * 2 ps) = s^2 / 4 nm^2/ps.
     sigma = 0.05
     traj = _argon_like(n_frames=200, n_particles=400, box_nm=3.0, step_sigma_nm=sigma)
-    traj[0].save_pdb(str(tmp_path / "top.pdb"))
-    traj.save_xtc(str(tmp_path / "traj.xtc"))
+    traj[0].save_pdb(str(work / "top.pdb"))
+    traj.save_xtc(str(work / "traj.xtc"))
 
     out = md_analyze(
-        MdAnalyzeInput(trajectory_path=str(tmp_path / "traj.xtc"), topology_path=str(tmp_path / "top.pdb")),
+        MdAnalyzeInput(trajectory_path=str(work / "traj.xtc"), topology_path=str(work / "top.pdb")),
         ToolContext("md_analyze", "j1"),
     )
     expected_nm2_ps = sigma**2 / 4
@@ -49,18 +52,19 @@ def test_diffusion_and_density_of_a_random_walk(tmp_path, spu_env):
     assert out["density"]["density_g_cm3_mean"] == pytest.approx(0.9827, abs=2e-4)
 
 
-def test_bad_selection_is_invalid_input(tmp_path, spu_env):
+def test_bad_selection_is_invalid_input(spu_env):
+    work = Path(spu_env["SPU_WORKDIR"])  # files tools read lie under the allowed roots
     from tools_server.core.context import ToolContext
     from tools_server.core.errors import ToolError
 
     traj = _argon_like(n_frames=6, n_particles=4, box_nm=2.0, step_sigma_nm=0.01)
-    traj[0].save_pdb(str(tmp_path / "top.pdb"))
-    traj.save_xtc(str(tmp_path / "traj.xtc"))
+    traj[0].save_pdb(str(work / "top.pdb"))
+    traj.save_xtc(str(work / "traj.xtc"))
     with pytest.raises(ToolError) as err:
         md_analyze(
             MdAnalyzeInput(
-                trajectory_path=str(tmp_path / "traj.xtc"),
-                topology_path=str(tmp_path / "top.pdb"),
+                trajectory_path=str(work / "traj.xtc"),
+                topology_path=str(work / "top.pdb"),
                 analyses=["rg"],
                 selection="resname XYZ",
             ),

@@ -18,7 +18,7 @@ def serve(
     host: Annotated[
         str, typer.Option(help="HTTP bind address; anything but loopback needs --token.")
     ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port.")] = 8765,
+    port: Annotated[int, typer.Option(help="HTTP port.", min=0, max=65535)] = 8765,
     token: Annotated[
         str | None, typer.Option(envvar="SPU_SERVER_TOKEN", help="Bearer token required on HTTP requests.")
     ] = None,

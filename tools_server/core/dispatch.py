@@ -109,7 +109,9 @@ class Dispatcher:
 
         def finish(job_id: str | None, payload: dict[str, Any], device: str) -> dict[str, Any]:
             result = self._finish(spec, params, canonical, engines, payload, job_id, device)
-            if key is not None:
+            if key is not None and spec.is_job:
+                self.cache.put(key, result)  # the executor's thread: on disk before the caller is woken
+            elif key is not None:
                 self.cache.stage(key, result)
             if discarded:
                 warning = f"a stored result for this call was discarded and recomputed: {discarded}"
@@ -170,7 +172,7 @@ class Dispatcher:
     def job_outcome(job: Job) -> dict[str, Any]:
         if job.status == "done" and job.result is not None:
             return job.result
-        if job.status in ("error", "cancelled") and job.error is not None:
+        if job.status in ("error", "cancelled", "lost") and job.error is not None:
             err = dict(job.error)
             err["details"] = {**(err.get("details") or {}), "job_id": job.job_id}
             raise ToolError.from_dict(err)

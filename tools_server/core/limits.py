@@ -2,10 +2,10 @@
 
 * nesting at most :data:`MAX_DEPTH` levels, lists at most :data:`MAX_LIST_ITEMS` items, strings together at
   most :data:`MAX_TOTAL_CHARS` characters: else ``too_large``;
-* no lone surrogate, no bidirectional-text control and no zero-width or other invisible format character
-  in any string or key: else ``invalid_input``, naming the argument and the code point. Such characters
-  are dropped silently by some engines (RDKit reads ``"CCO\\u200b"`` as ethanol), so they are refused
-  instead of guessed at.
+* no lone surrogate and no default-ignorable or bidirectional-control character (zero-width characters,
+  variation selectors, tag characters ...: :mod:`tools_server.core.invisible`) in any string or key: else
+  ``invalid_input``, naming the argument and the code point. Such characters are dropped silently by some
+  engines (RDKit reads ``"CCO\\u200b"`` as ethanol), so they are refused instead of guessed at.
 """
 
 from __future__ import annotations
@@ -14,17 +14,15 @@ import re
 from typing import Any
 
 from tools_server.core.errors import ToolError
+from tools_server.core.invisible import REFUSED_CLASS
 
 MAX_DEPTH = 16
 MAX_LIST_ITEMS = 100_000
 MAX_TOTAL_CHARS = 20_000_000
 
-#: soft hyphen, Arabic letter mark, Mongolian vowel separator, zero-width space/non-joiner/joiner,
-#: LRM/RLM, bidi embeddings and overrides, word joiner and invisible operators, bidi isolates, BOM, and
-#: lone surrogates.
-_REFUSED = re.compile(
-    "[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\ud800-\udfff]"
-)
+#: every Default_Ignorable_Code_Point and Bidi_Control character (tools_server.core.invisible), and lone
+#: surrogates.
+_REFUSED = re.compile(f"[{REFUSED_CLASS}\ud800-\udfff]")
 
 
 def _where(path: list[str | int]) -> str:

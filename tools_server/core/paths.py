@@ -1,18 +1,38 @@
-"""Which files tools may read: regular files under the allowed roots.
+"""Which files tools may read: regular files under the allowed roots, checked in one place.
 
 Roots: the server's work directory (artifacts included), the directory the server was started in, and
 the directories named in ``SPU_INPUT_ROOTS`` (``os.pathsep``-separated). A path is resolved (symlinks
-followed) before the check, so a link that leaves the roots is refused; devices, FIFOs and directories are
-refused too. Errors name the path, never the file's contents.
+followed) before the check, so a link that leaves the roots is refused; devices, FIFOs, sockets and
+directories are refused, and so is anything under ``/proc``, ``/sys`` or ``/dev`` whatever the roots say
+(a server started in ``/`` must still not read ``/proc/self/environ``). Errors name the path, never the
+file's contents.
+
+A tool declares a path argument with the annotated types below; pydantic runs the check when the
+arguments are validated, in the core, before any tool code runs, and the tool receives the resolved
+path (a string)::
+
+    class Input(BaseModel):
+        pdb_path: InputPath | None = Field(None, description="PDB file")
+        task_dir: InputDir = Field(..., description="task folder")
+
+:func:`path_fields` lists a model's path-typed fields (the registry test walks every tool with it).
 """
 
 from __future__ import annotations
 
 import os
+import stat
+import typing
 from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BaseModel
 
 from tools_server.core import settings
 from tools_server.core.errors import ToolError
+
+#: Never readable, whatever the roots: kernel and device pseudo-filesystems.
+SYSTEM_PREFIXES = (Path("/proc"), Path("/sys"), Path("/dev"))
 
 
 def allowed_roots() -> list[Path]:
@@ -21,13 +41,18 @@ def allowed_roots() -> list[Path]:
     return [r.expanduser().resolve() for r in roots]
 
 
-def readable_file(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> Path:
-    """The resolved path of a regular file under an allowed root, or :class:`ToolError` ``invalid_input``."""
-    given = Path(path).expanduser()
+def _resolved_under_roots(path: str | os.PathLike[str]) -> tuple[Path, Path]:
+    """(as given, resolved) for a path that exists under an allowed root, else ``invalid_input``."""
+    text = os.fspath(path)
+    if not text.strip() or "\x00" in text:
+        raise ToolError("invalid_input", "The path is empty or holds a NUL character.")
+    given = Path(text).expanduser()
     try:
         resolved = given.resolve(strict=True)
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):
         raise ToolError("invalid_input", f"No such file: {given}") from None
+    if any(resolved == p or resolved.is_relative_to(p) for p in SYSTEM_PREFIXES):
+        raise ToolError("invalid_input", f"{given} is a system file; tools do not read it")
     if not any(resolved == root or resolved.is_relative_to(root) for root in allowed_roots()):
         raise ToolError(
             "invalid_input",
@@ -35,8 +60,72 @@ def readable_file(path: str | os.PathLike[str], *, max_bytes: int | None = None)
             hint="Use a file under the server's work directory or the directory it was started in, "
             "or add its directory to SPU_INPUT_ROOTS.",
         )
-    if not resolved.is_file():
+    return given, resolved
+
+
+def readable_file(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> Path:
+    """The resolved path of a regular file under an allowed root, or :class:`ToolError` ``invalid_input``."""
+    given, resolved = _resolved_under_roots(path)
+    try:
+        st = resolved.stat()
+    except OSError:
+        raise ToolError("invalid_input", f"No such file: {given}") from None
+    if not stat.S_ISREG(st.st_mode):
         raise ToolError("invalid_input", f"{given} is not a regular file")
-    if max_bytes is not None and resolved.stat().st_size > max_bytes:
+    if max_bytes is not None and st.st_size > max_bytes:
         raise ToolError("too_large", f"{given} is larger than {max_bytes // 2**20} MiB")
     return resolved
+
+
+def readable_dir(path: str | os.PathLike[str]) -> Path:
+    """The resolved path of a directory under an allowed root, or :class:`ToolError` ``invalid_input``."""
+    given, resolved = _resolved_under_roots(path)
+    if not resolved.is_dir():
+        raise ToolError("invalid_input", f"{given} is not a directory")
+    return resolved
+
+
+class PathKind:
+    """Marks a path-typed field: ``kind`` is ``"file"`` or ``"dir"``."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"PathKind({self.kind!r})"
+
+
+#: A readable regular file under the allowed roots; the tool receives its resolved path.
+InputPath = Annotated[str, AfterValidator(lambda v: str(readable_file(v))), PathKind("file")]
+#: A directory under the allowed roots; the tool receives its resolved path.
+InputDir = Annotated[str, AfterValidator(lambda v: str(readable_dir(v))), PathKind("dir")]
+
+
+def path_kind(annotation: Any) -> str | None:
+    """``"file"`` or ``"dir"`` when ``annotation`` is (or optionally wraps) a path type, else None."""
+    if typing.get_origin(annotation) is Annotated:
+        for meta in typing.get_args(annotation)[1:]:
+            if isinstance(meta, PathKind):
+                return meta.kind
+    for arg in typing.get_args(annotation):
+        if (kind := path_kind(arg)) is not None:
+            return kind
+    return None
+
+
+def path_fields(model: type[BaseModel]) -> dict[str, str]:
+    """The model's path-typed fields (``name -> kind``), nested models included (``outer.inner``)."""
+    out: dict[str, str] = {}
+    for name, info in model.model_fields.items():
+        annotated = Annotated[(info.annotation, *info.metadata)] if info.metadata else info.annotation
+        if (kind := path_kind(annotated)) is not None:
+            out[name] = kind
+        for nested in _models_in(info.annotation):
+            out.update({f"{name}.{k}": v for k, v in path_fields(nested).items()})
+    return out
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]

@@ -2,20 +2,20 @@
 wait for its answer to ``initialize``, so this path takes stdin/stdout and answers ``initialize``
 (:mod:`tools_server.core.handshake`) before it imports the SDK and the server. Same options, environment
 variable and refusals as the Typer command in :mod:`tools_server.core.cli`, which ``spu serve --help``
-still shows. The bind rules (loopback, wildcard, token strength) live here, where both paths read them.
+still shows. The bind rules (loopback, wildcard) live here, where both paths read them; the
+token-strength rule is :mod:`tools_server.core.http_guard`'s, shared with ``spu audit serve``.
 """
 
 from __future__ import annotations
 
 import argparse
 import ipaddress
-import math
 import os
 import sys
 
-#: Shortest bearer token accepted for a non-loopback bind, and the least estimated entropy (bits).
-MIN_TOKEN_CHARS = 32
-MIN_TOKEN_BITS = 128
+from tools_server.core.http_guard import TOKEN_ADVICE, token_problem
+
+__all__ = ["is_loopback", "is_wildcard", "main", "port_number", "refusal", "token_problem"]
 
 
 def is_loopback(host: str) -> bool:
@@ -31,22 +31,6 @@ def is_wildcard(host: str) -> bool:
     return host.strip("[]") in ("0.0.0.0", "::", "")
 
 
-def token_problem(token: str | None) -> str | None:
-    """Why ``token`` is too weak to guard a public bind, or None. Entropy is estimated as length times
-    log2 of the number of distinct characters (a 32-character hex token scores 128 bits)."""
-    if not token:
-        return "no token given"
-    if token != token.strip() or any(c.isspace() for c in token):
-        return "the token holds white space"
-    if len(token) < MIN_TOKEN_CHARS:
-        return f"the token has {len(token)} characters (at least {MIN_TOKEN_CHARS} needed)"
-    distinct = len(set(token))
-    bits = len(token) * math.log2(distinct) if distinct > 1 else 0.0
-    if distinct < 8 or bits < MIN_TOKEN_BITS:
-        return f"the token is low in entropy (about {bits:.0f} bits from {distinct} distinct characters)"
-    return None
-
-
 def refusal(transport: str, host: str, token: str | None, allowed_hosts: list[str]) -> str | None:
     """Why ``spu serve`` with these options must not start, or None. Shared by both entry paths."""
     if transport not in ("stdio", "http"):
@@ -55,8 +39,7 @@ def refusal(transport: str, host: str, token: str | None, allowed_hosts: list[st
         if (problem := token_problem(token)) is not None:
             return (
                 f"refusing to bind {host}: a non-loopback address needs --token (or SPU_SERVER_TOKEN) "
-                f"of at least 32 random characters: {problem}. "
-                'Make one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
+                f"of at least 32 random characters: {problem}. {TOKEN_ADVICE}"
             )
         if is_wildcard(host) and not allowed_hosts:
             return (
@@ -66,11 +49,22 @@ def refusal(transport: str, host: str, token: str | None, allowed_hosts: list[st
     return None
 
 
+def port_number(text: str) -> int:
+    """A TCP port (0 to 65535; 0 picks a free one), or argparse's usage error (exit 2)."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number (0 to 65535)")
+    return port
+
+
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="spu serve", add_help=False)
     parser.add_argument("--transport", default="stdio")
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--port", type=port_number, default=8765)
     parser.add_argument("--token", default=os.environ.get("SPU_SERVER_TOKEN") or None)
     parser.add_argument("--allowed-host", action="append", default=[])
     opts = parser.parse_args(argv)

@@ -8,7 +8,6 @@ error result (``isError``).
 
 from __future__ import annotations
 
-import hmac
 import json
 import logging
 from typing import Any
@@ -20,8 +19,9 @@ from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
 from tools_server import __version__
 from tools_server.core.dispatch import Dispatcher
 from tools_server.core.errors import ToolError
-from tools_server.core.framing import StdioWire, guard_http, serve_stdio
+from tools_server.core.framing import MAX_FRAME_BYTES, StdioWire, guard_http, serve_stdio
 from tools_server.core.handshake import INSTRUCTIONS, SERVER_NAME
+from tools_server.core.http_guard import guard_requests, uvicorn_options
 from tools_server.core.registry import ToolSpec
 from tools_server.core.serve_cli import is_loopback, is_wildcard
 from tools_server.core.server_tools import SERVER_TOOLS
@@ -116,28 +116,10 @@ def http_app(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
     app = guard_http(server.streamable_http_app(transport_security=security, host=host))
-    if not token:
-        return app
-    expected = f"Bearer {token}".encode()
-
-    async def guarded(scope, receive, send):
-        if scope["type"] == "http":
-            auth = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(auth, expected):
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
-                    }
-                )
-                await send(
-                    {"type": "http.response.body", "body": b'{"error": "missing or wrong bearer token"}'}
-                )
-                return
-        await app(scope, receive, send)
-
-    return guarded
+    # Host, token and body limits are checked before the body is read (the SDK checks Host after it)
+    return guard_requests(
+        app, max_body_bytes=MAX_FRAME_BYTES, token=token, allowed_hosts=hosts if hosts else None
+    )
 
 
 def run(
@@ -159,7 +141,11 @@ def run(
             import uvicorn
 
             uvicorn.run(
-                http_app(server, host, port, token, allowed_hosts), host=host, port=port, log_level="warning"
+                http_app(server, host, port, token, allowed_hosts),
+                host=host,
+                port=port,
+                log_level="warning",
+                **uvicorn_options(),
             )
     finally:
         server.dispatcher.jobs.shutdown()

@@ -81,10 +81,12 @@ def reference_ligand_coords(spec: str, records: list[dict[str, Any]]) -> tuple[A
     """
     import numpy as np
 
-    path = Path(spec).expanduser()
-    if path.suffix.lower() in (".sdf", ".mol", ".mol2", ".pdb") and path.is_file():
+    if Path(spec).suffix.lower() in (".sdf", ".mol", ".mol2", ".pdb"):
         from rdkit import Chem
 
+        from tools_server.core.paths import readable_file
+
+        path = readable_file(spec)  # a file reference follows the one path rule (under the roots)
         suffix = path.suffix.lower()
         if suffix == ".mol2":
             mol = Chem.MolFromMol2File(str(path), removeHs=False)

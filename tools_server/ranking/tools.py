@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from tools_server.core.errors import ToolError
+from tools_server.core.paths import InputDir, InputPath
 from tools_server.core.registry import tool
 
 #: |rho| at or above which a group "follows" the presented order or a numeric condition (paper §4.2).
@@ -23,7 +24,7 @@ MAX_PAIRWISE_ITEMS = 25
 
 
 class CheckInput(BaseModel):
-    task_dir: str = Field(
+    task_dir: InputDir = Field(
         ..., max_length=4096, description="The task directory (the one holding contract.json)."
     )
     draft: dict[str, Any] | None = Field(
@@ -31,7 +32,7 @@ class CheckInput(BaseModel):
         description='The draft submission object: {"task_id", "task_version", "rankings": [{"group_id", '
         '"order": [ids lowest -> highest]}]}. Give this or draft_path.',
     )
-    draft_path: str | None = Field(
+    draft_path: InputPath | None = Field(
         None, max_length=4096, description="Path of a rankings.json file to check instead."
     )
 

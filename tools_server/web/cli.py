@@ -20,31 +20,85 @@ def serve_cmd(
     token: Annotated[str | None, typer.Option("--token", help="Shared token (or SPU_AUDIT_TOKEN).")] = None,
     host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
     port: Annotated[
-        int, typer.Option("--port", help="0 picks a free port; the URL is printed as JSON.")
+        int,
+        typer.Option("--port", min=0, max=65535, help="0 picks a free port; the URL is printed as JSON."),
     ] = 8765,
     workdir: Annotated[
         Path | None, typer.Option("--workdir", help="Fetch cache directory (default: the log's).")
     ] = None,
+    key: Annotated[
+        Path | None,
+        typer.Option(
+            "--key", help="HMAC key file of the log (default: LOG.key beside it, created if missing)."
+        ),
+    ] = None,
 ) -> None:
     """Run the audit service: performs, records and screens web calls for MCP servers that forward to it."""
-    from tools_server.web.service import AUDIT_TOKEN_ENV, serve
+    from tools_server.core.http_guard import TOKEN_ADVICE, token_problem
+    from tools_server.core.serve_cli import is_loopback
+    from tools_server.web.service import AUDIT_TOKEN_ENV, CannotListen, serve
 
     token = token or os.environ.get(AUDIT_TOKEN_ENV)
     if not token:
         typer.echo("a token is required: --token T or SPU_AUDIT_TOKEN", err=True)
         raise typer.Exit(2)
-    if policy is not None and not policy.exists():
-        typer.echo(f"no policy file at {policy}", err=True)
+    if not is_loopback(host) and (problem := token_problem(token)) is not None:
+        typer.echo(
+            f"refusing to bind {host}: a non-loopback address needs a token of at least 32 random "
+            f"characters: {problem}. {TOKEN_ADVICE}",
+            err=True,
+        )
         raise typer.Exit(2)
     if policy is not None:
-        from tools_server.web.policy import Policy
+        from tools_server.web.policy import Policy, PolicyError
 
         try:
             Policy.load(policy)
-        except (ValueError, OSError) as exc:
-            typer.echo(f"invalid policy file: {exc}", err=True)
+        except PolicyError as exc:
+            typer.echo(f"refusing to start: {exc}", err=True)
             raise typer.Exit(2) from None
-    serve(log_path=log, token=token, policy_path=policy, host=host, port=port, workdir=workdir)
+    try:
+        serve(
+            log_path=log, token=token, policy_path=policy, host=host, port=port, workdir=workdir, key_file=key
+        )
+    except CannotListen as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from None
+
+
+policy_app = typer.Typer(help="Information policy files.", no_args_is_help=True)
+audit_app.add_typer(policy_app, name="policy")
+
+
+@policy_app.command("check")
+def policy_check_cmd(
+    file: Annotated[Path, typer.Argument(help="Policy file (JSON or YAML).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Check a policy file against the schema; exit 1 with ``file: key: problem`` when it is wrong.
+
+    Prints the mode and how many identifiers of each kind the policy holds, never the identifiers."""
+    import json
+
+    from tools_server.web.policy import Policy, PolicyError
+
+    try:
+        policy = Policy.load(file)
+    except PolicyError as exc:
+        if as_json:
+            typer.echo(json.dumps({"ok": False, "file": exc.source, "key": exc.key, "problem": exc.problem}))
+        else:
+            typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from None
+    counts = {
+        kind: len(getattr(policy, kind))
+        for kind in ("dois", "pmids", "pmcids", "titles", "preprint_dois", "preprint_titles")
+    }
+    if as_json:
+        typer.echo(json.dumps({"ok": True, "file": str(file), "mode": policy.mode, "identifiers": counts}))
+    else:
+        shown = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+        typer.echo(f"{file}: OK ({policy.mode} mode; {shown})")
 
 
 def register(app: typer.Typer) -> None:

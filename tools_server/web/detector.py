@@ -42,6 +42,7 @@ import unicodedata
 from dataclasses import dataclass
 from urllib.parse import unquote
 
+from tools_server.core.invisible import DELETE_INVISIBLE
 from tools_server.web.policy import Policy
 
 FLAG_MESSAGE = (
@@ -53,7 +54,6 @@ FLAG_MESSAGE = (
 
 _DASHES = dict.fromkeys(map(ord, "\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d\u2043"), "-")
 _SLASHES = dict.fromkeys(map(ord, "\u2215\u2044\uff0f\u29f8"), "/")
-_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u200b\u200c\u200d\u2060\ufeff"), None)
 _UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 _PCT = re.compile(r"%[0-9a-fA-F]{2}")
 _TAG = re.compile(r"<[^<>]{0,300}>")
@@ -98,7 +98,7 @@ def normalize_text(text: str) -> str:
             break
         text = decoded
     text = unicodedata.normalize("NFKC", text)
-    text = text.translate(_DASHES).translate(_SLASHES).translate(_INVISIBLE)
+    text = text.translate(_DASHES).translate(_SLASHES).translate(DELETE_INVISIBLE)
     return text.casefold()
 
 

@@ -34,6 +34,10 @@ from tools_server.web.detector import FLAG_MESSAGE, Detector
 from tools_server.web.net import CallNet
 from tools_server.web.policy import Policy
 
+#: The longest a web call waits, in all, for the audit log's lock: under the web tools' time limits
+#: (120 s and more), so a held lock ends the call with ``timeout`` before its client gives up.
+CALL_DEADLINE_S = 100.0
+
 
 @dataclass(frozen=True)
 class Operation:
@@ -75,8 +79,11 @@ class Gateway:
         policy: Policy | None = None,
         workdir: str | Path | None = None,
         client: AuditedClient | None = None,
+        key: bytes | None = None,
+        call_deadline_s: float = CALL_DEADLINE_S,
     ) -> None:
-        self.audit = AuditLog(log_path)
+        self.audit = AuditLog(log_path, key=key)
+        self.call_deadline_s = call_deadline_s
         self.policy = policy if policy is not None and not policy.empty else None
         self.detector = Detector(self.policy) if self.policy else None
         self.workdir = Path(workdir) if workdir else self.audit.path.parent
@@ -92,7 +99,14 @@ class Gateway:
         return self._exposed
 
     def call(self, tool: str, args: dict[str, Any], call_id: str | None = None) -> dict[str, Any]:
-        """Run ``tool`` with ``args``; raises :class:`ToolError`; the call is on disk before returning."""
+        """Run ``tool`` with ``args``; raises :class:`ToolError`; the call is on disk before returning.
+
+        Waiting for the audit log's lock counts against :attr:`call_deadline_s`: a process holding the lock
+        gets this call a ``timeout`` error by then, never a stalled call."""
+        with self.audit.deadline(time.monotonic() + self.call_deadline_s):
+            return self._call(tool, args, call_id)
+
+    def _call(self, tool: str, args: dict[str, Any], call_id: str | None) -> dict[str, Any]:
         op = OPERATIONS.get(tool)
         if op is None:
             raise ToolError("unknown_tool", f"{tool!r} is not a web tool.")

@@ -13,23 +13,32 @@ JSON (or YAML) with these fields, all optional except at least one identifier::
     }
 
 The singular forms ``doi``, ``pmid``, ``pmcid``, ``title``, ``preprint_doi`` and ``preprint_title`` are
-accepted too. The policy lives with the audit log (embedded: ``SPU_POLICY``; service: ``--policy``) and is
-never shown to the agent.
+accepted too (a string or a list of strings). Nothing else is: an unknown key (a misspelling, a nested
+object), a value of the wrong shape, or a policy naming no identifier (only ``mode``) is a
+:class:`PolicyError` whose text is ``file: key: problem``, and neither ``spu serve`` nor ``spu audit serve``
+starts with it (``spu audit policy check FILE`` checks a file). The policy lives with the audit log
+(embedded: ``SPU_POLICY``; service: ``--policy``) and is never shown to the agent.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
+
+from spu_common.jsonfiles import loads_strict
 
 Mode = Literal["observe", "enforce"]
 POLICY_ENV = "SPU_POLICY"
 
 _DOI_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)", re.IGNORECASE)
+_DOI = re.compile(r"^10\.\d+/\S+$")
+#: The keys a policy file may hold (each identifier key also in its singular form).
+_IDENTIFIER_KEYS = ("doi", "pmid", "pmcid", "title", "preprint_doi", "preprint_title")
+_KEYS = frozenset({"mode", *_IDENTIFIER_KEYS, *(k + "s" for k in _IDENTIFIER_KEYS)})
 
 
 def normalize_doi(doi: str) -> str:
@@ -58,49 +67,119 @@ class Policy:
         )
 
     @classmethod
-    def from_dict(cls, data: dict) -> Policy:
+    def from_dict(cls, data: Any, *, source: str = "policy") -> Policy:
+        """The policy in ``data``, checked against the schema; :class:`PolicyError` names the key."""
+        if not isinstance(data, dict):
+            raise PolicyError(source, "(file)", f"must hold an object, not {type(data).__name__}")
+        unknown = sorted(str(k) for k in data if k not in _KEYS)
+        if unknown:
+            known = ", ".join(sorted(_KEYS))
+            raise PolicyError(source, unknown[0], f"unknown key (known keys: {known})")
+
+        used: dict[str, str] = {}  # identifier key -> the spelling the file used (for error messages)
+
         def many(key: str) -> tuple[str, ...]:
-            values = data.get(key + "s", data.get(key))
+            if key in data and key + "s" in data:
+                raise PolicyError(source, key, f"give {key} or {key}s, not both")
+            name = used[key] = key + "s" if key + "s" in data else key
+            values = data.get(name)
             if values is None:
                 return ()
-            if isinstance(values, (str, int)):
+            if isinstance(values, str | int) and not isinstance(values, bool):
                 values = [values]
-            return tuple(str(v).strip() for v in values if str(v).strip())
+            if not isinstance(values, list) or not all(
+                isinstance(v, str | int) and not isinstance(v, bool) for v in values
+            ):
+                raise PolicyError(source, name, "must be a string or a list of strings")
+            out = tuple(str(v).strip() for v in values if str(v).strip())
+            if len(out) != len(values):
+                raise PolicyError(source, name, "holds an empty entry")
+            return out
 
         mode = data.get("mode", "observe")
         if mode not in ("observe", "enforce"):
-            raise ValueError(f"policy mode must be 'observe' or 'enforce', not {mode!r}")
+            raise PolicyError(source, "mode", f"must be 'observe' or 'enforce', not {mode!r}")
         pmids = tuple(re.sub(r"^(?:pmid:?\s*)", "", p, flags=re.IGNORECASE) for p in many("pmid"))
         bad = [p for p in pmids if not p.isdigit()]
         if bad:
-            raise ValueError(f"PubMed ids must be digits: {bad}")
+            raise PolicyError(source, used["pmid"], f"PubMed ids must be digits: {bad}")
         pmcids = tuple(re.sub(r"^pmc", "", p.strip(), flags=re.IGNORECASE) for p in many("pmcid"))
         if any(not p.isdigit() for p in pmcids):
-            raise ValueError("PMC ids must look like PMC1234567")
-        return cls(
+            raise PolicyError(source, used["pmcid"], "PMC ids must look like PMC1234567")
+        dois = tuple(normalize_doi(d) for d in many("doi"))
+        preprint_dois = tuple(normalize_doi(d) for d in many("preprint_doi"))
+        for key, values in (("doi", dois), ("preprint_doi", preprint_dois)):
+            if any(not _DOI.match(d) for d in values):
+                raise PolicyError(source, used[key], "a DOI must look like 10.<digits>/<suffix>")
+        titles, preprint_titles = many("title"), many("preprint_title")
+        policy = cls(
             mode=mode,
-            dois=tuple(normalize_doi(d) for d in many("doi")),
+            dois=dois,
             pmids=pmids,
             pmcids=pmcids,
-            titles=many("title"),
-            preprint_dois=tuple(normalize_doi(d) for d in many("preprint_doi")),
-            preprint_titles=many("preprint_title"),
+            titles=titles,
+            preprint_dois=preprint_dois,
+            preprint_titles=preprint_titles,
         )
+        if policy.empty:
+            raise PolicyError(
+                source,
+                "(identifiers)",
+                f"the policy names no identifier, so in {mode} mode it has nothing to look for "
+                "(give dois, pmids, pmcids, titles, preprint_dois or preprint_titles)",
+            )
+        return policy
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> Policy:
-        text = Path(path).read_text(encoding="utf-8")
-        if str(path).endswith((".yaml", ".yml")):
-            import yaml
+        """Read and check a policy file; :class:`PolicyError` (``file: key: problem``) when it is wrong."""
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise PolicyError(source, "(file)", f"cannot be read: {exc}") from None
+        try:
+            if source.endswith((".yaml", ".yml")):
+                import yaml
 
-            data = yaml.safe_load(text) or {}
-        else:
-            data = json.loads(text)
-        if not isinstance(data, dict):
-            raise ValueError("the policy file must hold an object")
-        return cls.from_dict(data)
+                data = yaml.safe_load(text)
+            else:
+                data = loads_strict(text)
+        except Exception as exc:  # yaml and json errors alike: the file is not a policy
+            raise PolicyError(
+                source,
+                "(file)",
+                f"is not valid {'YAML' if source.endswith(('.yaml', '.yml')) else 'JSON'}: {exc}",
+            ) from None
+        return cls.from_dict(data, source=source)
 
     @classmethod
     def from_env(cls) -> Policy | None:
         path = os.environ.get(POLICY_ENV)
         return cls.load(path) if path else None
+
+
+class PolicyError(ValueError):
+    """A policy file that does not follow the schema: ``str()`` is ``file: key: problem``."""
+
+    def __init__(self, source: str, key: str, problem: str) -> None:
+        self.source, self.key, self.problem = source, key, problem
+        super().__init__(f"{source}: {key}: {problem}")
+
+
+def env_policy_problem(environ: Mapping[str, str] | None = None) -> str | None:
+    """Why the embedded audit's policy setting must stop ``spu serve`` from starting, or None."""
+    environ = os.environ if environ is None else environ
+    path = environ.get(POLICY_ENV, "").strip()
+    if not path:
+        return None
+    if environ.get("SPU_AUDIT_URL", "").strip():
+        return (
+            f"{path}: {POLICY_ENV}: set, but web calls go to the audit service at SPU_AUDIT_URL, which never "
+            "reads it; give the policy to `spu audit serve --policy` and unset SPU_POLICY"
+        )
+    try:
+        Policy.load(path)
+    except PolicyError as exc:
+        return str(exc)
+    return None

@@ -7,7 +7,9 @@ itself. Protocol (JSON over HTTP, every request carries ``Authorization: Bearer 
   ``{"ok": true, "result": {...}}`` or ``{"ok": false, "error": {"code", "message", "hint"}}``;
 * ``GET /v1/health`` answers ``{"ok": true, "records": N, "mode": "observe"|"enforce"|null}``
   (the mode, never the identifiers);
-* a missing or wrong token gets HTTP 401.
+* a missing or wrong token gets HTTP 401; two ``Authorization`` headers 400; a ``Host`` other than a
+  loopback name (when bound to loopback) 421; a body over 1 MiB 413, one slower than 30 s 408
+  (:mod:`tools_server.core.http_guard`).
 
 The MCP server forwards when ``SPU_AUDIT_URL`` and ``SPU_AUDIT_TOKEN`` are set (:class:`RemoteGateway`);
 it then never reads a policy itself.
@@ -16,7 +18,6 @@ it then never reads a policy itself.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
 import os
 import socket
@@ -25,13 +26,23 @@ from pathlib import Path
 from typing import Any
 
 from tools_server.core.errors import ToolError
+from tools_server.core.http_guard import guard_requests, uvicorn_options
 
 AUDIT_URL_ENV = "SPU_AUDIT_URL"
 AUDIT_TOKEN_ENV = "SPU_AUDIT_TOKEN"
 
 
-def build_app(gateway: Any, token: str):
-    """The Starlette application serving ``gateway`` behind ``token``."""
+class CannotListen(RuntimeError):
+    """The service's address cannot be bound (a usage error for ``spu audit serve``)."""
+
+
+#: Largest request body the service reads (a web call's arguments are a few KB).
+MAX_BODY_BYTES = 1 * 2**20
+
+
+def build_app(gateway: Any, token: str, allowed_hosts: list[str] | None = None):
+    """The Starlette application serving ``gateway`` behind ``token``, wrapped in the request checks of
+    :mod:`tools_server.core.http_guard` (one Authorization header, Host, token, body size and time)."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
@@ -40,16 +51,8 @@ def build_app(gateway: Any, token: str):
 
     if not token:
         raise ValueError("the audit service needs a non-empty token")
-    expected = token.encode()
-
-    def authorized(request: Request) -> bool:
-        header = request.headers.get("authorization", "")
-        scheme, _, given = header.partition(" ")
-        return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), expected)
 
     async def call(request: Request) -> JSONResponse:
-        if not authorized(request):
-            return JSONResponse({"ok": False, "error": {"code": "unauthorized", "message": "bad token"}}, 401)
         try:
             body = await request.json()
             tool, args = body["tool"], body.get("args") or {}
@@ -70,13 +73,12 @@ def build_app(gateway: Any, token: str):
         return JSONResponse({"ok": True, "result": result})
 
     async def health(request: Request) -> JSONResponse:
-        if not authorized(request):
-            return JSONResponse({"ok": False, "error": {"code": "unauthorized", "message": "bad token"}}, 401)
         count = await run_in_threadpool(_count_lines, gateway.audit.path)
         mode = gateway.policy.mode if gateway.policy else None
         return JSONResponse({"ok": True, "records": count, "mode": mode})
 
-    return Starlette(routes=[Route("/v1/call", call, methods=["POST"]), Route("/v1/health", health)])
+    app = Starlette(routes=[Route("/v1/call", call, methods=["POST"]), Route("/v1/health", health)])
+    return guard_requests(app, max_body_bytes=MAX_BODY_BYTES, token=token, allowed_hosts=allowed_hosts)
 
 
 def serve(
@@ -87,15 +89,21 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     workdir: Path | None = None,
+    key_file: Path | None = None,
 ) -> None:
-    """Run the audit service until interrupted; prints ``{"url": ...}`` on stdout once listening."""
+    """Run the audit service until interrupted; prints ``{"url": ...}`` on stdout once listening. The
+    log's HMAC key is read from ``key_file`` (default ``LOG.key``, created when missing)."""
     import uvicorn
 
+    from environment.audit_log import key_path
+    from tools_server.web.audit import load_or_create_key
     from tools_server.web.gateway import Gateway
     from tools_server.web.policy import Policy
 
     policy = Policy.load(policy_path) if policy_path else None
-    gateway = Gateway(log_path, policy=policy, workdir=workdir)
+    # the chain is keyed with a secret kept beside the log, out of the agent's reach: forged records fail
+    key = load_or_create_key(key_file or key_path(Path(log_path)))
+    gateway = Gateway(log_path, policy=policy, workdir=workdir, key=key)
     gateway.audit.append(
         {
             "kind": "service",
@@ -108,12 +116,23 @@ def serve(
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.bind((host, port))
+    except OSError as exc:  # the address is taken or not this machine's
+        sock.close()
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(128)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     print(json.dumps({"url": f"http://{shown}:{bound}"}), flush=True)
-    config = uvicorn.Config(build_app(gateway, token), log_level="warning", access_log=False)
+    from tools_server.core.serve_cli import is_loopback
+
+    # bound to loopback, only loopback names are valid Host values (DNS rebinding); elsewhere the token
+    # alone guards the service (its clients reach it by addresses this process cannot know)
+    hosts = [f"127.0.0.1:{bound}", f"localhost:{bound}", f"[::1]:{bound}"] if is_loopback(host) else None
+    config = uvicorn.Config(
+        build_app(gateway, token, hosts), log_level="warning", access_log=False, **uvicorn_options()
+    )
     server = uvicorn.Server(config)
     try:
         server.run(sockets=[sock])

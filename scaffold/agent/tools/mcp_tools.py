@@ -52,11 +52,18 @@ def offered(name: str, include: list[str] | None, exclude: list[str]) -> bool:
 
 class McpTools:
     def __init__(
-        self, config: dict[str, Any], *, workdir: Path, cwd: Path, max_output_chars: int = 20000
+        self,
+        config: dict[str, Any],
+        *,
+        workdir: Path,
+        cwd: Path,
+        max_output_chars: int = 20000,
+        input_roots: tuple[Path, ...] = (),
     ) -> None:
         self.config = config
         self.workdir = workdir
         self.cwd = cwd
+        self.input_roots = input_roots  # folders beyond workdir and cwd the server's tools may read
         self.max_chars = max_output_chars
         self.call_timeout_s = float(config.get("call_timeout_s") or 900)
         self.include = [str(p) for p in config["include"]] if config.get("include") is not None else None
@@ -93,6 +100,8 @@ class McpTools:
         argv = server_command(self.config)
         env = {k: v for k, v in os.environ.items() if k not in MODEL_KEY_ENV}
         env["SPU_WORKDIR"] = str(self.workdir)
+        roots = [env.get("SPU_INPUT_ROOTS", ""), *map(str, self.input_roots)]
+        env["SPU_INPUT_ROOTS"] = os.pathsep.join(r for r in roots if r)
         return StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=str(self.cwd))
 
     async def _serve(self) -> None:

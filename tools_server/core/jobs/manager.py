@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import logging
 import os
 import threading
 import time
@@ -12,12 +13,21 @@ from typing import Any, Protocol
 
 from tools_server.core.errors import ToolError
 from tools_server.core.jobs.model import TERMINAL, Finisher, Job, lost_to_restart
-from tools_server.core.jobs.store import JobStore
+from tools_server.core.jobs.store import JobStore, owner_alive
 from tools_server.core.registry import ToolSpec
+
+log = logging.getLogger(__name__)
 
 #: Finished jobs stay in memory this long (their records stay on disk for SPU_JOB_RETENTION_S).
 IN_MEMORY_S = 600.0
 DEFAULT_RETENTION_S = 7 * 24 * 3600.0
+
+
+def _as_seen_now(record: dict[str, Any]) -> dict[str, Any]:
+    """A stored record as it stands now: unfinished, with its server gone, it is ``lost``."""
+    if record["status"] in TERMINAL or (owner_alive(record) and record.get("server_pid") != os.getpid()):
+        return record
+    return {**record, "status": "lost", "error": lost_to_restart()}
 
 
 class Executor(Protocol):
@@ -115,7 +125,12 @@ class JobManager:
                     job.error, job.status = exc.to_dict(), "error"
             job.progress = 1.0 if job.status == "done" else job.progress
             job.finished = time.time()
-            self.store.save_later(job)
+            # the final record is on disk before anyone is told (the result cache entry too: the
+            # finisher writes it), so a result a client has seen survives the server's death
+            try:
+                self.store.save(job)
+            except OSError:
+                log.warning("could not write the record of job %s", job.job_id, exc_info=True)
             job._done.set()
             job._notify()  # last: the waiting call should not wait for this thread to finish its work
             return job.result or {}
@@ -131,13 +146,7 @@ class JobManager:
         record = self.store.load(job_id)
         if record is None:
             raise ToolError("job_not_found", f"No job with id {job_id!r} is known to this server.")
-        if record["status"] not in TERMINAL:
-            record = {
-                **record,
-                "status": "error",
-                "error": lost_to_restart(),
-            }
-        return Job.from_record(record)
+        return Job.from_record(_as_seen_now(record))
 
     async def wait(
         self, job: Job, wait_s: float, on_progress: Callable[[Job], Awaitable[None]] | None = None
@@ -177,7 +186,7 @@ class JobManager:
         ]
         for record in self.store.recent():
             if record["job_id"] not in live:
-                rows.append({k: v for k, v in record.items() if k not in ("result", "params")})
+                rows.append({k: v for k, v in _as_seen_now(record).items() if k not in ("result", "params")})
         rows.sort(key=lambda r: r["created"], reverse=True)
         return rows[:100]
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-TERMINAL = ("done", "error", "cancelled")
+#: A job ends done, error or cancelled; ``lost`` is read from a record whose server process is gone (it
+#: was running or queued when that server stopped, and its worker went with it).
+TERMINAL = ("done", "error", "cancelled", "lost")
 #: Called in the executor's thread with the job and the raw payload of run_tool; returns the final result.
 Finisher = Callable[["Job", dict[str, Any]], dict[str, Any]]
 
@@ -21,8 +24,9 @@ def lost_to_restart() -> dict[str, Any]:
 
     return ToolError(
         "engine_crashed",
-        "The server restarted while this job was running; its result was lost.",
+        "The server restarted while this job was running; its result was lost (job status: lost).",
         "Submit the same call again (finished results are cached).",
+        status="lost",
     ).to_dict()
 
 
@@ -59,6 +63,8 @@ class Job:
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     cancel_requested: bool = False
+    #: the server process that runs the job (a record whose server is gone reads ``lost``)
+    server_pid: int = field(default_factory=os.getpid)
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
     _waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(
         default_factory=list, repr=False
@@ -94,6 +100,7 @@ class Job:
             "device": self.device,
             "result": self.result,
             "error": self.error,
+            "server_pid": self.server_pid,
         }
 
     def status_payload(self) -> dict[str, Any]:
@@ -154,6 +161,7 @@ class Job:
             device=record.get("device"),
             result=record.get("result"),
             error=record.get("error"),
+            server_pid=int(record.get("server_pid") or 0),
         )
         job._done.set()
         return job

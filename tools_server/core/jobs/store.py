@@ -1,9 +1,15 @@
 """Job records on disk: one JSON file per job under ``$SPU_WORKDIR/jobs``, so ``job_wait`` after a server
-restart returns the stored result."""
+restart returns the stored result.
+
+A job's final record is written before its caller is woken (:meth:`JobStore.save`), so a result a client
+has seen survives the server's death. A record that cannot be read (not UTF-8, not JSON, not a job
+record) is skipped with a warning: one damaged file never fails ``jobs()`` or ``job_wait``."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import time
 from pathlib import Path
@@ -15,6 +21,45 @@ from tools_server.core.deferred import DeferredWrites
 from tools_server.core.jobs.model import Job
 
 _JOB_ID_RE = re.compile(r"^[a-z0-9_]+-[0-9a-f]+$")
+log = logging.getLogger(__name__)
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """The job record in ``path``, or None (with a warning) when it is unreadable or not a job record."""
+    try:
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        log.warning("skipping the unreadable job record %s: %s", path.name, exc)
+        return None
+    if not (
+        isinstance(record, dict)
+        and isinstance(record.get("job_id"), str)
+        and isinstance(record.get("status"), str)
+        and isinstance(record.get("created"), int | float)
+        and isinstance(record.get("tool"), str)
+        and isinstance(record.get("module"), str)
+    ):
+        log.warning("skipping %s: not a job record", path.name)
+        return None
+    return record
+
+
+def owner_alive(record: dict[str, Any]) -> bool:
+    """Whether the server process that wrote ``record`` is still running (this one included)."""
+    pid = record.get("server_pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True
 
 
 class JobStore:
@@ -27,6 +72,7 @@ class JobStore:
         self._later = DeferredWrites("spu-job-records")
 
     def save(self, job: Job) -> None:
+        """Write the job's record now (its final state: before the caller sees the result)."""
         self._write(job.job_id, job.record())
 
     def _write(self, job_id: str, record: dict[str, Any]) -> None:
@@ -46,21 +92,19 @@ class JobStore:
         if not _JOB_ID_RE.match(job_id):
             return None
         self.flush()
-        try:
-            return json.loads((self.root / f"{job_id}.json").read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
-            return None
+        record = read_record(self.root / f"{job_id}.json")
+        return record if record is not None and record["job_id"] == job_id else None
 
     def recent(self, limit: int = 50) -> list[dict[str, Any]]:
         self.flush()
-        paths = sorted(self.root.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)[:limit]
-        out = []
-        for path in paths:
+        stamped = []
+        for path in self.root.glob("*.json"):
             try:
-                out.append(json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, json.JSONDecodeError):
+                stamped.append((path.stat().st_mtime, path))
+            except OSError:  # removed meanwhile
                 continue
-        return out
+        stamped.sort(reverse=True)
+        return [r for _, path in stamped[:limit] if (r := read_record(path)) is not None]
 
     def prune(self, older_than_s: float) -> int:
         """Delete records of jobs that finished more than ``older_than_s`` seconds ago; returns how many."""

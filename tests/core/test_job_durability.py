@@ -1,0 +1,134 @@
+"""Jobs: a result a client has seen is on disk (job record and cache entry) even when the server is killed
+at once; after a restart a job that was running reads ``lost``; a damaged record is skipped, never fatal."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mcp_wire import INIT
+
+
+class RawServer:
+    """`spu serve` over stdio with raw frames, so the test can SIGKILL it the moment a reply arrives."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "spu", "serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+        )
+        self.buf = b""
+        self.next_id = 1
+        self.request("initialize", INIT["params"])
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
+        rid, self.next_id = self.next_id, self.next_id + 1
+        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while True:
+            while b"\n" in self.buf:
+                line, self.buf = self.buf.split(b"\n", 1)
+                message = json.loads(line)
+                if message.get("id") == rid:
+                    return message
+            left = deadline - time.monotonic()
+            assert left > 0 and select.select([fd], [], [], left)[0], f"no reply to {method}"
+            chunk = os.read(fd, 1 << 20)
+            assert chunk, "the server closed its output"
+            self.buf += chunk
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        return self.request("tools/call", {"name": tool, "arguments": arguments})["result"]
+
+    def kill(self) -> None:
+        os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+def _cache_entries(env: dict[str, str]) -> list[Path]:
+    return list(Path(env["SPU_CACHE_DIR"]).rglob("*.json"))
+
+
+def test_a_seen_result_survives_an_immediate_kill(job_env):
+    jobs_dir = Path(job_env["SPU_WORKDIR"]) / "jobs"
+    for i in range(6):
+        server = RawServer(job_env)
+        try:
+            result = server.call(
+                "test_sleep", {"seconds": 0.01, "steps": 1, "tag": f"durable-{i}", "wait_s": 30}
+            )
+        finally:
+            server.kill()  # at once: nothing may be left pending in the server
+        structured = result["structuredContent"]
+        job_id = structured["provenance"]["job_id"]
+        record = json.loads((jobs_dir / f"{job_id}.json").read_text())
+        assert record["status"] == "done" and record["result"]["tag"] == f"durable-{i}"
+        assert len(_cache_entries(job_env)) == i + 1
+    # a fresh server answers the same call from the cache, and job_wait from the record
+    server = RawServer(job_env)
+    try:
+        again = server.call("test_sleep", {"seconds": 0.01, "steps": 1, "tag": "durable-5", "wait_s": 30})
+        assert again["structuredContent"]["provenance"]["cache"] == "hit"
+        waited = server.call("job_wait", {"job_id": job_id, "wait_s": 1})
+        assert waited["structuredContent"]["tag"] == "durable-5"
+    finally:
+        server.kill()
+
+
+def test_a_job_killed_with_its_server_reads_lost(job_env):
+    server = RawServer(job_env)
+    running = server.call("test_sleep", {"seconds": 20, "tag": "killed", "wait_s": 0})["structuredContent"]
+    assert running["status"] in ("queued", "running")
+    time.sleep(0.3)  # let the deferred submission record land
+    server.kill()
+    server = RawServer(job_env)
+    try:
+        listing = server.call("jobs", {})["structuredContent"]
+        rows = {r["job_id"]: r for r in listing["jobs"]}
+        assert rows[running["job_id"]]["status"] == "lost"
+        waited = server.call("job_wait", {"job_id": running["job_id"], "wait_s": 1})
+        error = waited["structuredContent"]["error"]
+        assert (
+            waited["isError"] and error["code"] == "engine_crashed" and error["details"]["status"] == "lost"
+        )
+    finally:
+        server.kill()
+
+
+def test_damaged_records_are_skipped(job_env):
+    jobs_dir = Path(job_env["SPU_WORKDIR"]) / "jobs"
+    jobs_dir.mkdir(parents=True, exist_ok=True)
+    (jobs_dir / "test_sleep-00000000aa.json").write_bytes(b'{"job_id": "\xff\xfe"}')  # not UTF-8
+    (jobs_dir / "test_sleep-00000000bb.json").write_text('{"job_id": "test_sleep-00000000bb", ')
+    (jobs_dir / "test_sleep-00000000cc.json").write_text('["not", "a", "record"]')
+    (jobs_dir / "test_sleep-00000000dd.json").write_text('{"job_id": "test_sleep-00000000dd"}')
+    server = RawServer(job_env)
+    try:
+        done = server.call("test_sleep", {"seconds": 0.01, "steps": 1, "tag": "ok", "wait_s": 30})
+        listing = server.call("jobs", {})
+        assert not listing.get("isError"), listing
+        ids = [r["job_id"] for r in listing["structuredContent"]["jobs"]]
+        assert ids == [done["structuredContent"]["provenance"]["job_id"]]
+        for bad in ("aa", "bb", "cc", "dd"):
+            waited = server.call("job_wait", {"job_id": f"test_sleep-00000000{bad}", "wait_s": 0})
+            assert waited["structuredContent"]["error"]["code"] == "job_not_found"
+    finally:
+        server.kill()
