@@ -11,9 +11,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from tools_server.core.context import ToolContext
 from tools_server.core.fanout import map_items
-from tools_server.core.registry import tool
+from tools_server.plugin import InputPath, ToolContext, tool
 
 
 def _item(value: float, seconds: float, out_dir: str) -> dict:
@@ -51,3 +50,16 @@ def hold_job(args: HoldInput, ctx: ToolContext) -> dict:
     ctx.progress(0.5, "holding")
     time.sleep(args.seconds)
     return {"held_s": args.seconds}
+
+
+class ReadInput(BaseModel):
+    path: InputPath
+
+
+@tool(name="dask_read", resource="cpu", cacheable=False)
+def read_job(args: ReadInput) -> dict:
+    """Read a file given by path: its size, SHA-256 and the path the tool was handed."""
+    import hashlib
+
+    data = Path(args.path).read_bytes()
+    return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "path": args.path}

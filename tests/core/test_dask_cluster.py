@@ -31,7 +31,12 @@ def cluster(spu_env, monkeypatch):
     monkeypatch.setenv("SPU_TOOL_MODULES", "spu_dask_tools")
     with (
         LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            env={"SPU_INPUT_ROOTS": "/"},  # the workers' own rule would let any file through
         ) as local,
         Client(local) as client,
     ):
@@ -144,3 +149,24 @@ def test_doctor_fails_on_an_unreachable_scheduler(spu_env, monkeypatch):
     summary = run_doctor(only=["executor"], timeout_s=3)
     assert summary["ok"] is False and summary["checks"][0]["status"] == "fail"
     assert f"127.0.0.1:{port}" in summary["checks"][0]["detail"]
+
+
+def test_files_are_checked_and_read_by_the_server_and_sent_as_content(cluster, tmp_path):
+    import hashlib
+
+    from tools_server.core.errors import ToolError
+
+    dispatcher, _, _ = cluster
+    work = Path(os.environ["SPU_WORKDIR"])
+    inside = work / "inputs" / "data.txt"
+    inside.parent.mkdir(parents=True, exist_ok=True)
+    inside.write_bytes(b"measured on the server's machine\n")
+    out = asyncio.run(dispatcher.call("dask_read", {"path": str(inside)}))
+    assert out["sha256"] == hashlib.sha256(inside.read_bytes()).hexdigest()
+    assert not Path(out["path"]).resolve().is_relative_to(work.resolve()), "the worker read its own copy"
+    outside = tmp_path / "elsewhere" / "secret.txt"  # outside the server's roots, inside the workers'
+    outside.parent.mkdir()
+    outside.write_text("not for the cluster")
+    with pytest.raises(ToolError) as info:
+        asyncio.run(dispatcher.call("dask_read", {"path": str(outside)}))
+    assert info.value.code == "invalid_input"

@@ -10,6 +10,10 @@ dask-jobqueue), under the server's rules.
 - **Items fan out**: a tool that declares ``items=`` and gets more than one item leaves the Dask worker's
   thread pool while it waits (``secede``), and its :func:`~tools_server.core.fanout.map_items` sends the
   batch to the cluster as balanced chunks, gathered in input order.
+- **Files go with the job**: every path-typed argument (``InputPath``, ``InputDir``) has been resolved and
+  checked under the server's roots before the job leaves; the server reads it and sends its content,
+  which the Dask worker writes into its scratch folder and hands the tool instead. A Dask worker never
+  opens a path of the server's machine, whatever its own roots allow.
 - **Progress** goes through a Dask variable the server reads while it waits.
 - **Artifacts come back**: the worker process writes them into the Dask worker's scratch folder; the task
   returns them as bytes and the server writes them into its own work directory, with the paths in the
@@ -35,8 +39,9 @@ from tools_server.core.jobs.model import Finisher, Job
 
 #: How often the task checks for a cancellation, and the server for progress (seconds).
 POLL_S = 0.25
-#: Artifacts a job may send back from the cluster.
+#: Artifacts a job may send back from the cluster, and input files it may take along.
 MAX_ARTIFACT_BYTES = 256 * 2**20
+MAX_INPUT_BYTES = 256 * 2**20
 
 _idle: list[Any] = []  # warm worker processes of this Dask worker
 _idle_lock = threading.Lock()
@@ -51,7 +56,8 @@ def _take_process(scratch: Path) -> Any:
             proc = _idle.pop()
             if proc.alive():
                 return proc
-    proc = _Worker("dask", len(_idle), env_extra={"SPU_WORKDIR": str(scratch)})
+    roots = os.pathsep.join(filter(None, [str(scratch / "inputs"), os.environ.get("SPU_INPUT_ROOTS")]))
+    proc = _Worker("dask", len(_idle), env_extra={"SPU_WORKDIR": str(scratch), "SPU_INPUT_ROOTS": roots})
     if proc.next_message(None) is None:
         proc.kill()
         return None
@@ -134,6 +140,8 @@ def _dask_task(job: dict[str, Any]) -> dict[str, Any]:
         / "artifacts"
         / artifact_dir_for(job["tool"], job["job_id"]).relative_to(settings.artifacts_dir())
     )
+    inputs = scratch / "inputs" / art.name
+    remote.params = _unpack_inputs(job["params"], job["inputs"], inputs)
     proc = _take_process(scratch)
     if proc is None:
         error = ToolError("engine_crashed", "The worker process failed to start on the Dask worker.")
@@ -159,6 +167,7 @@ def _dask_task(job: dict[str, Any]) -> dict[str, Any]:
         outcome, files = {"error": exc.to_dict()}, {}
     finally:
         shutil.rmtree(art, ignore_errors=True)
+        shutil.rmtree(inputs, ignore_errors=True)
     return {"outcome": outcome, "artifact_root": str(art), "files": files}
 
 
@@ -183,6 +192,16 @@ class DaskExecutor:
             wanted = self.max_cores if job.threads == "all" else min(int(job.threads), self.max_cores)
             extra["resources"] = {"cores": wanted}
         cancel_key, progress_key = f"spu-cancel-{job.job_id}", f"spu-progress-{job.job_id}"
+        try:
+            inputs = _pack_inputs(job)
+        except (ToolError, OSError) as exc:
+            error = (
+                exc
+                if isinstance(exc, ToolError)
+                else ToolError("invalid_input", f"Cannot read an input: {exc}")
+            )
+            finish(job, {"error": error.to_dict()})
+            return
         payload = {
             "job_id": job.job_id,
             "tool": job.tool,
@@ -193,6 +212,7 @@ class DaskExecutor:
             "time_limit_s": job.time_limit_s,
             "memory_limit_mb": job.memory_limit_mb,
             "fan_out": _fans_out(job),
+            "inputs": inputs,
             "cancel_key": cancel_key,
             "progress_key": progress_key,
         }
@@ -250,6 +270,82 @@ class DaskExecutor:
 
     def shutdown(self) -> None:
         self.client.close()
+
+
+def _locations(value: Any, dotted: str, where: tuple = ()) -> list[tuple]:
+    """Where in the arguments the path-typed field ``dotted`` (``outer.inner`` for nested models) holds
+    a path: each a tuple of keys and list indices from the root."""
+    head, _, rest = dotted.partition(".")
+    if not isinstance(value, dict) or value.get(head) is None:
+        return []
+    inner = value[head]
+    items = list(enumerate(inner)) if isinstance(inner, list) else [(None, inner)]
+    found: list[tuple] = []
+    for index, item in items:
+        here = (*where, head) if index is None else (*where, head, index)
+        if rest:
+            found += _locations(item, rest, here)
+        elif isinstance(item, str):
+            found.append(here)
+    return found
+
+
+def _pack_inputs(job: Job) -> list[dict[str, Any]]:
+    """The content of every file (or folder) the job's path-typed arguments name, read on the server:
+    the arguments were resolved and checked under the server's roots when they were validated."""
+    from tools_server.core.execute import resolve
+    from tools_server.core.paths import path_fields
+
+    try:
+        fields = path_fields(resolve(job.tool, job.module).input_model)
+    except ToolError:
+        return []
+    packed: list[dict[str, Any]] = []
+    total = 0
+    for dotted, kind in fields.items():
+        for where in _locations(job.params, dotted):
+            value: Any = job.params
+            for key in where:
+                value = value[key]
+            root = Path(value)
+            paths = sorted(p for p in root.rglob("*") if p.is_file()) if kind == "dir" else [root]
+            files = {}
+            for path in paths:
+                total += path.stat().st_size
+                if total > MAX_INPUT_BYTES:
+                    raise ToolError(
+                        "too_large",
+                        f"The job's input files exceed {MAX_INPUT_BYTES // 2**20} MiB, too much to send to "
+                        "the cluster.",
+                        "Run it with the local executor, or give smaller inputs.",
+                    )
+                files["." if kind == "file" else path.relative_to(root).as_posix()] = path.read_bytes()
+            packed.append({"where": list(where), "kind": kind, "name": root.name, "files": files})
+    return packed
+
+
+def _unpack_inputs(params: dict[str, Any], inputs: list[dict[str, Any]], folder: Path) -> dict[str, Any]:
+    """The arguments with each shipped file written under ``folder`` and its path pointing there."""
+    import copy
+
+    params = copy.deepcopy(params)
+    for n, item in enumerate(inputs):
+        target = folder / str(n) / item["name"]
+        if item["kind"] == "file":
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(item["files"]["."])
+        else:
+            target.mkdir(parents=True, exist_ok=True)
+            for rel, data in item["files"].items():
+                path = (target / rel).resolve()
+                if path.is_relative_to(target.resolve()):  # a name that would leave the folder is dropped
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(data)
+        holder: Any = params
+        for key in item["where"][:-1]:
+            holder = holder[key]
+        holder[item["where"][-1]] = str(target)
+    return params
 
 
 def _fans_out(job: Job) -> bool:
