@@ -254,6 +254,13 @@ def _label(kind: str, key: str) -> str:
     return _PANELS[kind][1].get(key, key)
 
 
+def _settled(value: float) -> float:
+    """A computed descriptor rounded to 10 significant digits, so that values equal but for the order of
+    a floating-point sum (GRAVY of two arrangements of the same residues, the weight of two isomers) tie,
+    as the screen's expectation over tie-breaks requires."""
+    return float(f"{value:.10g}")
+
+
 def descriptor_columns(task: Task) -> tuple[dict[str, dict[str, float]], list[str]]:
     """Every screened descriptor as ``{name: {experiment_id: value}}``, and notes on what was skipped."""
     columns: dict[str, dict[str, float]] = {}
@@ -287,9 +294,11 @@ def descriptor_columns(task: Task) -> tuple[dict[str, dict[str, float]], list[st
         )
         for key in keys:
             if all(key in v for v in computed.values()):
-                columns[f"{column}: {_label(kind, key)}"] = {e: v[key] for e, v in computed.items()}
+                columns[f"{column}: {_label(kind, key)}"] = {e: _settled(v[key]) for e, v in computed.items()}
             elif key.startswith("fraction_"):  # an element absent from some formulas: fraction 0
-                columns[f"{column}: {_label(kind, key)}"] = {e: v.get(key, 0.0) for e, v in computed.items()}
+                columns[f"{column}: {_label(kind, key)}"] = {
+                    e: _settled(v.get(key, 0.0)) for e, v in computed.items()
+                }
     return columns, notes
 
 
@@ -351,7 +360,7 @@ def screen(task: Task, answers: Answers, threshold: float) -> dict[str, Any]:
     Returns ``entries`` (best first: ``name``, ``direction``, ``expected_score``, ``reaches_chance``
     (``expected_score >= threshold``), ``groups``), ``best`` (the first entry or None),
     ``prior_solvable``, ``panel_threshold`` (:func:`panel_threshold`), ``beats_panel_threshold`` (the best
-    entry reaches it: a prior that the panel's size does not explain) and ``notes``.
+    entry is above 0 and reaches it: a prior that the panel's size does not explain) and ``notes``.
     """
     columns, notes = descriptor_columns(task)
     entries = []
@@ -375,7 +384,10 @@ def screen(task: Task, answers: Answers, threshold: float) -> dict[str, Any]:
         "best": best,
         "prior_solvable": bool(best is not None and best["reaches_chance"]),
         "panel_threshold": corrected,
-        "beats_panel_threshold": bool(best is not None and best["expected_score"] >= corrected),
+        # a panel that ties within every group scores 0 on every shuffle too: nothing is beaten then
+        "beats_panel_threshold": bool(
+            best is not None and best["expected_score"] > 0 and best["expected_score"] >= corrected
+        ),
         "notes": notes,
     }
 

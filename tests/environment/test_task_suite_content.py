@@ -1,14 +1,20 @@
-"""What the suite promises beyond a reproducible build: at least seventeen tasks across the four domains, no
+"""What the suite promises beyond a reproducible build: at least 24 tasks, five or more in each of the four
+domains, the prior-solvable share the README states (a quarter at most is the aim), no
 author warning on any of them, a redistributable licence, a noise band, groups of 5-12 experiments in
 2-6 groups, a value source naming a file or table, and a README line per task."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
+from functools import cache
 from pathlib import Path
 
 import pytest
 
+from environment.chance import chance_threshold
+from environment.prior_screen import DIRECTIONS, descriptor_columns, score_proxy
+from environment.task import load_answers, load_task
 from environment.taskbuild import NON_REDISTRIBUTABLE, build_task, load_spec
 
 TASKS = Path(__file__).resolve().parents[2] / "environment" / "tasks"
@@ -16,10 +22,46 @@ SPECS = sorted(p.parent for p in TASKS.glob("*/spec/spec.yaml"))
 PARAMS = [pytest.param(s, id=s.parent.name) for s in SPECS]
 
 
-def test_suite_has_seventeen_tasks_across_four_domains():
+def test_suite_has_24_tasks_with_five_in_each_of_four_domains():
     domains = Counter(load_spec(s).domain for s in SPECS)
-    assert len(SPECS) >= 17, sorted(s.parent.name for s in SPECS)
+    assert len(SPECS) >= 24, sorted(s.parent.name for s in SPECS)
     assert set(domains) == {"chemistry", "materials", "biology", "medicine"}, domains
+    assert min(domains.values()) >= 5, domains
+
+
+@cache
+def prior_solvable() -> tuple[str, ...]:
+    """The tasks whose best screen entry reaches the chance threshold, computed here from the screen's
+    panel and the expected score over tie-breaks (the panel threshold is not needed for the verdict)."""
+    out = []
+    for spec_dir in SPECS:
+        task = load_task(spec_dir.parent / "task")
+        answers = load_answers(spec_dir.parent / "answers.json")
+        threshold = chance_threshold(task, answers)["chance_threshold"]
+        columns, _ = descriptor_columns(task)
+        best = max(
+            (score_proxy(task, answers, values, d)[0] for values in columns.values() for d in DIRECTIONS),
+            default=float("-inf"),
+        )
+        if best >= threshold:
+            out.append(spec_dir.parent.name)
+    return tuple(out)
+
+
+def test_readme_states_the_prior_solvable_share_the_screen_finds():
+    readme = (TASKS / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"Today (\d+) of the (\d+) tasks are prior-solvable", readme)
+    assert found, "the suite README states the share"
+    assert (int(found.group(1)), int(found.group(2))) == (len(prior_solvable()), len(SPECS))
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="12 of 24 tasks are prior-solvable: design-based selections in these sources mostly are (see "
+    "environment/tasks/README.md); an XPASS means the suite reached the aim and this mark must go",
+)
+def test_at_most_a_quarter_of_the_suite_is_prior_solvable():
+    assert len(prior_solvable()) <= len(SPECS) / 4, prior_solvable()
 
 
 def test_readme_lists_every_task():
