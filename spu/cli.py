@@ -80,7 +80,7 @@ def make_app(modules: Iterable[str] = MODULES) -> typer.Typer:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     command = next((a for a in args if not a.startswith("-")), None)
-    if command in FAST and args[0] == command and not {"--help", "-h"} & set(args):
+    if command in FAST and args[0] == command:
         importlib.import_module(FAST[command]).main(args[1:])
         return
     modules = (PARTS[command],) if command in PARTS else MODULES

@@ -272,7 +272,7 @@ def test_wildcard_bind_needs_allowed_hosts(spu_env):
 
 
 def test_token_strength_rules():
-    from tools_server.core.serve_cli import token_problem
+    from tools_server.core.bind import token_problem
 
     assert token_problem("k7Qw2mZp9Lx4Vb8Nc1Rt6Yh3Jd5Gf0Se") is None
     assert token_problem("0123456789abcdef0123456789abcdef") is None  # 32 hex characters: 128 bits

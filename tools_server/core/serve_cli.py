@@ -1,79 +1,57 @@
-"""``spu serve`` without Typer or the MCP SDK up front: MCP clients start the server for every session and
-wait for its answer to ``initialize``, so this path takes stdin/stdout and answers ``initialize``
-(:mod:`tools_server.core.handshake`) before it imports the SDK and the server. Same options, environment
-variable and refusals as the Typer command in :mod:`tools_server.core.cli`, which ``spu serve --help``
-still shows. The bind rules (loopback, wildcard, token strength) live here, where both paths read them.
+"""``spu serve``: its options (declared here once), then the server. MCP clients start the server for every
+session and wait for its answer to ``initialize``, so this path imports neither Typer nor the MCP SDK up
+front: over stdio it takes stdin/stdout and answers ``initialize`` (:mod:`tools_server.core.handshake`)
+before it imports the SDK and the server. The Typer command in :mod:`tools_server.core.cli` hands its
+arguments here, ``--help`` included.
 """
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
-import math
 import os
 import sys
 
-#: Shortest bearer token accepted for a non-loopback bind, and the least estimated entropy (bits).
-MIN_TOKEN_CHARS = 32
-MIN_TOKEN_BITS = 128
+from tools_server.core.bind import refusal
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+def _port(text: str) -> int:
     try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
+        port = int(text)
     except ValueError:
-        return False
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port number (1 to 65535)")
+    return port
 
 
-def is_wildcard(host: str) -> bool:
-    return host.strip("[]") in ("0.0.0.0", "::", "")
-
-
-def token_problem(token: str | None) -> str | None:
-    """Why ``token`` is too weak to guard a public bind, or None. Entropy is estimated as length times
-    log2 of the number of distinct characters (a 32-character hex token scores 128 bits)."""
-    if not token:
-        return "no token given"
-    if token != token.strip() or any(c.isspace() for c in token):
-        return "the token holds white space"
-    if len(token) < MIN_TOKEN_CHARS:
-        return f"the token has {len(token)} characters (at least {MIN_TOKEN_CHARS} needed)"
-    distinct = len(set(token))
-    bits = len(token) * math.log2(distinct) if distinct > 1 else 0.0
-    if distinct < 8 or bits < MIN_TOKEN_BITS:
-        return f"the token is low in entropy (about {bits:.0f} bits from {distinct} distinct characters)"
-    return None
-
-
-def refusal(transport: str, host: str, token: str | None, allowed_hosts: list[str]) -> str | None:
-    """Why ``spu serve`` with these options must not start, or None. Shared by both entry paths."""
-    if transport not in ("stdio", "http"):
-        return f"unknown transport {transport!r}: use stdio or http"
-    if transport == "http" and not is_loopback(host):
-        if (problem := token_problem(token)) is not None:
-            return (
-                f"refusing to bind {host}: a non-loopback address needs --token (or SPU_SERVER_TOKEN) "
-                f"of at least 32 random characters: {problem}. "
-                'Make one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
-            )
-        if is_wildcard(host) and not allowed_hosts:
-            return (
-                f"refusing to bind {host}: name the host names clients use with --allowed-host "
-                "(e.g. --allowed-host spu.example.org)"
-            )
-    return None
+def parser() -> argparse.ArgumentParser:
+    """The one declaration of ``spu serve``'s options."""
+    p = argparse.ArgumentParser(prog="spu serve", description="Run the MCP tool server.")
+    p.add_argument(
+        "--transport", default="stdio", help="stdio (for Claude Code, Codex) or http (streamable HTTP)."
+    )
+    p.add_argument(
+        "--host", default="127.0.0.1", help="HTTP bind address; anything but loopback needs --token."
+    )
+    p.add_argument("--port", type=_port, default=8765, help="HTTP port.")
+    p.add_argument(
+        "--token",
+        default=os.environ.get("SPU_SERVER_TOKEN") or None,
+        help="Bearer token required on HTTP requests (default: $SPU_SERVER_TOKEN).",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="A host name (optionally host:port) clients use to reach a non-loopback bind; repeatable. "
+        "Requests with any other Host header get 421.",
+    )
+    return p
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="spu serve", add_help=False)
-    parser.add_argument("--transport", default="stdio")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8765)
-    parser.add_argument("--token", default=os.environ.get("SPU_SERVER_TOKEN") or None)
-    parser.add_argument("--allowed-host", action="append", default=[])
-    opts = parser.parse_args(argv)
+    opts = parser().parse_args(argv)
     if (why := refusal(opts.transport, opts.host, opts.token, opts.allowed_host)) is not None:
         print(why, file=sys.stderr)
         raise SystemExit(2)
