@@ -79,6 +79,9 @@ class SpuServer:
             on_list_tools=on_list_tools,
             on_call_tool=on_call_tool,
         )
+        # No OpenTelemetry spans: the server installs no exporter, and a span per request costs on every
+        # call (the SDK's documented opt-out: drop the middleware from the list).
+        self.mcp.middleware.clear()
 
     def preload(self) -> None:
         """Load the registry and build the tool list from a background thread, so that the first
