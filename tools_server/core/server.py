@@ -85,8 +85,14 @@ class SpuServer:
 
     def preload(self) -> None:
         """Load the registry and build the tool list from a background thread, so that the first
-        ``tools/list`` finds both ready."""
-        threading.Thread(target=self.tools, daemon=True, name="spu-registry").start()
+        ``tools/list`` finds both ready; only then start the warm workers (their imports would compete
+        with start-up for the CPU)."""
+
+        def load() -> None:
+            self.tools()
+            self.dispatcher.warm_up_later()
+
+        threading.Thread(target=load, daemon=True, name="spu-registry").start()
 
     def tools(self) -> list[Tool]:
         """The MCP tool list, built once (the registry does not change while the server runs)."""
@@ -186,7 +192,6 @@ def run(
     """Serve until the client leaves. ``wire``: stdin/stdout already taken (see ``serve_cli``)."""
     server = SpuServer()
     server.preload()
-    server.dispatcher.warm_up_later()
     try:
         if transport == "stdio":
             anyio.run(serve_stdio, server.mcp, wire)
