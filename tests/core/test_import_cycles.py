@@ -78,3 +78,21 @@ def test_the_server_has_no_import_cycle():
 def test_the_cycle_check_sees_a_cycle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
     assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_loading_the_registry_imports_no_http_client(spu_env):
+    """The first ``tools/list`` waits for the registry: the web domain's HTTP client (httpx, httpcore, a
+    third of the registry's load) comes with the first web call, not with the tool list."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from tools_server.core.registry import load_registry\n"
+        "assert 'web_fetch' in load_registry().tools\n"
+        "print(sorted(m for m in ('httpx', 'httpcore', 'tools_server.web.client') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=spu_env, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout
