@@ -100,7 +100,8 @@ class SpuServer:
             with self._tools_lock:
                 if self._tools is None:
                     specs = sorted(self.dispatcher.registry.tools.values(), key=lambda s: s.name)
-                    self._tools = [mcp_tool(spec) for spec in specs]
+                    tools = [mcp_tool(spec) for spec in specs]
+                    self._tools = tools
         return self._tools
 
     async def list_tools(self) -> list[Tool]:
