@@ -131,7 +131,8 @@ def test_the_scan_finds_the_uses_it_forbids(tmp_path):
     )
     problems = private_sdk_uses([bad], _defined_private_names(_sdk_files()), set())
     assert len(problems) == 4, problems
-    assert any("_lowlevel_server" in p for p in problems) and any("_tool_input_schema" in p for p in problems)
+    assert any(f"{private}lowlevel_server" in p for p in problems)
+    assert any(f"{private}tool_input_schema" in p for p in problems)
 
 
 def _pinned() -> Requirement:
