@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     if not {"--help", "-h"} & set(args) and (problem := _prestart_problem(command)) is not None:
         print(f"refusing to start: {problem}", file=sys.stderr)
         raise SystemExit(2)
-    if command in FAST and args[0] == command and not {"--help", "-h"} & set(args):
+    if command in FAST and args[0] == command:
         importlib.import_module(FAST[command]).main(args[1:])
         return
     modules = (PARTS[command],) if command in PARTS else MODULES

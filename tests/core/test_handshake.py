@@ -1,27 +1,28 @@
 """``spu serve`` answers ``initialize`` before it imports the MCP SDK (tools_server/core/handshake.py).
 
-The early answer must be exactly the SDK's: checked in process against the SDK's own server for every
-protocol version, and end to end over the real stdio transport, where the server compares the two itself.
+The early answer must be exactly the SDK's, and only for requests the SDK accepts: the whole grammar the
+early path answers is walked against the SDK's own server in process, near misses (which the SDK may
+refuse) are shown never to get an early success, and the real stdio transport is checked end to end.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
+from typing import Any
 
 import anyio
 import pytest
 
 from tools_server.core import handshake
 
-VERSIONS = [*handshake.HANDSHAKE_VERSIONS, "2026-07-28", "1999-01-01"]
 
-
-def _initialize(version: str, **params) -> dict:
+def _initialize(version: str, rid: Any = 1, **params) -> dict:
     return {
         "jsonrpc": "2.0",
-        "id": 1,
+        "id": rid,
         "method": "initialize",
         "params": {
             "protocolVersion": version,
@@ -32,33 +33,119 @@ def _initialize(version: str, **params) -> dict:
     }
 
 
-async def _sdk_answer(message: dict) -> dict:
-    """What the SDK's server (our SpuServer) answers to ``message``, over in-memory streams."""
+async def _sdk_answers(messages: list[dict]) -> list[dict]:
+    """What the SDK's server (SpuServer's) answers to each message, each on a fresh connection over
+    in-memory streams."""
     import mcp_types as types
-    from mcp.shared._context_streams import create_context_streams
     from mcp.shared.message import SessionMessage
 
     from tools_server.core.server import SpuServer
 
-    lowlevel = SpuServer()._lowlevel_server
-    read_writer, read_stream = create_context_streams[SessionMessage | Exception](1)
-    write_stream, write_reader = create_context_streams[SessionMessage](1)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(lowlevel.run, read_stream, write_stream, lowlevel.create_initialization_options())
-        await read_writer.send(SessionMessage(types.jsonrpc_message_adapter.validate_python(message)))
-        reply = await write_reader.receive()
-        tg.cancel_scope.cancel()
-    return reply.message.model_dump(by_alias=True, exclude_unset=True)
+    server = SpuServer().mcp
+    answers = []
+    for message in messages:
+        to_server, server_reads = anyio.create_memory_object_stream(1)
+        server_writes, from_server = anyio.create_memory_object_stream(1)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.run, server_reads, server_writes, server.create_initialization_options())
+            await to_server.send(SessionMessage(types.jsonrpc_message_adapter.validate_python(message)))
+            with anyio.fail_after(30):
+                reply = await from_server.receive()
+            tg.cancel_scope.cancel()
+        answers.append(reply.message.model_dump(by_alias=True, exclude_unset=True))
+    return answers
 
 
-@pytest.mark.parametrize("version", VERSIONS)
-def test_early_answer_is_the_sdks(version, spu_env):
-    message = _initialize(version)
-    sdk = anyio.run(_sdk_answer, message)
-    early = handshake.initialize_result(message)
-    assert early is not None
-    assert sdk["result"] == early
-    assert handshake.same_answer(early, sdk) is None
+def _grammar() -> list[dict]:
+    """Every request shape the early path answers: each protocol version, every combination of the client
+    capabilities it knows (each absent or in each of its shapes), client info with and without a title
+    and with unusual text, and both id types."""
+    keys = list(handshake.CLIENT_CAPABILITY_SHAPES)
+    choices = [[None, *handshake.CLIENT_CAPABILITY_SHAPES[key]] for key in keys]
+    infos = [
+        {"name": "claude-code", "version": "2.0.1"},
+        {"name": "", "version": "", "title": ""},
+        {"name": "é ✓ \u0000 " + "x" * 5000, "version": "1", "title": "T"},
+    ]
+    out = []
+    for n, (version, combo) in enumerate(
+        itertools.product(handshake.HANDSHAKE_VERSIONS, itertools.product(*choices))
+    ):
+        capabilities = {key: value for key, value in zip(keys, combo, strict=True) if value is not None}
+        out.append(
+            _initialize(
+                version, rid=n if n % 2 else f"r{n}", capabilities=capabilities, clientInfo=infos[n % 3]
+            )
+        )
+    return out
+
+
+def test_every_request_the_early_path_answers_gets_the_sdks_answer(spu_env):
+    messages = _grammar()
+    assert len(messages) == len(handshake.HANDSHAKE_VERSIONS) * 4 * 2 * 3 * 2
+    sdk = anyio.run(_sdk_answers, messages)
+    for message, answer in zip(messages, sdk, strict=True):
+        early = handshake.initialize_result(message)
+        assert early is not None, message
+        assert answer.get("result") == early, (message["params"], answer)
+        assert handshake.same_answer(early, answer) is None
+
+
+NEAR_MISSES = [
+    _initialize("2025-06-18", capabilities={"roots": True}),
+    _initialize("2025-06-18", capabilities={"roots": {"listChanged": "yes"}}),
+    _initialize("2025-06-18", capabilities={"roots": {"listChanged": 1}}),
+    _initialize("2025-06-18", capabilities={"roots": []}),
+    _initialize("2025-06-18", capabilities={"experimental": {"a": 1}}),
+    _initialize("2025-06-18", capabilities={"experimental": {"a": {}}}),
+    _initialize("2025-06-18", capabilities={"sampling": None}),
+    _initialize("2025-06-18", capabilities={"sampling": {"tools": True}}),
+    _initialize("2025-06-18", capabilities={"elicitation": {"form": []}}),
+    _initialize("2025-06-18", capabilities={"tasks": {"list": {}}}),
+    _initialize("2025-06-18", capabilities={"extensions": {"x": 1}}),
+    _initialize("2025-06-18", capabilities={"unknown": {}}),
+    _initialize("2025-06-18", capabilities=[]),
+    _initialize("2025-06-18", capabilities=None),
+    _initialize("2025-06-18", clientInfo={"name": "no-version"}),
+    _initialize("2025-06-18", clientInfo={"name": 1, "version": "1"}),
+    _initialize("2025-06-18", clientInfo={"name": "n", "version": "1", "title": None}),
+    _initialize("2025-06-18", clientInfo={"name": "n", "version": "1", "icons": [{"src": 5}]}),
+    _initialize("2025-06-18", clientInfo="n"),
+    _initialize("2025-06-18", _meta={"progressToken": 1}),
+    _initialize(5),
+    _initialize(""),
+    _initialize("2026-07-28"),
+    _initialize("1999-01-01"),
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18"}},
+    {"jsonrpc": "2.0", "id": 1, "method": "initialize"},
+]
+
+
+def test_near_misses_never_get_an_early_success():
+    """Every shape outside the grammar is left to the SDK, whatever the SDK then answers."""
+    for message in NEAR_MISSES:
+        assert handshake.initialize_result(message) is None, message.get("params", message)
+
+
+def test_the_sdk_refuses_some_near_misses(spu_env):
+    """The near misses include requests the SDK refuses (-32602): an early success there would be wrong."""
+    answers = anyio.run(_sdk_answers, NEAR_MISSES)
+    codes = [answer.get("error", {}).get("code") for answer in answers]
+    assert codes[0] == codes[4] == -32602  # "roots": true, "experimental": {"a": 1}
+    assert codes.count(-32602) >= 10, codes
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        {**_initialize("2025-06-18"), "id": None},
+        {**_initialize("2025-06-18"), "id": True},
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+    ],
+    ids=["null-id", "bool-id", "not-initialize"],
+)
+def test_what_is_not_an_initialize_request_is_left_to_the_sdk(message):
+    assert handshake.initialize_result(message) is None
 
 
 def test_the_handshake_versions_are_the_sdks():
@@ -72,21 +159,6 @@ def test_same_answer_names_what_differs():
     other = {**early, "protocolVersion": "2025-03-26"}
     assert "protocolVersion" in handshake.same_answer(early, {"result": other})
     assert "refused" in handshake.same_answer(early, {"error": {"code": -32602, "message": "x"}})
-
-
-@pytest.mark.parametrize(
-    "message",
-    [
-        _initialize("2025-06-18", clientInfo={"name": "no-version"}),
-        _initialize("2025-06-18", _meta={"progressToken": 1}),
-        _initialize("2025-06-18", capabilities={"roots": True}),
-        {**_initialize("2025-06-18"), "id": None},
-        {"jsonrpc": "2.0", "id": 1, "method": "ping"},
-    ],
-    ids=["client-info-without-version", "meta", "odd-capability", "notification", "not-initialize"],
-)
-def test_what_the_handshake_is_not_sure_of_is_left_to_the_sdk(message):
-    assert handshake.initialize_result(message) is None
 
 
 def test_the_early_path_imports_neither_the_sdk_nor_pydantic(spu_env):
@@ -125,7 +197,7 @@ def _talk(env: dict, frames: list[dict], replies: int) -> tuple[list[dict], str]
 
 
 @pytest.mark.parametrize("version", ["2024-11-05", "2025-11-25", "1999-01-01"])
-def test_spu_serve_answers_early_and_the_sdk_session_follows(version, spu_env):
+def test_spu_serve_answers_initialize_and_the_sdk_session_follows(version, spu_env):
     init = _initialize(version)
     answers, stderr = _talk(
         spu_env,
@@ -138,13 +210,22 @@ def test_spu_serve_answers_early_and_the_sdk_session_follows(version, spu_env):
         replies=3,
     )
     assert [a["id"] for a in answers] == [1, 2, 3]  # the SDK's answer to the replayed copy never shows
-    assert answers[0]["result"] == handshake.initialize_result(init)
+    expected = handshake.initialize_result(_initialize("2025-11-25" if version == "1999-01-01" else version))
+    assert answers[0]["result"] == expected  # early (a handshake version) or the SDK's (1999-01-01)
     assert "system_info" in {t["name"] for t in answers[1]["result"]["tools"]}
     assert answers[2]["result"] == {}
     assert "not the SDK's" not in stderr, stderr
 
 
-def test_spu_serve_leaves_an_invalid_initialize_to_the_sdk(spu_env):
-    init = _initialize("2025-06-18", clientInfo={"name": "no-version"})
-    answers, _ = _talk(spu_env, [init], replies=1)
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"clientInfo": {"name": "no-version"}},
+        {"capabilities": {"roots": True}},
+        {"capabilities": {"experimental": {"a": 1}}},
+    ],
+    ids=["client-info-without-version", "odd-capability", "experimental-not-an-object"],
+)
+def test_spu_serve_leaves_an_invalid_initialize_to_the_sdk(params, spu_env):
+    answers, _ = _talk(spu_env, [_initialize("2025-06-18", **params)], replies=1)
     assert answers[0]["id"] == 1 and answers[0]["error"]["code"] == -32602, answers

@@ -11,34 +11,11 @@ cache_app = typer.Typer(help="The result cache shared by all servers of this mac
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
-def serve(
-    transport: Annotated[
-        str, typer.Option(help="stdio (for Claude Code, Codex) or http (streamable HTTP).")
-    ] = "stdio",
-    host: Annotated[
-        str, typer.Option(help="HTTP bind address; anything but loopback needs --token.")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="HTTP port.", min=0, max=65535)] = 8765,
-    token: Annotated[
-        str | None, typer.Option(envvar="SPU_SERVER_TOKEN", help="Bearer token required on HTTP requests.")
-    ] = None,
-    allowed_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-host",
-            help="A host name (optionally host:port) clients use to reach a non-loopback bind; repeatable. "
-            "Requests with any other Host header get 421.",
-        ),
-    ] = None,
-) -> None:
-    """Run the MCP tool server."""
-    from tools_server.core.serve_cli import refusal
-    from tools_server.core.server import run
+def serve(ctx: typer.Context) -> None:
+    """Run the MCP tool server (options: spu serve --help)."""
+    from tools_server.core.serve_cli import main
 
-    if (why := refusal(transport, host, token, list(allowed_host or []))) is not None:
-        typer.echo(why, err=True)
-        raise typer.Exit(2)
-    run(transport, host, port, token, list(allowed_host or []))
+    main(list(ctx.args))
 
 
 @cache_app.command("stats")
@@ -65,5 +42,10 @@ def cache_clear(as_json: JsonOpt = False) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command("serve")(serve)
+    # the options are declared once, in serve_cli; Typer hands every argument (--help too) to it
+    app.command(
+        "serve",
+        add_help_option=False,
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(serve)
     app.add_typer(cache_app, name="cache")

@@ -46,7 +46,7 @@ class Dispatcher:
     @property
     def registry(self) -> Registry:
         """The tools, loaded on first use (the server answers ``initialize`` without importing a domain;
-        :meth:`preload` loads them in the background meanwhile)."""
+        :meth:`~tools_server.core.server.SpuServer.preload` loads them in the background meanwhile)."""
         if self._registry is None:
             with self._registry_lock:
                 if self._registry is None:
@@ -64,10 +64,6 @@ class Dispatcher:
                 return
         for spec in specs:
             self._registry.add(spec, "core")
-
-    def preload(self) -> None:
-        """Load the registry from a background thread."""
-        threading.Thread(target=lambda: self.registry, daemon=True, name="spu-registry").start()
 
     async def call(
         self, name: str, arguments: dict[str, Any] | None, progress: ProgressCallback | None = None

@@ -1,17 +1,18 @@
-"""JSON-RPC framing checks shared by the stdio and HTTP transports.
+"""JSON-RPC frame checks in front of the MCP SDK's stdio transport and HTTP app.
 
 The MCP SDK drops some malformed frames without a reply (a parse error, ``"jsonrpc": "1.0"``, an object
-id, string params, a batch array, deep nesting, a lone surrogate), which leaves a client waiting for ever.
-Every frame is checked here before the SDK sees it; a frame that fails gets a JSON-RPC error reply
-(``-32700`` parse error, ``-32600`` invalid request, ``-32602`` invalid params) carrying the request's id
-when one can be read, else ``null``. Limits (also in ``docs/server.md``):
+id, a null id, string params, a batch array, deep nesting, a lone surrogate), which leaves a client
+waiting for ever. Every frame is checked here before the SDK sees it; a frame that fails gets a JSON-RPC
+error reply (``-32700`` parse error, ``-32600`` invalid request, ``-32602`` invalid params) carrying the
+request's id when one can be read, else ``null``. Limits (also in ``docs/server.md``):
 
 * a frame is at most :data:`MAX_FRAME_BYTES` of UTF-8 (invalid UTF-8 is a parse error, never replaced);
 * JSON nesting at most :data:`MAX_DEPTH` levels, at most :data:`MAX_ITEMS` values in one frame;
 * no lone surrogate anywhere (``"\\ud800"`` is refused with ``-32602``).
 
-:func:`serve_stdio` (on a :class:`StdioWire`) is the stdio transport built on these checks; :func:`guard_http`
-wraps the streamable-HTTP ASGI app with them.
+Over stdio, :class:`StdioWire` takes the process's stdin and stdout and :func:`serve_stdio` hands the SDK's
+own transport (``mcp.server.stdio.stdio_server``) only frames that passed, through its public ``stdin`` and
+``stdout`` parameters. Over HTTP, :func:`guard_http` wraps the SDK's streamable-HTTP ASGI app.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import select
 import stat
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -137,6 +138,12 @@ def check_frame(raw: bytes | str) -> dict[str, Any]:
     if "id" in message and message["id"] is not None and request_id is None:
         raise FrameError(INVALID_REQUEST, "Invalid request: id must be a string or an integer")
     if "method" in message:
+        if "id" in message and message["id"] is None:
+            raise FrameError(
+                INVALID_REQUEST,
+                'Invalid request: "id" is null: give a string or an integer '
+                '(or leave "id" out for a notification)',
+            )
         if not isinstance(message["method"], str):
             raise FrameError(INVALID_REQUEST, "Invalid request: method must be a string", request_id)
         if "params" in message and not isinstance(message["params"], dict | type(None)):
@@ -290,79 +297,89 @@ def _queued(fd: int) -> int:
     return count[0]
 
 
-async def serve_stdio(lowlevel_server: Any, wire: StdioWire | None = None) -> None:
-    """Serve MCP over stdin/stdout (``wire``, taken now if not given), every frame checked first (see the
-    module docstring)."""
-    import asyncio
-
-    import mcp_types as types
-    from mcp.shared._context_streams import create_context_streams
-    from mcp.shared.message import SessionMessage
+async def serve_stdio(server: Any, wire: StdioWire | None = None) -> None:
+    """Serve ``server`` (the SDK's ``mcp.server.lowlevel.Server``) over stdin/stdout (``wire``, taken now if
+    not given) with the SDK's stdio transport, every frame checked first (see the module docstring)."""
+    from mcp.server.stdio import stdio_server
 
     wire = wire or StdioWire(answer_initialize=False)
-    read_writer, read_stream = create_context_streams[SessionMessage | Exception](0)
-    write_stream, write_reader = create_context_streams[SessionMessage](0)
-    loop = asyncio.get_running_loop()
-    inbox: asyncio.Queue[bytes] = asyncio.Queue()
-    wire.attach(lambda line: loop.call_soon_threadsafe(inbox.put_nowait, line))
+    async with stdio_server(stdin=_CheckedFrames(wire), stdout=_Replies(wire)) as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
 
-    async def write_line(data: bytes) -> None:
-        if not wire.write_now(data):  # no thread hand-off for a reply the pipe takes at once
-            await anyio.to_thread.run_sync(wire.write, data)
 
-    async def reader() -> None:
-        async with read_writer:
-            while True:
-                line = await inbox.get()
-                wire.taken()
-                if not line:
-                    return
-                checked: Any = None
-                try:
-                    checked = check_frame(line.rstrip(b"\r\n"))
-                    message = types.jsonrpc_message_adapter.validate_python(checked, by_name=False)
-                except FrameError as exc:
-                    await write_line(_dump(exc.reply()))
-                    continue
-                except Exception as exc:
-                    rid = _usable_id(checked.get("id")) if isinstance(checked, dict) else None
-                    text = str(exc).splitlines()[0][:300]
-                    error = FrameError(INVALID_REQUEST, f"Invalid request: {text}", rid)
-                    await write_line(_dump(error.reply()))
-                    continue
-                await read_writer.send(SessionMessage(message))
+async def _send(wire: StdioWire, data: bytes) -> None:
+    if not wire.write_now(data):  # no thread hand-off for a reply the pipe takes at once
+        await anyio.to_thread.run_sync(wire.write, data)
 
-    def replayed(msg: Any) -> bool:
-        """Whether ``msg`` answers the request already answered early; if so, compare the answers."""
-        if getattr(msg, "id", None) != handshake.REPLAY_ID or wire.early_result is None:
+
+class _CheckedFrames:
+    """The SDK transport's ``stdin``: the frames that pass :func:`check_frame` and the SDK's own message
+    model, as text lines; every other frame is answered here with its JSON-RPC error."""
+
+    def __init__(self, wire: StdioWire) -> None:
+        self.wire = wire
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        import asyncio
+
+        from mcp_types import jsonrpc_message_adapter
+
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue[bytes] = asyncio.Queue()
+        self.wire.attach(lambda line: loop.call_soon_threadsafe(inbox.put_nowait, line))
+        while True:
+            line = await inbox.get()
+            self.wire.taken()
+            if not line:
+                return
+            frame = line.rstrip(b"\r\n")
+            checked: Any = None
+            try:
+                checked = check_frame(frame)
+                jsonrpc_message_adapter.validate_python(checked, by_name=False)
+            except FrameError as exc:
+                await _send(self.wire, _dump(exc.reply()))
+                continue
+            except Exception as exc:  # the SDK's model refuses it: answer rather than drop it
+                text = str(exc).splitlines()[0][:300]
+                error = FrameError(INVALID_REQUEST, f"Invalid request: {text}", _usable_id(checked.get("id")))
+                await _send(self.wire, _dump(error.reply()))
+                continue
+            yield frame.decode("utf-8")
+
+
+class _Replies:
+    """The SDK transport's ``stdout``: writes each line to the client, and drops the SDK's answer to an
+    ``initialize`` already answered early (comparing the two; a difference is logged)."""
+
+    def __init__(self, wire: StdioWire) -> None:
+        self.wire = wire
+
+    async def write(self, text: str) -> None:
+        if self.wire.early_result is not None and handshake.REPLAY_ID in text and self._replayed(text):
+            return
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate in a reply: it must still answer its request
+            log.warning("could not encode a reply")
+            rid = _usable_id(json.loads(text).get("id"))
+            if rid is None:
+                return
+            data = _dump(FrameError(INTERNAL_ERROR, "the reply could not be encoded", rid).reply())
+        await _send(self.wire, data)
+
+    async def flush(self) -> None:
+        """Every write above is complete when it returns."""
+
+    def _replayed(self, text: str) -> bool:
+        reply = json.loads(text)
+        if reply.get("id") != handshake.REPLAY_ID:
             return False
-        problem = handshake.same_answer(wire.early_result, msg.model_dump(by_alias=True, exclude_unset=True))
+        problem = handshake.same_answer(self.wire.early_result or {}, reply)
         if problem is not None:
             log.warning("the early answer to initialize is not the SDK's: %s", problem)
-        wire.early_result = None
+        self.wire.early_result = None
         return True
-
-    async def writer() -> None:
-        async with write_reader:
-            async for session_message in write_reader:
-                msg = session_message.message
-                if replayed(msg):
-                    continue
-                try:
-                    data = (msg.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode("utf-8")
-                except Exception as exc:  # a reply that cannot be encoded must still answer its request
-                    log.warning("could not encode a reply: %s", exc)
-                    rid = _usable_id(getattr(msg, "id", None))
-                    if rid is None:
-                        continue
-                    data = _dump(FrameError(INTERNAL_ERROR, "the reply could not be encoded", rid).reply())
-                await write_line(data)
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(reader)
-        tg.start_soon(writer)
-        await lowlevel_server.run(read_stream, write_stream, lowlevel_server.create_initialization_options())
-        tg.cancel_scope.cancel()
 
 
 def guard_http(app: Any) -> Any:

@@ -1,52 +1,43 @@
-"""``spu serve`` without Typer or the MCP SDK up front: MCP clients start the server for every session and
-wait for its answer to ``initialize``, so this path takes stdin/stdout and answers ``initialize``
-(:mod:`tools_server.core.handshake`) before it imports the SDK and the server. Same options, environment
-variable and refusals as the Typer command in :mod:`tools_server.core.cli`, which ``spu serve --help``
-still shows. The bind rules (loopback, wildcard) live here, where both paths read them; the
-token-strength rule is :mod:`tools_server.core.http_guard`'s, shared with ``spu audit serve``.
+"""``spu serve``: its options (declared here once), then the server. MCP clients start the server for every
+session and wait for its answer to ``initialize``, so this path imports neither Typer nor the MCP SDK up
+front: over stdio it takes stdin/stdout and answers ``initialize`` (:mod:`tools_server.core.handshake`)
+before it imports the SDK and the server. The Typer command in :mod:`tools_server.core.cli` hands its
+arguments here, ``--help`` included.
 """
 
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import sys
 
-from tools_server.core.http_guard import TOKEN_ADVICE, token_problem
-
-__all__ = ["is_loopback", "is_wildcard", "main", "port_number", "refusal", "token_problem"]
+from tools_server.core.bind import refusal
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def is_wildcard(host: str) -> bool:
-    return host.strip("[]") in ("0.0.0.0", "::", "")
-
-
-def refusal(transport: str, host: str, token: str | None, allowed_hosts: list[str]) -> str | None:
-    """Why ``spu serve`` with these options must not start, or None. Shared by both entry paths."""
-    if transport not in ("stdio", "http"):
-        return f"unknown transport {transport!r}: use stdio or http"
-    if transport == "http" and not is_loopback(host):
-        if (problem := token_problem(token)) is not None:
-            return (
-                f"refusing to bind {host}: a non-loopback address needs --token (or SPU_SERVER_TOKEN) "
-                f"of at least 32 random characters: {problem}. {TOKEN_ADVICE}"
-            )
-        if is_wildcard(host) and not allowed_hosts:
-            return (
-                f"refusing to bind {host}: name the host names clients use with --allowed-host "
-                "(e.g. --allowed-host spu.example.org)"
-            )
-    return None
+def parser() -> argparse.ArgumentParser:
+    """The one declaration of ``spu serve``'s options."""
+    p = argparse.ArgumentParser(prog="spu serve", description="Run the MCP tool server.")
+    p.add_argument(
+        "--transport", default="stdio", help="stdio (for Claude Code, Codex) or http (streamable HTTP)."
+    )
+    p.add_argument(
+        "--host", default="127.0.0.1", help="HTTP bind address; anything but loopback needs --token."
+    )
+    p.add_argument("--port", type=port_number, default=8765, help="HTTP port (0 picks a free one).")
+    p.add_argument(
+        "--token",
+        default=os.environ.get("SPU_SERVER_TOKEN") or None,
+        help="Bearer token required on HTTP requests (default: $SPU_SERVER_TOKEN).",
+    )
+    p.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="A host name (optionally host:port) clients use to reach a non-loopback bind; repeatable. "
+        "Requests with any other Host header get 421.",
+    )
+    return p
 
 
 def port_number(text: str) -> int:
@@ -61,13 +52,7 @@ def port_number(text: str) -> int:
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="spu serve", add_help=False)
-    parser.add_argument("--transport", default="stdio")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=port_number, default=8765)
-    parser.add_argument("--token", default=os.environ.get("SPU_SERVER_TOKEN") or None)
-    parser.add_argument("--allowed-host", action="append", default=[])
-    opts = parser.parse_args(argv)
+    opts = parser().parse_args(argv)
     if (why := refusal(opts.transport, opts.host, opts.token, opts.allowed_host)) is not None:
         print(why, file=sys.stderr)
         raise SystemExit(2)

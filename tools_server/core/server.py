@@ -1,29 +1,31 @@
 """The MCP server: the registry's tools over stdio or streamable HTTP.
 
-``SpuServer`` is the official SDK's ``MCPServer`` with tool listing and calling routed to our registry and
-:class:`~tools_server.core.dispatch.Dispatcher`; this is the one place where a :class:`ToolError` becomes an
-MCP
-error result (``isError``).
+``SpuServer`` puts our registry and :class:`~tools_server.core.dispatch.Dispatcher` behind the SDK's
+low-level ``mcp.server.lowlevel.Server``, through its public constructor hooks only (``on_list_tools``,
+``on_call_tool``, ``get_tool_input_schema``); this is the one place where a :class:`ToolError` becomes an
+MCP error result (``isError``). The transports are the SDK's own, with our frame checks in front
+(:mod:`tools_server.core.framing`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import threading
 from typing import Any
 
 import anyio
-from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, TextContent, Tool, ToolAnnotations
+from mcp.server.lowlevel import Server
+from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool, ToolAnnotations
 
 from tools_server import __version__
+from tools_server.core.bind import is_loopback, is_wildcard
 from tools_server.core.dispatch import Dispatcher
 from tools_server.core.errors import ToolError
 from tools_server.core.framing import MAX_FRAME_BYTES, StdioWire, guard_http, serve_stdio
 from tools_server.core.handshake import INSTRUCTIONS, SERVER_NAME
 from tools_server.core.http_guard import guard_requests, uvicorn_options
 from tools_server.core.registry import ToolSpec
-from tools_server.core.serve_cli import is_loopback, is_wildcard
 from tools_server.core.server_tools import SERVER_TOOLS
 
 log = logging.getLogger(__name__)
@@ -53,28 +55,68 @@ def error_result(exc: ToolError) -> CallToolResult:
     )
 
 
-class SpuServer(MCPServer):
+class SpuServer:
+    """The tool server: ``mcp`` is the SDK server that the transports run."""
+
     def __init__(self, dispatcher: Dispatcher | None = None) -> None:
-        super().__init__(
-            name=SERVER_NAME, version=__version__, instructions=INSTRUCTIONS, log_level="WARNING"
-        )
         self.dispatcher = dispatcher or Dispatcher()
         # the server's own tools, registered explicitly beside the domains'
         self.dispatcher.add_server_tools(list(SERVER_TOOLS))
+        self._tools: list[Tool] | None = None
+        self._tools_lock = threading.Lock()
+
+        async def on_list_tools(ctx: Any, params: Any) -> ListToolsResult:
+            return ListToolsResult(tools=await self.list_tools())
+
+        async def on_call_tool(ctx: Any, params: Any) -> CallToolResult:
+            return await self.call_tool(params.name, params.arguments or {}, ctx)
+
+        self.mcp = Server(
+            SERVER_NAME,
+            version=__version__,
+            instructions=INSTRUCTIONS,
+            get_tool_input_schema=self.tool_input_schema,
+            on_list_tools=on_list_tools,
+            on_call_tool=on_call_tool,
+        )
+        # No OpenTelemetry spans: the server installs no exporter, and a span per request costs on every
+        # call (the SDK's documented opt-out: drop the middleware from the list).
+        self.mcp.middleware.clear()
+
+    def preload(self) -> None:
+        """Load the registry and build the tool list from a background thread, so that the first
+        ``tools/list`` finds both ready; only then start the warm workers (their imports would compete
+        with start-up for the CPU)."""
+
+        def load() -> None:
+            self.tools()
+            self.dispatcher.warm_up_later()
+
+        threading.Thread(target=load, daemon=True, name="spu-registry").start()
+
+    def tools(self) -> list[Tool]:
+        """The MCP tool list, built once (the registry does not change while the server runs)."""
+        if self._tools is None:
+            with self._tools_lock:
+                if self._tools is None:
+                    specs = sorted(self.dispatcher.registry.tools.values(), key=lambda s: s.name)
+                    tools = [mcp_tool(spec) for spec in specs]
+                    self._tools = tools
+        return self._tools
 
     async def list_tools(self) -> list[Tool]:
-        tools = self.dispatcher.registry.tools
-        return [mcp_tool(spec) for spec in sorted(tools.values(), key=lambda s: s.name)]
+        return list(self.tools())
 
-    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
-        spec = self.dispatcher.registry.tools.get(name)
-        return None if spec is None else spec.input_schema()
+    def tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        return next((t.input_schema for t in self.tools() if t.name == name), None)
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> CallToolResult:
+        """Run one tool; ``context`` is the SDK's request context (progress goes to its session)."""
+
         async def progress(fraction: float, message: str | None) -> None:
             if context is not None:
                 try:
-                    await context.report_progress(fraction, 1.0, message)
+                    await context.session.report_progress(fraction, 1.0, message)
                 except Exception:
                     log.debug("progress notification failed", exc_info=True)
 
@@ -115,7 +157,7 @@ def http_app(
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
-    app = guard_http(server.streamable_http_app(transport_security=security, host=host))
+    app = guard_http(server.mcp.streamable_http_app(transport_security=security, host=host))
     # Host, token and body limits are checked before the body is read (the SDK checks Host after it)
     return guard_requests(
         app, max_body_bytes=MAX_FRAME_BYTES, token=token, allowed_hosts=hosts if hosts else None
@@ -132,11 +174,10 @@ def run(
 ) -> None:
     """Serve until the client leaves. ``wire``: stdin/stdout already taken (see ``serve_cli``)."""
     server = SpuServer()
-    server.dispatcher.preload()
-    server.dispatcher.warm_up_later()
+    server.preload()
     try:
         if transport == "stdio":
-            anyio.run(serve_stdio, server._lowlevel_server, wire)
+            anyio.run(serve_stdio, server.mcp, wire)
         else:
             import uvicorn
 

@@ -34,8 +34,8 @@ def serve_cmd(
     ] = None,
 ) -> None:
     """Run the audit service: performs, records and screens web calls for MCP servers that forward to it."""
+    from tools_server.core.bind import is_loopback
     from tools_server.core.http_guard import TOKEN_ADVICE, token_problem
-    from tools_server.core.serve_cli import is_loopback
     from tools_server.web.service import AUDIT_TOKEN_ENV, CannotListen, serve
 
     token = token or os.environ.get(AUDIT_TOKEN_ENV)

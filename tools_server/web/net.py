@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tools_server.core.errors import ToolError
-from tools_server.web.client import AuditedClient, Fetched, redact_url
+
+if TYPE_CHECKING:  # the client (httpx, httpcore) loads with the first web call, not with the registry
+    from tools_server.web.client import AuditedClient, Fetched
 
 
 def env_url(name: str, default: str) -> str:
@@ -64,6 +66,8 @@ def raise_for_status(response: Fetched, provider: str) -> None:
             f"{provider} rejected the API key (HTTP {status}).",
             hint=f"Check {provider.upper()}_API_KEY or choose another provider with SPU_SEARCH_PROVIDER.",
         )
+    from tools_server.web.client import redact_url
+
     raise ToolError(
         "http_error", f"{provider} answered HTTP {status} for {redact_url(response.final_url)}", status=status
     )

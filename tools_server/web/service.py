@@ -125,7 +125,7 @@ def serve(
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     print(json.dumps({"url": f"http://{shown}:{bound}"}), flush=True)
-    from tools_server.core.serve_cli import is_loopback
+    from tools_server.core.bind import is_loopback
 
     # bound to loopback, only loopback names are valid Host values (DNS rebinding); elsewhere the token
     # alone guards the service (its clients reach it by addresses this process cannot know)
