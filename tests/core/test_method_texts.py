@@ -68,6 +68,7 @@ def live(start_mcp_server, tmp_path_factory) -> dict[str, Any]:
         "SPU_WORKDIR": str(root / "work"),
         "SPU_CACHE_DIR": str(root / "cache"),
         "SPU_WARM_WORKERS": "0",
+        "SPU_INPUT_ROOTS": str(root),  # the task and the draft ranking_check reads
     }
     task_dir = root / "task"
     shutil.copytree(demo_task_dir("aromatic-acidity"), task_dir)
