@@ -55,11 +55,6 @@ def test_readme_states_the_prior_solvable_share_the_screen_finds():
     assert (int(found.group(1)), int(found.group(2))) == (len(prior_solvable()), len(SPECS))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="12 of 24 tasks are prior-solvable: design-based selections in these sources mostly are (see "
-    "environment/tasks/README.md); an XPASS means the suite reached the aim and this mark must go",
-)
 def test_at_most_a_quarter_of_the_suite_is_prior_solvable():
     assert len(prior_solvable()) <= len(SPECS) / 4, prior_solvable()
 
@@ -80,12 +75,7 @@ def test_suite_task_builds_without_author_warnings(spec_dir, tmp_path):
     readme = (TASKS / "README.md").read_text(encoding="utf-8")
     rows = [line for line in readme.splitlines() if line.startswith(f"| `{spec_dir.parent.name}`")]
     flagged = any("prior-solvable" in row for row in rows)
-    # tnks2's citation gives the DOI only: the study's title could not be checked offline, and the builder
-    # says so rather than skipping the title check silently
-    allowed = {"no-title"} if spec_dir.parent.name == "bio-tnks2-inhibitor-potency" else set()
-    left = [
-        str(w) for w in result.warnings if not (flagged and w.code in FLAGGABLE) and w.code not in allowed
-    ]
+    left = [str(w) for w in result.warnings if not (flagged and w.code in FLAGGABLE)]
     assert left == []
     # the README flags exactly the tasks the screen calls prior-solvable
     assert flagged == any(w.code == "prior-solvable" for w in result.warnings)
