@@ -2,6 +2,7 @@
 substructure, conformers, depictions."""
 
 from tools_server.chem.checks import CHECKS
+from tools_server.chem.geometry import CODES as GEOMETRY_CODES
 from tools_server.core.domain import Domain, Engine
 
 DOMAIN = Domain(
@@ -15,5 +16,6 @@ DOMAIN = Domain(
         "number of electrons needs an odd multiplicity and vice versa.",
         "unsupported_element": "Use a method that supports this element (GFN2-xTB covers H-Rn) or a basis "
         "set that defines it.",
+        **GEOMETRY_CODES,
     },
 )

@@ -347,7 +347,10 @@ def load_molecule(
 
     ``charge`` None means: the formal charge of a SMILES or molblock, 0 for XYZ. ``multiplicity`` None
     means: radical electrons + 1 for SMILES/molblock, else the lowest one the electron parity allows.
+    Coordinates are checked (:mod:`tools_server.chem.geometry`): finite, in range, no coincident atoms.
     """
+    from tools_server.chem.geometry import check_structure
+
     kind = detect_format(text)
     if kind == "file":
         content, suffix, record = read_file_text(text)
@@ -360,6 +363,7 @@ def load_molecule(
         except MoleculeError as exc:
             raise _file_error(text, exc) from None
         mol.source = "file"
+        check_structure(mol.numbers, mol.coords_angstrom)
         _apply_charge_and_spin(mol, charge, multiplicity)
         return mol
     check_size(text)
@@ -371,6 +375,7 @@ def load_molecule(
         mol = _molecule_from_xyz(text)
     else:
         mol = _molecule_from_smiles(text, force_field)
+    check_structure(mol.numbers, mol.coords_angstrom)
     _apply_charge_and_spin(mol, charge, multiplicity)
     return mol
 

@@ -23,6 +23,9 @@ ERROR_CODES: dict[str, str] = {
     "timeout": "Raise time_limit_s, shrink the job, or choose a cheaper method.",
     "cancelled": "The job was cancelled; submit it again if it is still needed.",
     "not_converged": "Retry with looser thresholds, more iterations or a different starting geometry.",
+    "engine_error": "The engine returned an unusable result (NaN or infinity): check the structure (no "
+    "atoms on top of each other, sensible distances), optimise it with a cheaper method first, or use "
+    "another method.",
     "job_not_found": "List jobs with the `jobs` tool; job ids are printed when a job starts.",
     "unknown_tool": "List the available tools; the name may be misspelled.",
     "internal_error": "This is a bug in the tool server; report it with the job id.",

@@ -319,6 +319,26 @@ def dipole_debye(dipole_au: Any) -> tuple[float, list[float]]:
     return round(float(np.linalg.norm(vec)), 4), [round(float(v), 4) for v in vec]
 
 
+def solvation_free_energy(
+    settings: XtbSettings, mol: Molecule, coords_bohr: Any, energy_in_solvent_hartree: float
+) -> dict[str, Any]:
+    """The implicit-solvent free energy of solvation at fixed geometry: the energy in solvent minus a
+    gas-phase single point at the same coordinates, in kcal/mol (negative: the solvent stabilises)."""
+    from dataclasses import replace
+
+    from scipy.constants import N_A, calorie, physical_constants
+
+    kcal_per_hartree = physical_constants["Hartree energy"][0] * N_A / (1000 * calorie)
+    gas = XtbCalculator(replace(settings, solvent=None), mol).compute(coords_bohr)
+    return {
+        "solvation_free_energy_kcal_mol": round(
+            (energy_in_solvent_hartree - gas.energy_hartree) * kcal_per_hartree, 6
+        ),
+        "solvation_model": settings.solvent_label(),
+        "gas_phase_energy_hartree": float(gas.energy_hartree),
+    }
+
+
 def bohr_per_angstrom() -> float:
     from scipy.constants import physical_constants
 
@@ -455,6 +475,8 @@ def compute_molecule(
     out.update(frontier_orbitals_ev(sp))
     out["dipole_debye"] = dip
     out["dipole_vector_debye"] = dip_vec
+    if settings.solvent:
+        out.update(solvation_free_energy(settings, mol, coords * b, sp.energy_hartree))
     charges = [round(float(q), 4) for q in sp.charges]
     if options.inline_charges:
         out["partial_charges_e"] = charges
