@@ -3,6 +3,10 @@ run (issue 27 item 6); a non-finite number never leaves a tool."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from tools_server.core.errors import ToolError
@@ -62,3 +66,61 @@ def test_a_non_finite_result_is_an_engine_error():
     with pytest.raises(ToolError) as err:
         check_finite_result("xtb_run", {"items": [{"energy_hartree": float("nan")}]})
     assert err.value.code == "engine_error" and "items.0.energy_hartree" in err.value.message
+
+
+def _strict(line: bytes) -> dict:
+    def refuse(token: str) -> None:
+        raise AssertionError(f"reply holds the bare token {token}: not JSON")
+
+    return json.loads(line, parse_constant=refuse)
+
+
+def test_bare_nan_and_infinity_over_stdio_are_refused_and_replies_stay_strict_json(spu_env):
+    """The real server over stdio, fed frames as a careless client writes them (Python's json.dumps
+    emits the bare tokens NaN and Infinity)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spu", "serve"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env=spu_env,
+    )
+    calls = {
+        2: ("xtb_run", {"molecules": ["O"], "pressure_pa": float("inf"), "task": "frequencies"}),
+        3: (
+            "dock",
+            {"ligands": ["C"], "receptor_text": "END", "center": [float("nan"), 0, 0], "size": [9, 9, 9]},
+        ),
+        4: ("xtb_run", {"molecules": [NAN_WATER]}),
+        5: ("xtb_run", {"molecules": [ONE_POINT]}),
+    }
+    try:
+        assert proc.stdin is not None and proc.stdout is not None
+        init = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"},
+        }
+        frames = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}]
+        frames.append({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for i, (name, arguments) in calls.items():
+            params = {"name": name, "arguments": arguments}
+            frames.append({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params})
+        proc.stdin.write("".join(json.dumps(f) + "\n" for f in frames).encode())
+        proc.stdin.flush()
+        replies: dict[int, dict] = {}
+        while len(replies) < 1 + len(calls):
+            line = proc.stdout.readline()
+            assert line, "the server closed stdout"
+            message = _strict(line)
+            if "id" in message:
+                replies[message["id"]] = message
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    errors = {i: replies[i]["result"]["structuredContent"]["error"] for i in calls}
+    assert all(replies[i]["result"]["isError"] for i in calls)
+    assert errors[2]["code"] == "invalid_input" and "pressure_pa" in errors[2]["message"]
+    assert errors[3]["code"] == "invalid_input" and "center" in errors[3]["message"]
+    assert errors[4]["code"] == "invalid_input" and "non-finite" in errors[4]["message"]
+    assert errors[5]["code"] == "invalid_structure"

@@ -347,9 +347,10 @@ def load_molecule(
 
     ``charge`` None means: the formal charge of a SMILES or molblock, 0 for XYZ. ``multiplicity`` None
     means: radical electrons + 1 for SMILES/molblock, else the lowest one the electron parity allows.
-    Coordinates are checked (:mod:`tools_server.chem.geometry`): finite, in range, no coincident atoms.
+    Coordinates are checked to be finite and in range (:mod:`tools_server.chem.geometry`); engines check
+    for coincident atoms after their own element checks (:func:`check_geometry`).
     """
-    from tools_server.chem.geometry import check_structure
+    from tools_server.chem.geometry import check_coordinates, check_known_elements
 
     kind = detect_format(text)
     if kind == "file":
@@ -363,7 +364,8 @@ def load_molecule(
         except MoleculeError as exc:
             raise _file_error(text, exc) from None
         mol.source = "file"
-        check_structure(mol.numbers, mol.coords_angstrom)
+        check_known_elements(mol.numbers)
+        check_coordinates(mol.coords_angstrom)
         _apply_charge_and_spin(mol, charge, multiplicity)
         return mol
     check_size(text)
@@ -375,7 +377,8 @@ def load_molecule(
         mol = _molecule_from_xyz(text)
     else:
         mol = _molecule_from_smiles(text, force_field)
-    check_structure(mol.numbers, mol.coords_angstrom)
+    check_known_elements(mol.numbers)
+    check_coordinates(mol.coords_angstrom)
     _apply_charge_and_spin(mol, charge, multiplicity)
     return mol
 
@@ -431,6 +434,13 @@ def validate_spin(numbers: list[int], charge: int, multiplicity: int) -> None:
             f"multiplicity {multiplicity} needs {multiplicity - 1} unpaired electrons but there are "
             f"{n_electrons}",
         )
+
+
+def check_geometry(mol: Molecule) -> None:
+    """Raise ``invalid_structure`` when atoms of ``mol`` sit at one point (run before any engine)."""
+    from tools_server.chem.geometry import check_no_coincident_atoms
+
+    check_no_coincident_atoms(mol.coords_angstrom)
 
 
 def check_elements(numbers: list[int], *, max_z: int, method: str) -> None:

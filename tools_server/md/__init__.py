@@ -11,5 +11,7 @@ DOMAIN = Domain(
     error_codes={
         "invalid_smiles": "Check the SMILES string (valences, ring closures, brackets) or pass a molblock.",
         "unsupported_element": "Use a method that supports this element or another force field.",
+        "no_protein": "Give a PDB file of a protein (ATOM records of standard amino acids), e.g. from "
+        "pdb_lookup.",
     },
 )

@@ -145,6 +145,8 @@ def check_model_species(engine: str, calc: Any, numbers: list[int]) -> None:
     from tools_server.chem.molecules import _symbol
 
     species = getattr(calc, "implemented_species", None)
+    if species is None:  # SevenNet: the atomic numbers of its type map
+        species = list(getattr(calc, "type_map", None) or {}) or None
     if species is None:
         return
     allowed = {int(z) for z in species}

@@ -31,10 +31,21 @@ def _forces_summary(forces: Any, inline: bool) -> dict[str, Any]:
     return out
 
 
+def check_finite(energy_ev: float, forces: Any, what: str) -> None:
+    """Raise ``engine_error`` when a model returns NaN or infinity (SevenNet does for some inputs)."""
+    from tools_server.chem.geometry import first_non_finite
+    from tools_server.core.errors import ToolError
+
+    bad = first_non_finite({"energy": energy_ev, "forces": forces})
+    if bad is not None:
+        raise ToolError("engine_error", f"the model returned a non-finite {bad} ({what})")
+
+
 def energy(atoms: Any, calc: Any, inline_forces: bool) -> dict[str, Any]:
     atoms.calc = calc
     e = float(atoms.get_potential_energy())
     forces = atoms.get_forces()
+    check_finite(e, forces, "single point")
     return {
         "energy_ev": round(e, 6),
         "energy_hartree": round(e / EV_PER_HARTREE, 8),
@@ -53,6 +64,7 @@ def optimize(
         opt.attach(lambda: progress(opt.nsteps), interval=5)
     converged = bool(opt.run(fmax=fmax, steps=max_steps))
     e = float(atoms.get_potential_energy())
+    check_finite(e, atoms.get_forces(), f"after {opt.nsteps} optimisation steps")
     return {
         "energy_ev": round(e, 6),
         "energy_hartree": round(e / EV_PER_HARTREE, 8),
@@ -120,6 +132,7 @@ def langevin(
     dyn.run(steps)
     temps = np.asarray([s["temperature_k"] for s in series[len(series) // 2 :]], dtype=float)
     epots = np.asarray([s["epot_ev"] for s in series], dtype=float)
+    check_finite(float(epots.sum()) + float(temps.sum()), atoms.get_forces(), f"during {steps} MD steps")
     return {
         "md": {
             "steps": steps,

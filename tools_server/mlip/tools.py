@@ -89,6 +89,16 @@ def _load(text: str, charge: int | None) -> Any:
         raise ToolError(exc.code, exc.message) from None
 
 
+def _check_structure(numbers: list[int], coords: Any, what: str) -> None:
+    from tools_server.chem.geometry import check_structure
+    from tools_server.chem.molecules import MoleculeError
+
+    try:
+        check_structure(numbers, coords, what)
+    except MoleculeError as exc:
+        raise ToolError(exc.code, exc.message) from None
+
+
 def _device(ctx: ToolContext) -> str:
     if not ctx.gpu_available:
         return "cpu"
@@ -168,6 +178,7 @@ def mlip_run(args: MlipInput, ctx: ToolContext) -> dict:
         try:
             mol = _load(text, args.charge)
             models.check_molecule(args.engine, mol.numbers, mol.charge, mol.multiplicity)
+            _check_structure(mol.numbers, mol.coords_angstrom, "coordinates")
             if calc is None or args.engine == "aimnet2":
                 calc = models.load_calculator(args.engine, name, device, charge=mol.charge)
             models.check_model_species(args.engine, calc, mol.numbers)
@@ -332,6 +343,8 @@ def mlip_conformers(args: MlipConformersInput, ctx: ToolContext) -> dict:
     models, name, device = _prepare(args, ctx)
     mol, conformers, source = _conformer_set(args)
     numbers = [a.GetAtomicNum() for a in mol.GetAtoms()]
+    for k, conf in enumerate(conformers):
+        _check_structure(numbers, conf.GetPositions(), f"coordinates of conformer {k}")
     charge = args.charge if args.charge is not None else Chem.GetFormalCharge(mol)
     n_radical = sum(a.GetNumRadicalElectrons() for a in mol.GetAtoms())
     models.check_molecule(args.engine, numbers, charge, n_radical + 1)

@@ -366,12 +366,14 @@ def _engine_version(device: str) -> str | None:
 def run(args: Any, ctx: Any) -> dict[str, Any]:
     import numpy as np
 
-    from tools_server.chem.molecules import check_elements
+    from tools_server.chem.molecules import check_elements, check_geometry
     from tools_server.qc.device import choose_device
 
     mol = load_molecule(args.molecule, charge=args.charge, multiplicity=args.multiplicity)
     check_elements(mol.numbers, max_z=118, method="DFT")
     _check_functional(args.functional)
+    _basis_check(mol.symbols, args.basis)  # an element the basis lacks is named before the geometry
+    check_geometry(mol)
     from pyscf import lib
 
     lib.num_threads(max(1, ctx.threads))

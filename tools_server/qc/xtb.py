@@ -23,7 +23,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tools_server.chem.molecules import Molecule, MoleculeError, check_elements, load_molecule
+from tools_server.chem.molecules import (
+    Molecule,
+    MoleculeError,
+    check_elements,
+    check_geometry,
+    load_molecule,
+)
 
 log = logging.getLogger(__name__)
 MAX_Z = 86  # GFN1/GFN2 are parametrised for H-Rn
@@ -365,6 +371,7 @@ class TaskOptions:
 def prepare(text: str, charge: int | None, multiplicity: int | None) -> Molecule:
     mol = load_molecule(text, charge=charge, multiplicity=multiplicity)
     check_elements(mol.numbers, max_z=MAX_Z, method="GFN-xTB")
+    check_geometry(mol)
     return mol
 
 
