@@ -219,6 +219,24 @@ def _calculator_cached(engine: str, name: str, path: str, mtime: float, device: 
     raise ToolError("invalid_input", f"Unknown MLIP engine {engine!r}.")
 
 
+def make_calculator(
+    mol: Any, engine: str = "aimnet2", model: str | None = None, device: str = "cpu", **_: Any
+) -> Any:
+    """The :class:`~tools_server.qc.calculator.Calculator` of an ML potential for ``mol``, after the
+    element, charge and structure checks ``mlip_run`` makes."""
+    from tools_server.chem.molecules import check_geometry
+    from tools_server.qc.calculator import AseCalculator
+
+    check_engine(engine)
+    name = model or DEFAULT_MODEL[engine]
+    check_name(name)
+    check_molecule(engine, mol.numbers, mol.charge, mol.multiplicity)
+    check_geometry(mol)
+    calc = load_calculator(engine, name, device, charge=mol.charge)
+    check_model_species(engine, calc, mol.numbers)
+    return AseCalculator(calc, mol.numbers, name=f"{INFO[engine].label} ({name})")
+
+
 def engine_version(engine: str) -> str | None:
     from importlib import metadata
 

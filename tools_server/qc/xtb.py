@@ -30,6 +30,7 @@ from tools_server.chem.molecules import (
     check_geometry,
     load_molecule,
 )
+from tools_server.qc.calculator import Calculator, CalculatorError
 
 log = logging.getLogger(__name__)
 MAX_Z = 86  # GFN1/GFN2 are parametrised for H-Rn
@@ -116,16 +117,8 @@ _ALIASES = {
 }
 
 
-class XtbError(Exception):
-    """An engine failure with a stable code (``not_converged``, ``invalid_input`` ...)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (XtbError, (self.code, self.message))
+class XtbError(CalculatorError):
+    """An xTB failure with a stable code (``not_converged``, ``invalid_input`` ...)."""
 
 
 @dataclass(frozen=True)
@@ -196,10 +189,12 @@ def _k_hartree() -> float:
     return k / physical_constants["Hartree energy"][0]
 
 
-class XtbCalculator:
-    """One molecule, fixed atoms and charge; ``compute(coords_bohr)`` runs a single point."""
+class XtbCalculator(Calculator):
+    """One molecule, fixed atoms and charge; ``compute(coords_bohr)`` runs a single point with every
+    property, :meth:`calculate` the energy and gradient of the calculator interface."""
 
     def __init__(self, settings: XtbSettings, mol: Molecule) -> None:
+        self.name = settings.method + (f" {settings.solvent_label()}" if settings.solvent else "")
         self.settings = settings
         self.numbers = list(mol.numbers)
         self.charge = mol.charge
@@ -239,6 +234,10 @@ class XtbCalculator:
                 calc.add(f"{s.solvent_model}-solvation", s.solvent)
         self._calc = calc
         self._res = None
+
+    def calculate(self, coords_bohr: Any) -> tuple[float, Any]:
+        sp = self.compute(coords_bohr)
+        return sp.energy_hartree, sp.gradient
 
     def compute(self, coords_bohr: Any) -> SinglePoint:
         import numpy as np
@@ -332,23 +331,26 @@ def solvation_free_energy(
     gas-phase single point at the same coordinates, in kcal/mol (negative: the solvent stabilises)."""
     from dataclasses import replace
 
-    from scipy.constants import N_A, calorie, physical_constants
+    from tools_server.qc.pipeline import kcal_mol_per_hartree
 
-    kcal_per_hartree = physical_constants["Hartree energy"][0] * N_A / (1000 * calorie)
     gas = XtbCalculator(replace(settings, solvent=None), mol).compute(coords_bohr)
     return {
         "solvation_free_energy_kcal_mol": round(
-            (energy_in_solvent_hartree - gas.energy_hartree) * kcal_per_hartree, 6
+            (energy_in_solvent_hartree - gas.energy_hartree) * kcal_mol_per_hartree(), 6
         ),
         "solvation_model": settings.solvent_label(),
         "gas_phase_energy_hartree": float(gas.energy_hartree),
     }
 
 
-def bohr_per_angstrom() -> float:
-    from scipy.constants import physical_constants
-
-    return 1e-10 / physical_constants["Bohr radius"][0]
+def make_calculator(mol: Molecule, engine: str = "xtb", **options: Any) -> XtbCalculator:
+    """The xTB :class:`~tools_server.qc.calculator.Calculator` for ``mol``; ``options`` are
+    :class:`XtbSettings` fields (``method``, ``engine`` as ``xtb_engine``, ``solvent`` ...)."""
+    if "xtb_engine" in options:
+        options["engine"] = options.pop("xtb_engine")
+    check_elements(mol.numbers, max_z=MAX_Z, method="GFN-xTB")
+    check_geometry(mol)
+    return XtbCalculator(normalise_solvent(XtbSettings(**options)), mol)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -418,8 +420,7 @@ def compute_molecule(
     """One molecule, one task. ``progress(fraction, message)`` is called during long steps when given."""
     import numpy as np
 
-    from tools_server.qc import thermo
-    from tools_server.qc.optimizer import optimize
+    from tools_server.qc import pipeline
 
     if options.task == "frequencies" and mol.n_atoms > MAX_FREQUENCY_ATOMS:
         raise XtbError(
@@ -428,7 +429,7 @@ def compute_molecule(
             "frequencies "
             f"are limited to {MAX_FREQUENCY_ATOMS} atoms",
         )
-    b = bohr_per_angstrom()
+    b = pipeline.bohr_per_angstrom()
     calc = XtbCalculator(settings, mol)
     warnings: list[str] = list(mol.notes)
     out: dict[str, Any] = {
@@ -443,15 +444,10 @@ def compute_molecule(
         options.task == "frequencies" and options.optimize_before_frequencies
     )
     if do_opt:
-
-        def energy_gradient(xyz_bohr: Any) -> tuple[float, Any]:
-            sp = calc.compute(xyz_bohr)
-            return sp.energy_hartree, sp.gradient
-
-        opt = optimize(
-            mol.symbols,
+        opt = pipeline.optimize(
+            calc,
+            mol.numbers,
             coords,
-            energy_gradient,
             max_steps=options.max_steps,
             tight=options.task == "frequencies",
             step_callback=(
@@ -465,12 +461,7 @@ def compute_molecule(
             ),
         )
         coords = opt.coords_angstrom
-        out["optimization"] = {
-            "converged": opt.converged,
-            "n_steps": opt.n_steps,
-            "energy_change_hartree": opt.energy_hartree - opt.energies_hartree[0],
-            "max_gradient_hartree_bohr": round(opt.max_gradient_hartree_bohr, 7),
-        }
+        out["optimization"] = pipeline.optimization_report(opt)
         if not opt.converged:
             warnings.append(
                 f"geometry optimisation not converged in {options.max_steps} steps; lowest-energy "
@@ -507,35 +498,31 @@ def compute_molecule(
                 f"frequencies at a non-stationary geometry (max gradient {gmax:.1e} Eh/Bohr): "
                 "thermochemistry is unreliable; optimise first"
             )
-        hess = thermo.finite_difference_hessian(
-            lambda x: calc.compute(x).gradient,
-            coords * b,
-            progress=(lambda f: progress(0.6 + 0.4 * f, "finite-difference Hessian")) if progress else None,
-        )
-        vib, freqs, th = thermo.frequencies_and_thermo(
-            hess,
-            sp.energy_hartree,
+        result = pipeline.frequencies(
+            calc,
+            mol,
             coords,
-            mol.numbers,
-            mol.multiplicity,
+            sp.energy_hartree,
             temperature_k=options.temperature_k,
             pressure_pa=options.pressure_pa,
+            progress=(lambda f: progress(0.6 + 0.4 * f, "finite-difference Hessian")) if progress else None,
         )
+        freqs, th = result.wavenumbers_cm1, result.thermo
         freq_path = out_dir / f"{stem}_frequencies.txt"
         freq_path.write_text(
             "# harmonic wavenumbers (cm-1); imaginary as negative\n" + "\n".join(map(str, freqs)) + "\n"
         )
         out["frequencies"] = {
-            "n_imaginary": vib.n_imaginary,
+            "n_imaginary": result.n_imaginary,
             "wavenumbers_cm1": freqs if len(freqs) <= 60 else freqs[:10],
             "wavenumbers_file": str(freq_path),
-            "method": "harmonic; Hessian by central differences (0.005 Bohr) of analytic xTB gradients",
+            "method": f"harmonic; Hessian by {result.hessian_method}",
         }
         if len(freqs) > 60:
             out["frequencies"]["note"] = f"lowest 10 of {len(freqs)} modes inline; all in wavenumbers_file"
         out["thermo"] = th
-        if vib.n_imaginary:
-            warnings.append(f"{vib.n_imaginary} imaginary mode(s) (lowest {freqs[0]} cm-1): not a minimum")
+        if result.n_imaginary:
+            warnings.append(f"{result.n_imaginary} imaginary mode(s) (lowest {freqs[0]} cm-1): not a minimum")
         if th["n_low_modes_below_50_cm1"]:
             warnings.append(
                 f"{th['n_low_modes_below_50_cm1']} mode(s) below 50 cm-1: harmonic entropy of such "
