@@ -420,6 +420,7 @@ def compute_molecule(
     """One molecule, one task. ``progress(fraction, message)`` is called during long steps when given."""
     import numpy as np
 
+    from tools_server.chem.geometry import first_non_finite
     from tools_server.qc import pipeline
 
     if options.task == "frequencies" and mol.n_atoms > MAX_FREQUENCY_ATOMS:
@@ -468,6 +469,9 @@ def compute_molecule(
                 "geometry returned"
             )
     sp = calc.compute(coords * b)
+    bad = first_non_finite({"energy": sp.energy_hartree, "gradient": sp.gradient, "charges": sp.charges})
+    if bad is not None:
+        raise XtbError("engine_error", f"{calc.name} returned a non-finite {bad} (NaN or infinity)")
     dip, dip_vec = dipole_debye(sp.dipole_au)
     out["energy_hartree"] = float(sp.energy_hartree)
     out.update(frontier_orbitals_ev(sp))
