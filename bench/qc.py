@@ -76,7 +76,7 @@ def bench_overhead(repeats: int) -> dict:
 
     from tools_server.molecules import load_molecule
     from tools_server.qc import tools as Q
-    from tools_server.qc.xtb import bohr_per_angstrom
+    from tools_server.qc.pipeline import bohr_per_angstrom
 
     mol = load_molecule(CAFFEINE)
     xyz = mol.to_xyz()
@@ -174,7 +174,7 @@ def bench_mcp(repeats: int) -> dict:
     from tblite.interface import Calculator
 
     from tools_server.molecules import load_molecule
-    from tools_server.qc.xtb import bohr_per_angstrom
+    from tools_server.qc.pipeline import bohr_per_angstrom
 
     sizes = {}
     for name, smiles in MCP_SIZES.items():

@@ -21,6 +21,9 @@ SHARED_ERROR_CODES: dict[str, str] = {
     "timeout": "Raise time_limit_s, shrink the job, or choose a cheaper method.",
     "cancelled": "The job was cancelled; submit it again if it is still needed.",
     "not_converged": "Retry with looser thresholds, more iterations or a different starting geometry.",
+    "engine_error": "The engine returned an unusable result (NaN or infinity): check the structure (no "
+    "atoms on top of each other, sensible distances), optimise it with a cheaper method first, or use "
+    "another method.",
     "job_not_found": "List jobs with the `jobs` tool; job ids are printed when a job starts.",
     "unknown_tool": "List the available tools; the name may be misspelled.",
     "internal_error": "This is a bug in the tool server; report it with the job id.",
@@ -32,6 +35,8 @@ SHARED_ERROR_CODES: dict[str, str] = {
     "one covers): GFN2-xTB (xtb_run) covers H-Rn, and a DFT basis set must define it.",
     "weights_missing": "Place the model weights in SPU_WEIGHTS_DIR (see docs/weights.md) or allow the "
     "download.",
+    "invalid_structure": "Two or more atoms sit at one point (closer than 0.1 Å): check the coordinates "
+    "(units in Å, no duplicated lines) or rebuild the structure from a SMILES.",
     "no_protein": "Give a PDB file of a protein (ATOM records of standard amino acids), e.g. from "
     "pdb_lookup.",
 }

@@ -26,7 +26,7 @@ import contextlib
 import hashlib
 import logging
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -369,7 +369,10 @@ def load_molecule(
 
     ``charge`` None means: the formal charge of a SMILES or molblock, 0 for XYZ. ``multiplicity`` None
     means: radical electrons + 1 for SMILES/molblock, else the lowest one the electron parity allows.
+    Coordinates are checked to be finite and in range (:mod:`tools_server.molecules`); engines check
+    for coincident atoms after their own element checks (:func:`check_geometry`).
     """
+
     kind = detect_format(text)
     if kind == "file":
         content, suffix, record = read_file_text(text)
@@ -382,6 +385,8 @@ def load_molecule(
         except MoleculeError as exc:
             raise _file_error(text, exc) from None
         mol.source = "file"
+        check_known_elements(mol.numbers)
+        check_coordinates(mol.coords_angstrom)
         _apply_charge_and_spin(mol, charge, multiplicity)
         return mol
     check_size(text)
@@ -393,6 +398,8 @@ def load_molecule(
         mol = _molecule_from_xyz(text)
     else:
         mol = _molecule_from_smiles(text, force_field)
+    check_known_elements(mol.numbers)
+    check_coordinates(mol.coords_angstrom)
     _apply_charge_and_spin(mol, charge, multiplicity)
     return mol
 
@@ -448,6 +455,11 @@ def validate_spin(numbers: list[int], charge: int, multiplicity: int) -> None:
             f"multiplicity {multiplicity} needs {multiplicity - 1} unpaired electrons but there are "
             f"{n_electrons}",
         )
+
+
+def check_geometry(mol: Molecule) -> None:
+    """Raise ``invalid_structure`` when atoms of ``mol`` sit at one point (run before any engine)."""
+    check_no_coincident_atoms(mol.coords_angstrom)
 
 
 def check_elements(numbers: list[int], *, max_z: int, method: str) -> None:
@@ -631,3 +643,78 @@ def check_smiles_text(text: str) -> None:
         "invalid_smiles",
         f"Invalid SMILES: {kind} U+{ord(ch):04X} at position {pos}; SMILES uses ASCII characters only",
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# Coordinate checks every engine runs before native code sees a structure (finite, in range, no
+# coincident atoms, real elements)
+# --------------------------------------------------------------------------------------------------
+
+#: Two atoms closer than this (Å) are one point: the shortest real bond (H2) is 0.74 Å.
+MIN_DISTANCE_ANGSTROM = 0.1
+#: No molecular or protein system spans more than this (Å); beyond it a number is a unit or typing error.
+MAX_COORDINATE_ANGSTROM = 1e5
+#: The heaviest element an engine can know (oganesson): above it, or below 1, is no element.
+MAX_Z = 118
+
+
+def check_coordinates(coords_angstrom: Any, what: str = "coordinates") -> None:
+    """Raise ``invalid_input`` unless every coordinate is finite and below the size limit."""
+    import numpy as np
+
+    xyz = np.asarray(coords_angstrom, dtype=float)
+    finite = np.isfinite(xyz)
+    if not finite.all():
+        k = int(np.argwhere(~finite)[0][0])
+        raise MoleculeError(
+            "invalid_input", f"The {what} hold a non-finite number (NaN or infinity) at atom {k}"
+        )
+    if xyz.size and float(np.abs(xyz).max()) > MAX_COORDINATE_ANGSTROM:
+        k = int(np.argwhere(np.abs(xyz) > MAX_COORDINATE_ANGSTROM)[0][0])
+        raise MoleculeError(
+            "invalid_input",
+            f"The {what} of atom {k} lie beyond {MAX_COORDINATE_ANGSTROM:g} Å: coordinates are in Å",
+        )
+
+
+def check_no_coincident_atoms(coords_angstrom: Any) -> None:
+    """Raise ``invalid_structure`` when two atoms are closer than :data:`MIN_DISTANCE_ANGSTROM`."""
+    import numpy as np
+    from scipy.spatial import cKDTree
+
+    xyz = np.asarray(coords_angstrom, dtype=float).reshape(-1, 3)
+    if len(xyz) < 2:
+        return
+    pairs = cKDTree(xyz).query_pairs(MIN_DISTANCE_ANGSTROM, output_type="ndarray")
+    if len(pairs):
+        i, j = sorted(int(v) for v in pairs[0])
+        n_atoms = len(np.unique(pairs))
+        raise MoleculeError(
+            "invalid_structure",
+            f"Atoms {i} and {j} are {float(np.linalg.norm(xyz[i] - xyz[j])):.3f} Å apart ({n_atoms} atoms "
+            f"closer than {MIN_DISTANCE_ANGSTROM} Å to another): atoms at one point are not a structure",
+        )
+
+
+def check_known_elements(numbers: Sequence[int]) -> None:
+    """Raise ``unsupported_element`` for atomic numbers that are no element (below 1 or above 118)."""
+    bad = sorted({int(z) for z in numbers if not 1 <= int(z) <= MAX_Z})
+    if bad:
+        raise MoleculeError("unsupported_element", f"No element has atomic number {', '.join(map(str, bad))}")
+
+
+def check_structure(numbers: Sequence[int], coords_angstrom: Any, what: str = "coordinates") -> None:
+    """All three checks, cheapest first."""
+    check_known_elements(numbers)
+    check_coordinates(coords_angstrom, what)
+    check_no_coincident_atoms(coords_angstrom)
+
+
+def first_non_finite(values: dict[str, Any]) -> str | None:
+    """The name of the first entry of ``values`` (numbers or arrays) that is not finite, else None."""
+    import numpy as np
+
+    for name, value in values.items():
+        if value is not None and not np.isfinite(np.asarray(value, dtype=float)).all():
+            return name
+    return None

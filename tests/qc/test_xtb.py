@@ -141,3 +141,47 @@ def test_xtb_through_mcp_server_with_cache(mcp_server):
     assert second["provenance"]["cache"] == "hit"
     err = mcp_server.call_error("xtb_run", {"molecules": ["O"], "multiplicity": 2})
     assert err["code"] == "charge_multiplicity_mismatch"
+
+
+def _raw_energy(engine, numbers, positions_bohr, solvent=None, model=None):
+    """One single point straight through the engine's own Python interface."""
+    import numpy as np
+
+    pos = np.asarray(positions_bohr, dtype=float)
+    if engine == "tblite":
+        from tblite.interface import Calculator
+
+        calc = Calculator("GFN2-xTB", np.asarray(numbers), pos)
+        calc.set("verbosity", 0)
+        if solvent:
+            calc.add(f"{model}-solvation", solvent)
+        return float(calc.singlepoint().get("energy"))
+    from xtb.interface import Calculator, Param
+    from xtb.libxtb import VERBOSITY_MUTED
+    from xtb.utils import Solvent
+
+    calc = Calculator(Param.GFN2xTB, np.asarray(numbers), pos)
+    calc.set_verbosity(VERBOSITY_MUTED)
+    if solvent:
+        calc.set_solvent(Solvent[solvent])
+    return float(calc.singlepoint().get_energy())
+
+
+@pytest.mark.parametrize(
+    ("engine", "model", "solvent", "raw_solvent"),
+    [("tblite", "alpb", "water", "water"), ("xtb-python", "gbsa", "water", "h2o")],
+)
+def test_solvation_free_energy_is_solvent_minus_gas_at_one_geometry(ctx, engine, model, solvent, raw_solvent):
+    from scipy.constants import N_A, calorie, physical_constants
+
+    kcal_per_hartree = physical_constants["Hartree energy"][0] * N_A / (1000 * calorie)
+    xyz = ref.xyz_from_bohr(ref.ALA_XAC_NUMBERS, ref.ALA_XAC_BOHR)
+    item = _one(ctx, molecules=[xyz], engine=engine, solvent=solvent, solvent_model=model)
+    e_solv = _raw_energy(engine, ref.ALA_XAC_NUMBERS, ref.ALA_XAC_BOHR, raw_solvent, model)
+    e_gas = _raw_energy(engine, ref.ALA_XAC_NUMBERS, ref.ALA_XAC_BOHR)
+    expected = (e_solv - e_gas) * kcal_per_hartree
+    assert item["solvation_free_energy_kcal_mol"] == pytest.approx(expected, abs=1e-4)
+    assert item["solvation_model"] == f"{model.upper()}(water)"
+    assert expected < -1.0  # a polar dipeptide is stabilised by water: negative means favourable
+    gas = _one(ctx, molecules=[xyz], engine=engine)
+    assert "solvation_free_energy_kcal_mol" not in gas

@@ -17,6 +17,7 @@ from tools_server.core import settings
 from tools_server.core.cache import ResultCache, cache_key, input_hash
 from tools_server.core.errors import ERROR_CODES, ToolError
 from tools_server.core.execute import run_tool, validation_error
+from tools_server.core.finite import check_finite_arguments
 from tools_server.core.jobs import Job, JobManager
 from tools_server.core.limits import check_arguments
 from tools_server.core.registry import Registry, ToolSpec, load_registry
@@ -77,6 +78,7 @@ class Dispatcher:
             args = spec.input_model.model_validate(arguments)
         except ValidationError as exc:
             raise validation_error(exc) from None
+        check_finite_arguments(args)
         params = args.model_dump(mode="json")
         if spec.server_tool:
             started = time.perf_counter()

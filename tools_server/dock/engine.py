@@ -11,6 +11,8 @@ from typing import Any
 from tools_server.core.errors import ToolError
 
 WATER = {"HOH", "WAT", "DOD", "H2O"}
+#: Elements with an AutoDock Vina atom type (H C N O F P S Cl Br I, Si, B, Se and the metals Mg Ca Mn Fe Zn).
+VINA_ELEMENTS = frozenset({1, 5, 6, 7, 8, 9, 12, 14, 15, 16, 17, 20, 25, 26, 30, 34, 35, 53})
 
 
 @dataclass
@@ -39,6 +41,10 @@ class Box:
 
 def pdb_records(text: str) -> list[dict[str, Any]]:
     """ATOM/HETATM records as dicts (name, resname, chain, resseq, icode, element, xyz, hetatm)."""
+    import math
+
+    from tools_server.molecules import MAX_COORDINATE_ANGSTROM
+
     out = []
     for line in text.splitlines():
         if not line.startswith(("ATOM  ", "HETATM")):
@@ -47,6 +53,13 @@ def pdb_records(text: str) -> list[dict[str, Any]]:
             xyz = (float(line[30:38]), float(line[38:46]), float(line[46:54]))
         except ValueError:
             continue
+        if not all(math.isfinite(v) and abs(v) <= MAX_COORDINATE_ANGSTROM for v in xyz):
+            raise ToolError(
+                "invalid_input",
+                f"Atom {line[6:11].strip()} ({line[12:16].strip()}) of the receptor has a non-finite or "
+                "out-of-range coordinate",
+                hint="Fix the receptor's coordinates (finite numbers in Å) or fetch the entry again.",
+            )
         element = line[76:78].strip() or line[12:16].strip().lstrip("0123456789")[:1]
         out.append(
             {
@@ -219,7 +232,13 @@ def prepare_ligand(text: str, seed: int) -> tuple[Any, str]:
     from meeko import MoleculePreparation, PDBQTWriterLegacy
     from rdkit import Chem
 
-    from tools_server.molecules import MoleculeError, embed_3d, load_molecule, relax_force_field
+    from tools_server.molecules import (
+        MoleculeError,
+        check_geometry,
+        embed_3d,
+        load_molecule,
+        relax_force_field,
+    )
 
     try:
         mol = load_molecule(text)
@@ -227,6 +246,14 @@ def prepare_ligand(text: str, seed: int) -> tuple[Any, str]:
         raise ToolError(exc.code, exc.message) from None
     if mol.rdmol is None:
         raise ToolError("invalid_input", "The ligand needs bonds: give a SMILES, molblock or SDF, not XYZ.")
+    untyped = sorted({z for z in mol.numbers if z not in VINA_ELEMENTS})
+    if untyped:
+        names = ", ".join(Chem.GetPeriodicTable().GetElementSymbol(z) for z in untyped)
+        raise ToolError("unsupported_element", f"Vina has no atom type for {names} in the ligand.")
+    try:
+        check_geometry(mol)
+    except MoleculeError as exc:
+        raise ToolError(exc.code, exc.message) from None
     rdmol = Chem.Mol(mol.rdmol)
     if mol.source == "smiles" and seed != 0:
         embed_3d(rdmol, seed=seed)

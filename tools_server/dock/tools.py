@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,10 @@ class DockInput(BaseModel):
             raise ValueError("give exactly one box: box_ligand, box_residues, or center with size")
         if (self.center is None) != (self.size is None):
             raise ValueError("center and size go together")
+        if self.center is not None and not all(math.isfinite(v) and abs(v) <= 1e5 for v in self.center):
+            raise ValueError("center must be finite coordinates in Å (|x| <= 1e5)")
+        if self.size is not None and not all(math.isfinite(v) for v in self.size):
+            raise ValueError("box edges must be finite numbers (Å)")
         if self.size is not None and (min(self.size) <= 0 or max(self.size) > 126):
             raise ValueError("box edges must lie in (0, 126] Å")
         return self

@@ -39,6 +39,16 @@ class BuiltSystem:
     description: dict[str, Any]
 
 
+def _openmm_knows(symbol: str) -> bool:
+    from openmm.app.element import Element
+
+    try:
+        Element.getBySymbol(symbol)
+    except KeyError:
+        return False
+    return True
+
+
 def parse_components(specs: list[tuple[str, int]], seed: int) -> list[Component]:
     from rdkit import Chem
     from rdkit.Chem import AllChem
@@ -53,6 +63,12 @@ def parse_components(specs: list[tuple[str, int]], seed: int) -> list[Component]
                 "invalid_input",
                 f"Component {index} ({smiles}) has several fragments; give each ion or molecule as its own "
                 "component with its own count.",
+            )
+        unknown = sorted({a.GetSymbol() for a in mol.GetAtoms() if not _openmm_knows(a.GetSymbol())})
+        if unknown:
+            raise ToolError(
+                "unsupported_element",
+                f"Component {index} ({smiles}) holds {', '.join(unknown)}, which OpenMM has no element for.",
             )
         mol = Chem.AddHs(mol)
         if AllChem.EmbedMolecule(mol, randomSeed=seed) != 0:

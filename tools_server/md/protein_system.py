@@ -34,6 +34,33 @@ def load_fixer(pdb_path: str | None, pdb_text: str | None) -> Any:
         raise ToolError("invalid_input", f"Could not read the structure: {exc}") from exc
 
 
+def check_input_structure(fixer: Any) -> None:
+    """Before PDBFixer builds anything: finite coordinates, no atoms at one point, and a protein at all
+    (a file of HETATM waters or a ligand alone would leave OpenMM a system with no particles)."""
+    import numpy as np
+    from openmm import unit
+
+    from tools_server.molecules import MoleculeError, check_coordinates, check_no_coincident_atoms
+
+    xyz = np.asarray(
+        [[v.x, v.y, v.z] for v in fixer.positions.value_in_unit(unit.angstrom)], dtype=float
+    ).reshape(-1, 3)
+    try:
+        check_coordinates(xyz, "coordinates of the structure")
+        check_no_coincident_atoms(xyz)
+    except MoleculeError as exc:
+        raise ToolError(exc.code, exc.message) from None
+    residues = [r.name for r in fixer.topology.residues()]
+    if not any(name in _STANDARD for name in residues):
+        found = ", ".join(sorted(set(residues))[:5]) or "no residues"
+        raise ToolError(
+            "no_protein",
+            f"The structure holds no amino-acid residue ({found}); md_run's protein path needs a protein.",
+            hint="Give a PDB or mmCIF file with the protein's ATOM records (e.g. from pdb_lookup); to "
+            "simulate a ligand or a solvent on its own, pass components=[{smiles, count}] instead.",
+        )
+
+
 def repair(fixer: Any, ph: float) -> dict[str, Any]:
     """Standard residues, no heterogens, missing heavy atoms and internal loops built, hydrogens at ``ph``.
 
@@ -87,6 +114,7 @@ def build_protein(
     from openmm import app, unit
 
     fixer = load_fixer(pdb_path, pdb_text)
+    check_input_structure(fixer)
     report = repair(fixer, ph)
     if fixer.topology.getNumAtoms() == 0:
         raise ToolError("invalid_input", "The structure has no protein atoms after removing heterogens.")

@@ -145,6 +145,8 @@ def check_model_species(engine: str, calc: Any, numbers: list[int]) -> None:
     from tools_server.molecules import element_symbol as _symbol
 
     species = getattr(calc, "implemented_species", None)
+    if species is None:  # SevenNet: the atomic numbers of its type map
+        species = list(getattr(calc, "type_map", None) or {}) or None
     if species is None:
         return
     allowed = {int(z) for z in species}
@@ -215,6 +217,24 @@ def _calculator_cached(engine: str, name: str, path: str, mtime: float, device: 
 
         return SevenNetCalculator(model=path or "7net-0", device=device)
     raise ToolError("invalid_input", f"Unknown MLIP engine {engine!r}.")
+
+
+def make_calculator(
+    mol: Any, engine: str = "aimnet2", model: str | None = None, device: str = "cpu", **_: Any
+) -> Any:
+    """The :class:`~tools_server.qc.calculator.Calculator` of an ML potential for ``mol``, after the
+    element, charge and structure checks ``mlip_run`` makes."""
+    from tools_server.molecules import check_geometry
+    from tools_server.qc.calculator import AseCalculator
+
+    check_engine(engine)
+    name = model or DEFAULT_MODEL[engine]
+    check_name(name)
+    check_molecule(engine, mol.numbers, mol.charge, mol.multiplicity)
+    check_geometry(mol)
+    calc = load_calculator(engine, name, device, charge=mol.charge)
+    check_model_species(engine, calc, mol.numbers)
+    return AseCalculator(calc, mol.numbers, name=f"{INFO[engine].label} ({name})")
 
 
 def engine_version(engine: str) -> str | None:

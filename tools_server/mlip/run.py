@@ -31,10 +31,21 @@ def _forces_summary(forces: Any, inline: bool) -> dict[str, Any]:
     return out
 
 
+def check_finite(energy_ev: float, forces: Any, what: str) -> None:
+    """Raise ``engine_error`` when a model returns NaN or infinity (SevenNet does for some inputs)."""
+    from tools_server.core.errors import ToolError
+    from tools_server.molecules import first_non_finite
+
+    bad = first_non_finite({"energy": energy_ev, "forces": forces})
+    if bad is not None:
+        raise ToolError("engine_error", f"the model returned a non-finite {bad} ({what})")
+
+
 def energy(atoms: Any, calc: Any, inline_forces: bool) -> dict[str, Any]:
     atoms.calc = calc
     e = float(atoms.get_potential_energy())
     forces = atoms.get_forces()
+    check_finite(e, forces, "single point")
     return {
         "energy_ev": round(e, 6),
         "energy_hartree": round(e / EV_PER_HARTREE, 8),
@@ -45,18 +56,33 @@ def energy(atoms: Any, calc: Any, inline_forces: bool) -> dict[str, Any]:
 def optimize(
     atoms: Any, calc: Any, fmax: float, max_steps: int, progress: Callable[[int], None] | None = None
 ) -> dict[str, Any]:
-    from ase.optimize import BFGS
+    """BFGS to ``fmax`` eV/Å through the shared pipeline (:func:`tools_server.qc.pipeline.optimize`);
+    ``atoms`` end at the optimised geometry."""
+    from tools_server.core.errors import ToolError
+    from tools_server.qc import pipeline
+    from tools_server.qc.calculator import AseCalculator, CalculatorError
 
+    numbers = list(atoms.get_atomic_numbers())
+    try:
+        opt = pipeline.optimize(
+            AseCalculator(calc, numbers),
+            numbers,
+            atoms.get_positions(),
+            optimizer="bfgs",
+            fmax_ev_a=fmax,
+            max_steps=max_steps,
+            step_callback=(lambda k, e: progress(k)) if progress is not None else None,
+        )
+    except CalculatorError as exc:
+        raise ToolError(exc.code, exc.message) from None
+    atoms.positions = opt.coords_angstrom
     atoms.calc = calc
-    opt = BFGS(atoms, logfile=None, maxstep=0.2)
-    if progress is not None:
-        opt.attach(lambda: progress(opt.nsteps), interval=5)
-    converged = bool(opt.run(fmax=fmax, steps=max_steps))
     e = float(atoms.get_potential_energy())
+    check_finite(e, atoms.get_forces(), f"after {opt.n_steps} optimisation steps")
     return {
         "energy_ev": round(e, 6),
         "energy_hartree": round(e / EV_PER_HARTREE, 8),
-        "optimization": {"converged": converged, "n_steps": int(opt.nsteps), "fmax_ev_a": fmax},
+        "optimization": {"converged": opt.converged, "n_steps": opt.n_steps, "fmax_ev_a": fmax},
         **_forces_summary(atoms.get_forces(), False),
     }
 
@@ -120,6 +146,7 @@ def langevin(
     dyn.run(steps)
     temps = np.asarray([s["temperature_k"] for s in series[len(series) // 2 :]], dtype=float)
     epots = np.asarray([s["epot_ev"] for s in series], dtype=float)
+    check_finite(float(epots.sum()) + float(temps.sum()), atoms.get_forces(), f"during {steps} MD steps")
     return {
         "md": {
             "steps": steps,

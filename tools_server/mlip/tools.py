@@ -89,6 +89,15 @@ def _load(text: str, charge: int | None) -> Any:
         raise ToolError(exc.code, exc.message) from None
 
 
+def _check_structure(numbers: list[int], coords: Any, what: str) -> None:
+    from tools_server.molecules import MoleculeError, check_structure
+
+    try:
+        check_structure(numbers, coords, what)
+    except MoleculeError as exc:
+        raise ToolError(exc.code, exc.message) from None
+
+
 def _device(ctx: ToolContext) -> str:
     if not ctx.gpu_available:
         return "cpu"
@@ -168,6 +177,7 @@ def mlip_run(args: MlipInput, ctx: ToolContext) -> dict:
         try:
             mol = _load(text, args.charge)
             models.check_molecule(args.engine, mol.numbers, mol.charge, mol.multiplicity)
+            _check_structure(mol.numbers, mol.coords_angstrom, "coordinates")
             if calc is None or args.engine == "aimnet2":
                 calc = models.load_calculator(args.engine, name, device, charge=mol.charge)
             models.check_model_species(args.engine, calc, mol.numbers)
@@ -271,7 +281,6 @@ def _conformers_key(args: MlipConformersInput) -> dict[str, Any]:
 def _conformer_set(args: MlipConformersInput) -> tuple[Any, list[Any], str]:
     """An RDKit Mol with explicit H and its conformers, and where they came from."""
     from rdkit import Chem
-    from rdkit.Chem import AllChem
 
     path = Path(args.molecule).expanduser()
     if path.suffix.lower() == ".sdf" and path.is_file():
@@ -293,11 +302,10 @@ def _conformer_set(args: MlipConformersInput) -> tuple[Any, list[Any], str]:
         rdmol, _ = parse_rdkit(args.molecule)
     except MoleculeError as exc:
         raise ToolError(exc.code, exc.message) from None
+    from tools_server.qc.pipeline import embed_conformers
+
     mol = Chem.AddHs(rdmol)
-    params = AllChem.ETKDGv3()
-    params.randomSeed = args.seed
-    params.pruneRmsThresh = 0.3
-    ids = list(AllChem.EmbedMultipleConfs(mol, numConfs=args.n_conformers, params=params))
+    ids = embed_conformers(mol, args.n_conformers, args.seed, prune_rms=0.3, relax=False)
     if not ids:
         raise ToolError("invalid_input", "RDKit could not embed any conformer (ETKDG failed).")
     return mol, list(mol.GetConformers()), f"{len(ids)} RDKit ETKDG conformers (seed {args.seed})"
@@ -322,16 +330,17 @@ def mlip_conformers(args: MlipConformersInput, ctx: ToolContext) -> dict:
     SDF artifact with the optimised conformers in that order (relative energy in each record). Relative
     energies are electronic energies at 0 K of optimised structures (no zero-point, thermal or entropy
     terms, gas phase); differences below ~0.5 kcal/mol are within the models' error."""
-    import math
-
     from rdkit import Chem
     from rdkit.Geometry import Point3D
 
     from tools_server.mlip import run
+    from tools_server.qc import pipeline
 
     models, name, device = _prepare(args, ctx)
     mol, conformers, source = _conformer_set(args)
     numbers = [a.GetAtomicNum() for a in mol.GetAtoms()]
+    for k, conf in enumerate(conformers):
+        _check_structure(numbers, conf.GetPositions(), f"coordinates of conformer {k}")
     charge = args.charge if args.charge is not None else Chem.GetFormalCharge(mol)
     n_radical = sum(a.GetNumRadicalElectrons() for a in mol.GetAtoms())
     models.check_molecule(args.engine, numbers, charge, n_radical + 1)
@@ -347,33 +356,28 @@ def mlip_conformers(args: MlipConformersInput, ctx: ToolContext) -> dict:
             conf.SetAtomPosition(k, Point3D(*(float(x) for x in pos[k])))
         rows.append({"input_index": i, "conf_id": conf.GetId(), **res})
         ctx.progress((i + 1) / n, f"conformer {i + 1}/{n}")
-    rows.sort(key=lambda r: r["energy_ev"])
-    e0 = rows[0]["energy_ev"]
-    kt = 0.0019872043 * args.temperature_k  # kcal/mol
-    weights = [math.exp(-(r["energy_ev"] - e0) * run.KCAL_PER_EV / kt) for r in rows]
-    z = sum(weights)
+    ranked = pipeline.rank_conformers(
+        rows, [r["energy_ev"] / run.EV_PER_HARTREE for r in rows], args.temperature_k
+    )
+    e0 = ranked[0].item["energy_ev"]
     out_rows = []
-    sdf_path = ctx.artifact("conformers_ranked.sdf")
-    writer = Chem.SDWriter(str(sdf_path))
-    for rank, (r, w) in enumerate(zip(rows, weights, strict=True), start=1):
-        rel = (r["energy_ev"] - e0) * run.KCAL_PER_EV
+    records = []
+    for c in ranked:
+        r, rel = c.item, c.relative_energy_kcal_mol
         out_rows.append(
             {
-                "rank": rank,
+                "rank": c.rank + 1,
                 "input_index": r["input_index"],
                 "relative_energy_kcal_mol": round(rel, 3),
                 "energy_ev": r["energy_ev"],
-                "boltzmann_weight": round(w / z, 4),
+                "boltzmann_weight": round(c.boltzmann_weight, 4),
                 "converged": r["optimization"]["converged"],
                 "n_steps": r["optimization"]["n_steps"],
             }
         )
-        one = Chem.Mol(mol, confId=r["conf_id"])
-        one.SetProp("_Name", f"rank {rank}")
-        one.SetProp("relative_energy_kcal_mol", f"{rel:.3f}")
-        one.SetProp("energy_ev", f"{r['energy_ev']:.6f}")
-        writer.write(one)
-    writer.close()
+        props = {"relative_energy_kcal_mol": f"{rel:.3f}", "energy_ev": f"{r['energy_ev']:.6f}"}
+        records.append((Chem.MolToMolBlock(mol, confId=r["conf_id"]), f"rank {c.rank + 1}", props))
+    sdf_path = pipeline.write_conformer_sdf(ctx.artifact("conformers_ranked.sdf"), records)
     not_conv = sum(1 for r in out_rows if not r["converged"])
     if not_conv:
         ctx.warn(f"{not_conv} of {n} conformers did not reach fmax {args.fmax_ev_a} eV/Å")

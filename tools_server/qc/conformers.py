@@ -1,4 +1,5 @@
-"""xTB conformer search: ETKDG conformers, xTB optimisation, duplicate removal, Boltzmann weights."""
+"""xTB conformer search: ETKDG conformers, xTB optimisation in a process pool, duplicate removal, then
+the ranking and SDF of :mod:`tools_server.qc.pipeline`."""
 
 from __future__ import annotations
 
@@ -32,16 +33,6 @@ def optimise_conformer(
         return {"ok": False, "error": _error("engine_crashed", f"{type(exc).__name__}: {exc}")}
 
 
-def boltzmann_weights(energies_hartree: list[float], temperature_k: float) -> list[float]:
-    import numpy as np
-    from scipy.constants import k, physical_constants
-
-    kt = k * temperature_k / physical_constants["Hartree energy"][0]
-    e = np.asarray(energies_hartree, dtype=float)
-    w = np.exp(-(e - e.min()) / kt)
-    return list(w / w.sum())
-
-
 def heavy_atom_rmsd(block_a: str, block_b: str) -> float:
     """Symmetry-aware heavy-atom RMSD (Å) after optimal alignment."""
     from rdkit import Chem
@@ -71,13 +62,12 @@ def search(
     progress: Any = None,
 ) -> dict[str, Any]:
     from rdkit import Chem
-    from scipy.constants import N_A, calorie, physical_constants
 
-    from tools_server.chem.tools import embed_conformers
     from tools_server.core.fanout import map_items
-    from tools_server.molecules import load_molecule, relax_force_field
+    from tools_server.molecules import load_molecule
+    from tools_server.qc import pipeline
 
-    kcal_per_hartree = physical_constants["Hartree energy"][0] * N_A / (1000 * calorie)
+    kcal_per_hartree = pipeline.kcal_mol_per_hartree()
     base = load_molecule(text, charge=charge, multiplicity=multiplicity)
     if base.rdmol is None:
         raise MoleculeError(
@@ -85,13 +75,10 @@ def search(
         )
     rd = Chem.Mol(base.rdmol)
     rd.RemoveAllConformers()
-    ids = embed_conformers(rd, n_conformers, seed, 0.1, 1)
+    ids = pipeline.embed_conformers(rd, n_conformers, seed, prune_rms=0.1, relax=True)
     if not ids:
         raise MoleculeError("invalid_input", "ETKDG could not embed any conformer")
-    blocks = []
-    for cid in ids:
-        relax_force_field(rd, "MMFF", conf_id=cid)
-        blocks.append(Chem.MolToMolBlock(rd, confId=cid))
+    blocks = [Chem.MolToMolBlock(rd, confId=cid) for cid in ids]
     jobs = [
         (b, settings, base.charge, base.multiplicity, max_steps, str(out_dir), f"{stem}_c{k}")
         for k, b in enumerate(blocks)
@@ -127,33 +114,38 @@ def search(
             n_duplicates += 1
             continue
         unique.append((r, block))
-    weights = boltzmann_weights([u["energy_hartree"] for u, _ in unique], temperature_k)
-    sdf_path = out_dir / f"{stem}_conformers.sdf"
-    with open(sdf_path, "w") as fh:
-        for rank, ((u, block), w) in enumerate(zip(unique, weights, strict=True)):
-            lines = block.rstrip("\n").split("\n")
-            lines[0] = f"{base.smiles or stem} conformer {rank}"
-            fh.write("\n".join(lines) + "\n")
-            fh.write(
-                f">  <energy_hartree>\n{u['energy_hartree']:.10f}\n\n>  <boltzmann_weight>\n{w:.6f}\n\n$$$$\n"
+    ranked = pipeline.rank_conformers(unique, [u["energy_hartree"] for u, _ in unique], temperature_k)
+    sdf_path = pipeline.write_conformer_sdf(
+        out_dir / f"{stem}_conformers.sdf",
+        [
+            (
+                c.item[1],
+                f"{base.smiles or stem} conformer {c.rank}",
+                {
+                    "energy_hartree": f"{c.energy_hartree:.10f}",
+                    "boltzmann_weight": f"{c.boltzmann_weight:.6f}",
+                },
             )
+            for c in ranked
+        ],
+    )
     for r in results:  # per-conformer files are folded into the one SDF
         for key in ("geometry_xyz", "geometry_sdf"):
             if r.get(key):
                 Path(r[key]).unlink(missing_ok=True)
     conformers = [
         {
-            "rank": rank,
-            "energy_hartree": u["energy_hartree"],
-            "relative_energy_kcal_mol": round((u["energy_hartree"] - e_min) * kcal_per_hartree, 4),
-            "boltzmann_weight": round(w, 6),
-            "converged": u["optimization"]["converged"],
-            "gap_ev": u["gap_ev"],
-            "dipole_debye": u["dipole_debye"],
+            "rank": c.rank,
+            "energy_hartree": c.energy_hartree,
+            "relative_energy_kcal_mol": round((c.energy_hartree - e_min) * kcal_per_hartree, 4),
+            "boltzmann_weight": round(c.boltzmann_weight, 6),
+            "converged": c.item[0]["optimization"]["converged"],
+            "gap_ev": c.item[0]["gap_ev"],
+            "dipole_debye": c.item[0]["dipole_debye"],
         }
-        for rank, ((u, _), w) in enumerate(zip(unique, weights, strict=True))
+        for c in ranked
     ]
-    avg = sum(w * u["energy_hartree"] for (u, _), w in zip(unique, weights, strict=True))
+    avg = sum(c.boltzmann_weight * c.energy_hartree for c in ranked)
     return {
         "smiles": base.smiles,
         "formula": base.formula(),

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tools_server.core.domain import Engine
 from tools_server.core.errors import ToolError
 from tools_server.molecules import Molecule, load_molecule
+from tools_server.qc.calculator import Calculator
 
 #: Measured here: B3LYP/def2-SVP with density fitting on 2 cores, benzene (114 basis functions) 5 s, caffeine
 #: (246) 34 s: time ~ N^2.5. Without density fitting caffeine took 94 s (x2.8).
@@ -331,30 +333,56 @@ def _to_numpy(x: Any) -> Any:
     return x.get() if hasattr(x, "get") and not isinstance(x, (list, dict)) else x
 
 
-def hessian_matrix(mf: Any, warn: Any) -> tuple[Any, str]:
-    """3N x 3N Hessian (Hartree/Bohr²): analytic when PySCF has it for this setup, else finite differences."""
-    import numpy as np
+class PyscfCalculator(Calculator):
+    """DFT or HF from a converged PySCF (or gpu4pyscf) SCF object: energies and analytic gradients at any
+    geometry through PySCF's gradient scanner; PySCF's analytic Hessian where it has one for the setup."""
 
-    n = mf.mol.natm
-    try:
-        h = np.asarray(_to_numpy(mf.Hessian().kernel()))
-        return h.transpose(0, 2, 1, 3).reshape(3 * n, 3 * n), "analytic Hessian"
-    except (NotImplementedError, AttributeError, TypeError) as exc:
-        warn(
-            f"no analytic Hessian for this setup ({type(exc).__name__}); used finite differences of gradients"
-        )
-    from tools_server.qc import thermo
+    def __init__(self, mf: Any, warn: Callable[[str], None], name: str = "DFT") -> None:
+        self.mf = mf
+        self.warn = warn
+        self.name = name
+        self._scanner: Any = None
 
-    scanner = mf.nuc_grad_method().as_scanner()
-    mol0 = mf.mol
+    def calculate(self, coords_bohr: Any) -> tuple[float, Any]:
+        import numpy as np
 
-    def gradient(x_bohr: Any) -> Any:
-        _, g = scanner(mol0.set_geom_(x_bohr, unit="Bohr", inplace=False))
-        return np.asarray(_to_numpy(g))
+        if self._scanner is None:
+            self._scanner = self.mf.nuc_grad_method().as_scanner()
+        e, g = self._scanner(self.mf.mol.set_geom_(np.asarray(coords_bohr), unit="Bohr", inplace=False))
+        return float(e), np.asarray(_to_numpy(g))
 
-    return thermo.finite_difference_hessian(
-        gradient, mol0.atom_coords(unit="Bohr")
-    ), "finite differences of analytic gradients"
+    def hessian(self, coords_bohr: Any, progress: Callable[[float], None] | None = None) -> tuple[Any, str]:
+        """Analytic at the SCF's own geometry (``coords_bohr`` must be it), else differences of gradients."""
+        import numpy as np
+
+        n = self.mf.mol.natm
+        if np.allclose(coords_bohr, self.mf.mol.atom_coords(unit="Bohr"), atol=1e-8):
+            try:
+                h = np.asarray(_to_numpy(self.mf.Hessian().kernel()))
+                return h.transpose(0, 2, 1, 3).reshape(3 * n, 3 * n), "analytic Hessian"
+            except (NotImplementedError, AttributeError, TypeError) as exc:
+                self.warn(
+                    f"no analytic Hessian for this setup ({type(exc).__name__}); used finite differences of "
+                    "gradients"
+                )
+        return super().hessian(coords_bohr, progress)
+
+
+def make_calculator(mol: Molecule, engine: str = "dft", **options: Any) -> PyscfCalculator:
+    """A converged DFT :class:`~tools_server.qc.calculator.Calculator` for ``mol`` on the CPU; ``options``
+    are ``dft_run`` arguments (functional, basis, dispersion, solvent ...)."""
+    from tools_server.molecules import check_elements, check_geometry
+    from tools_server.qc.tools import DftInput
+
+    args = DftInput(molecule="C", **options)  # the defaults and checks of dft_run
+    check_elements(mol.numbers, max_z=118, method="DFT")
+    _check_functional(args.functional)
+    check_geometry(mol)
+    mf = build_scf(build_mole(mol, args.basis), args, "cpu")
+    report = run_scf(mf, lambda message: None)
+    if not report["converged"]:
+        raise ToolError("not_converged", f"SCF did not converge ({report['strategy']})")
+    return PyscfCalculator(mf, lambda message: None, name=f"{args.functional}/{args.basis}")
 
 
 def _engine_version(device: str) -> str | None:
@@ -366,12 +394,14 @@ def _engine_version(device: str) -> str | None:
 def run(args: Any, ctx: Any) -> dict[str, Any]:
     import numpy as np
 
-    from tools_server.molecules import check_elements
+    from tools_server.molecules import check_elements, check_geometry
     from tools_server.qc.device import choose_device
 
     mol = load_molecule(args.molecule, charge=args.charge, multiplicity=args.multiplicity)
     check_elements(mol.numbers, max_z=118, method="DFT")
     _check_functional(args.functional)
+    _basis_check(mol.symbols, args.basis)  # an element the basis lacks is named before the geometry
+    check_geometry(mol)
     from pyscf import lib
 
     lib.num_threads(max(1, ctx.threads))
@@ -444,33 +474,21 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
         )
     coords = np.asarray(mol.coords_angstrom)
     if args.task in ("optimize", "frequencies"):
-        from tools_server.qc.optimizer import optimize
-
-        scanner = mf.nuc_grad_method().as_scanner()
-        base_mol = mf.mol
-
-        def energy_gradient(x_bohr: Any) -> tuple[float, Any]:
-            e, g = scanner(base_mol.set_geom_(np.asarray(x_bohr), unit="Bohr", inplace=False))
-            return float(e), np.asarray(_to_numpy(g))
+        from tools_server.qc import pipeline
 
         def step(k: int, e: float) -> None:
             ctx.progress(min(0.8, 0.05 + 0.75 * k / args.max_steps), f"optimisation step {k}, E = {e:.8f} Eh")
 
-        opt = optimize(
-            mol.symbols,
+        opt = pipeline.optimize(
+            PyscfCalculator(mf, ctx.warn, name=f"{result['method']}/{args.basis}"),
+            mol.numbers,
             coords,
-            energy_gradient,
             max_steps=args.max_steps,
             tight=args.task == "frequencies",
             step_callback=step,
         )
         coords = opt.coords_angstrom
-        result["optimization"] = {
-            "converged": opt.converged,
-            "n_steps": opt.n_steps,
-            "energy_change_hartree": opt.energy_hartree - opt.energies_hartree[0],
-            "max_gradient_hartree_bohr": opt.max_gradient_hartree_bohr,
-        }
+        result["optimization"] = pipeline.optimization_report(opt)
         if not opt.converged:
             ctx.warn(
                 f"geometry optimisation not converged in {args.max_steps} steps; lowest-energy geometry "
@@ -495,28 +513,28 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
         if any(s["converged"] is False for s in result["excitations"]["states"]):
             ctx.warn("some TDDFT roots did not converge")
     if args.task == "frequencies":
-        from tools_server.qc import thermo
+        from tools_server.qc import pipeline
 
         ctx.progress(0.85, "Hessian")
-        hess, how = hessian_matrix(mf, ctx.warn)
-        vib, freqs, th = thermo.frequencies_and_thermo(
-            hess,
-            float(mf.e_tot),
+        freq = pipeline.frequencies(
+            PyscfCalculator(mf, ctx.warn, name=f"{result['method']}/{args.basis}"),
+            mol,
             coords,
-            mol.numbers,
-            mol.multiplicity,
+            float(mf.e_tot),
             temperature_k=args.temperature_k,
             pressure_pa=args.pressure_pa,
         )
         result["frequencies"] = {
-            "n_imaginary": vib.n_imaginary,
-            "wavenumbers_cm1": freqs,
-            "method": how,
+            "n_imaginary": freq.n_imaginary,
+            "wavenumbers_cm1": freq.wavenumbers_cm1,
+            "method": freq.hessian_method,
             "scaling": "unscaled harmonic",
         }
-        result["thermo"] = th
-        if vib.n_imaginary:
-            ctx.warn(f"{vib.n_imaginary} imaginary mode(s) (lowest {freqs[0]} cm-1): not a minimum")
+        result["thermo"] = freq.thermo
+        if freq.n_imaginary:
+            ctx.warn(
+                f"{freq.n_imaginary} imaginary mode(s) (lowest {freq.wavenumbers_cm1[0]} cm-1): not a minimum"
+            )
     if model is not None:  # the estimate against what this run took, in provenance; calibrates the next
         ctx.engine["cost"] = model.record(law_s, estimate_s, time.perf_counter() - started)
     return result

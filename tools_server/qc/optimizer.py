@@ -1,6 +1,7 @@
 """Geometry optimisation with geomeTRIC (TRIC internal coordinates) for any energy-and-gradient function.
 
-xTB and DFT share this one optimiser, so their convergence criteria and reports match. Units: the
+Every calculator reaches it through :func:`tools_server.qc.pipeline.optimize`, so xTB, DFT and the ML
+potentials share convergence criteria and reports. Units: the
 callable receives coordinates in Bohr and returns (energy in Hartree, gradient in Hartree/Bohr).
 """
 

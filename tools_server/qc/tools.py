@@ -127,7 +127,9 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> dict:
     """Semi-empirical GFN2-xTB (or GFN1) for 1 to 10,000 molecules; batches run in parallel on the job's CPU
     slots. Tasks: `energy`, `optimize` (geomeTRIC), `frequencies` (harmonic, Hessian by finite differences
     of analytic gradients; ZPE, enthalpy H, entropy S, Gibbs G at temperature_k). Implicit solvent by name
-    (ALPB default, GBSA optional). Per molecule: energy_hartree, homo_ev, lumo_ev, gap_ev, dipole_debye,
+    (ALPB default, GBSA optional); with a solvent each molecule also gets solvation_free_energy_kcal_mol
+    (energy in solvent minus gas phase at the same geometry; negative = favourable) and solvation_model.
+    Per molecule: energy_hartree, homo_ev, lumo_ev, gap_ev, dipole_debye,
     partial_charges_e (inline for small batches), optimization {converged, n_steps}, geometry_xyz /
     geometry_sdf artifacts, frequencies {n_imaginary, wavenumbers_cm1}, thermo {zpe_hartree,
     enthalpy_hartree, gibbs_free_energy_hartree, entropy_cal_mol_k}, warnings. Errors per item (ok=false,

@@ -19,7 +19,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from tools_server.molecules import Molecule, MoleculeError, check_elements, load_molecule
+from tools_server.molecules import (
+    Molecule,
+    MoleculeError,
+    check_elements,
+    check_geometry,
+    load_molecule,
+)
+from tools_server.qc.calculator import Calculator, CalculatorError
 
 log = logging.getLogger(__name__)
 MAX_Z = 86  # GFN1/GFN2 are parametrised for H-Rn
@@ -106,16 +113,8 @@ _ALIASES = {
 }
 
 
-class XtbError(Exception):
-    """An engine failure with a stable code (``not_converged``, ``invalid_input`` ...)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (XtbError, (self.code, self.message))
+class XtbError(CalculatorError):
+    """An xTB failure with a stable code (``not_converged``, ``invalid_input`` ...)."""
 
 
 @dataclass(frozen=True)
@@ -186,10 +185,12 @@ def _k_hartree() -> float:
     return k / physical_constants["Hartree energy"][0]
 
 
-class XtbCalculator:
-    """One molecule, fixed atoms and charge; ``compute(coords_bohr)`` runs a single point."""
+class XtbCalculator(Calculator):
+    """One molecule, fixed atoms and charge; ``compute(coords_bohr)`` runs a single point with every
+    property, :meth:`calculate` the energy and gradient of the calculator interface."""
 
     def __init__(self, settings: XtbSettings, mol: Molecule) -> None:
+        self.name = settings.method + (f" {settings.solvent_label()}" if settings.solvent else "")
         self.settings = settings
         self.numbers = list(mol.numbers)
         self.charge = mol.charge
@@ -229,6 +230,10 @@ class XtbCalculator:
                 calc.add(f"{s.solvent_model}-solvation", s.solvent)
         self._calc = calc
         self._res = None
+
+    def calculate(self, coords_bohr: Any) -> tuple[float, Any]:
+        sp = self.compute(coords_bohr)
+        return sp.energy_hartree, sp.gradient
 
     def compute(self, coords_bohr: Any) -> SinglePoint:
         import numpy as np
@@ -315,10 +320,33 @@ def dipole_debye(dipole_au: Any) -> tuple[float, list[float]]:
     return round(float(np.linalg.norm(vec)), 4), [round(float(v), 4) for v in vec]
 
 
-def bohr_per_angstrom() -> float:
-    from scipy.constants import physical_constants
+def solvation_free_energy(
+    settings: XtbSettings, mol: Molecule, coords_bohr: Any, energy_in_solvent_hartree: float
+) -> dict[str, Any]:
+    """The implicit-solvent free energy of solvation at fixed geometry: the energy in solvent minus a
+    gas-phase single point at the same coordinates, in kcal/mol (negative: the solvent stabilises)."""
+    from dataclasses import replace
 
-    return 1e-10 / physical_constants["Bohr radius"][0]
+    from tools_server.qc.pipeline import kcal_mol_per_hartree
+
+    gas = XtbCalculator(replace(settings, solvent=None), mol).compute(coords_bohr)
+    return {
+        "solvation_free_energy_kcal_mol": round(
+            (energy_in_solvent_hartree - gas.energy_hartree) * kcal_mol_per_hartree(), 6
+        ),
+        "solvation_model": settings.solvent_label(),
+        "gas_phase_energy_hartree": float(gas.energy_hartree),
+    }
+
+
+def make_calculator(mol: Molecule, engine: str = "xtb", **options: Any) -> XtbCalculator:
+    """The xTB :class:`~tools_server.qc.calculator.Calculator` for ``mol``; ``options`` are
+    :class:`XtbSettings` fields (``method``, ``engine`` as ``xtb_engine``, ``solvent`` ...)."""
+    if "xtb_engine" in options:
+        options["engine"] = options.pop("xtb_engine")
+    check_elements(mol.numbers, max_z=MAX_Z, method="GFN-xTB")
+    check_geometry(mol)
+    return XtbCalculator(normalise_solvent(XtbSettings(**options)), mol)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -341,6 +369,7 @@ class TaskOptions:
 def prepare(text: str, charge: int | None, multiplicity: int | None) -> Molecule:
     mol = load_molecule(text, charge=charge, multiplicity=multiplicity)
     check_elements(mol.numbers, max_z=MAX_Z, method="GFN-xTB")
+    check_geometry(mol)
     return mol
 
 
@@ -387,8 +416,8 @@ def compute_molecule(
     """One molecule, one task. ``progress(fraction, message)`` is called during long steps when given."""
     import numpy as np
 
-    from tools_server.qc import thermo
-    from tools_server.qc.optimizer import optimize
+    from tools_server.molecules import first_non_finite
+    from tools_server.qc import pipeline
 
     if options.task == "frequencies" and mol.n_atoms > MAX_FREQUENCY_ATOMS:
         raise XtbError(
@@ -397,7 +426,7 @@ def compute_molecule(
             "frequencies "
             f"are limited to {MAX_FREQUENCY_ATOMS} atoms",
         )
-    b = bohr_per_angstrom()
+    b = pipeline.bohr_per_angstrom()
     calc = XtbCalculator(settings, mol)
     warnings: list[str] = list(mol.notes)
     out: dict[str, Any] = {
@@ -412,15 +441,10 @@ def compute_molecule(
         options.task == "frequencies" and options.optimize_before_frequencies
     )
     if do_opt:
-
-        def energy_gradient(xyz_bohr: Any) -> tuple[float, Any]:
-            sp = calc.compute(xyz_bohr)
-            return sp.energy_hartree, sp.gradient
-
-        opt = optimize(
-            mol.symbols,
+        opt = pipeline.optimize(
+            calc,
+            mol.numbers,
             coords,
-            energy_gradient,
             max_steps=options.max_steps,
             tight=options.task == "frequencies",
             step_callback=(
@@ -434,23 +458,23 @@ def compute_molecule(
             ),
         )
         coords = opt.coords_angstrom
-        out["optimization"] = {
-            "converged": opt.converged,
-            "n_steps": opt.n_steps,
-            "energy_change_hartree": opt.energy_hartree - opt.energies_hartree[0],
-            "max_gradient_hartree_bohr": round(opt.max_gradient_hartree_bohr, 7),
-        }
+        out["optimization"] = pipeline.optimization_report(opt)
         if not opt.converged:
             warnings.append(
                 f"geometry optimisation not converged in {options.max_steps} steps; lowest-energy "
                 "geometry returned"
             )
     sp = calc.compute(coords * b)
+    bad = first_non_finite({"energy": sp.energy_hartree, "gradient": sp.gradient, "charges": sp.charges})
+    if bad is not None:
+        raise XtbError("engine_error", f"{calc.name} returned a non-finite {bad} (NaN or infinity)")
     dip, dip_vec = dipole_debye(sp.dipole_au)
     out["energy_hartree"] = float(sp.energy_hartree)
     out.update(frontier_orbitals_ev(sp))
     out["dipole_debye"] = dip
     out["dipole_vector_debye"] = dip_vec
+    if settings.solvent:
+        out.update(solvation_free_energy(settings, mol, coords * b, sp.energy_hartree))
     charges = [round(float(q), 4) for q in sp.charges]
     if options.inline_charges:
         out["partial_charges_e"] = charges
@@ -474,35 +498,31 @@ def compute_molecule(
                 f"frequencies at a non-stationary geometry (max gradient {gmax:.1e} Eh/Bohr): "
                 "thermochemistry is unreliable; optimise first"
             )
-        hess = thermo.finite_difference_hessian(
-            lambda x: calc.compute(x).gradient,
-            coords * b,
-            progress=(lambda f: progress(0.6 + 0.4 * f, "finite-difference Hessian")) if progress else None,
-        )
-        vib, freqs, th = thermo.frequencies_and_thermo(
-            hess,
-            sp.energy_hartree,
+        result = pipeline.frequencies(
+            calc,
+            mol,
             coords,
-            mol.numbers,
-            mol.multiplicity,
+            sp.energy_hartree,
             temperature_k=options.temperature_k,
             pressure_pa=options.pressure_pa,
+            progress=(lambda f: progress(0.6 + 0.4 * f, "finite-difference Hessian")) if progress else None,
         )
+        freqs, th = result.wavenumbers_cm1, result.thermo
         freq_path = out_dir / f"{stem}_frequencies.txt"
         freq_path.write_text(
             "# harmonic wavenumbers (cm-1); imaginary as negative\n" + "\n".join(map(str, freqs)) + "\n"
         )
         out["frequencies"] = {
-            "n_imaginary": vib.n_imaginary,
+            "n_imaginary": result.n_imaginary,
             "wavenumbers_cm1": freqs if len(freqs) <= 60 else freqs[:10],
             "wavenumbers_file": str(freq_path),
-            "method": "harmonic; Hessian by central differences (0.005 Bohr) of analytic xTB gradients",
+            "method": f"harmonic; Hessian by {result.hessian_method}",
         }
         if len(freqs) > 60:
             out["frequencies"]["note"] = f"lowest 10 of {len(freqs)} modes inline; all in wavenumbers_file"
         out["thermo"] = th
-        if vib.n_imaginary:
-            warnings.append(f"{vib.n_imaginary} imaginary mode(s) (lowest {freqs[0]} cm-1): not a minimum")
+        if result.n_imaginary:
+            warnings.append(f"{result.n_imaginary} imaginary mode(s) (lowest {freqs[0]} cm-1): not a minimum")
         if th["n_low_modes_below_50_cm1"]:
             warnings.append(
                 f"{th['n_low_modes_below_50_cm1']} mode(s) below 50 cm-1: harmonic entropy of such "
