@@ -372,7 +372,7 @@ def make_calculator(mol: Molecule, engine: str = "dft", **options: Any) -> Pyscf
     """A converged DFT :class:`~tools_server.qc.calculator.Calculator` for ``mol`` on the CPU; ``options``
     are ``dft_run`` arguments (functional, basis, dispersion, solvent ...)."""
     from tools_server.molecules import check_elements, check_geometry
-    from tools_server.qc.tools import DftInput
+    from tools_server.qc.inputs import DftInput
 
     args = DftInput(molecule="C", **options)  # the defaults and checks of dft_run
     check_elements(mol.numbers, max_z=118, method="DFT")
