@@ -18,10 +18,6 @@ COPY . /src
 RUN rm -rf /src/docker
 
 FROM ${BASE_IMAGE}
-ARG TORCH_VERSION=2.13.0
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-ARG SPU_EXTRAS=all
-ARG SPU_UID=1000
 
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONUNBUFFERED=1 \
@@ -46,12 +42,20 @@ RUN apt-get update \
 COPY docker/extra-ca/ /usr/local/share/ca-certificates/
 RUN update-ca-certificates >/dev/null && python3 -m venv /opt/venv && pip install -q setuptools==80.9.0 wheel==0.45.1
 
-# Heavy, rarely changing layers first: torch, then every dependency of the extras, then the project
+# Heavy, rarely changing layers first: torch (CPU build; only for the extras that use it), then every
+# dependency of the extras, then the project. (Build arguments declared here, not above, so that images
+# with other extras share the layers before.)
+ARG TORCH_VERSION=2.13.0
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+ARG SPU_EXTRAS=all
 COPY docker/wheels/ /tmp/spu-wheels/
 # pinned through the build argument, which hadolint does not read
 # hadolint ignore=DL3013
-RUN pip install -q --find-links /tmp/spu-wheels ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} \
-       "torch==${TORCH_VERSION}" \
+RUN case ",$SPU_EXTRAS," in \
+      *,all,*|*,protein,*|*,mlip,*) \
+        pip install -q --find-links /tmp/spu-wheels ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} \
+          "torch==${TORCH_VERSION}" ;; \
+    esac \
     && rm -rf /tmp/spu-wheels
 COPY pyproject.toml docker/pyproject_deps.py /tmp/spu-build/
 RUN python /tmp/spu-build/pyproject_deps.py /tmp/spu-build/pyproject.toml "$SPU_EXTRAS" \
@@ -68,6 +72,7 @@ RUN pip install -q --no-deps --no-build-isolation . \
     && python -c "import spu, tools_server, scaffold, environment" \
     && spu --help > /dev/null
 
+ARG SPU_UID=1000
 RUN useradd --create-home --home-dir /srv/spu --uid ${SPU_UID} --shell /bin/bash spu \
     && mkdir -p /srv/spu/work /srv/spu/.cache/spu \
     && chown -R spu:spu /srv/spu
