@@ -8,13 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
+from container_helpers import REPO, Trial, answer_fingerprints, docker, search_container, spu
 
 from environment.demo_tasks import demo_answers_path, demo_task_dir
 
-from .conftest import REPO, Trial, answer_fingerprints, docker, search_container, spu
-
 SUITE_TASK = "chem-fragment-pka-logp"
 EVERY_ANSWERS = sorted((REPO / "environment").rglob("answers.json"))
+#: any answers file or task spec folder in a container's filesystem
+FIND_ANSWER_FILES = "find / -xdev \\( -name answers.json -o -path '*/tasks/*/spec/*' \\) -print"
 
 
 def _export(task_dir: Path, out: Path, image: str, *extra: str) -> Path:
@@ -32,7 +33,7 @@ def _check_sandbox(trial: Trial) -> None:
     verifier's containers (only loopback)."""
     patterns = [p for path in EVERY_ANSWERS for p in answer_fingerprints(path)]
     assert search_container(trial.agent_container, patterns) == []
-    assert search_container(trial.agent_container, ["answers.json"]) == []
+    assert docker("exec", "-u", "0", trial.agent_container, "sh", "-c", FIND_ANSWER_FILES).strip() == ""
     for container in filter(None, [trial.agent_container, trial.verifier_container]):
         assert docker("inspect", "--format", "{{.HostConfig.NetworkMode}}", container).strip() == "none"
         interfaces = [
@@ -50,10 +51,7 @@ def test_image_holds_no_answers(test_image):
     cid = docker("run", "-d", "--network", "none", test_image, "sleep", "600").strip()
     try:
         assert search_container(cid, patterns) == []
-        found = docker(
-            "exec", cid, "sh", "-c", "find / -xdev \\( -name answers.json -o -path '*/spec/*' \\) -print"
-        )
-        assert found.strip() == ""
+        assert docker("exec", "-u", "0", cid, "sh", "-c", FIND_ANSWER_FILES).strip() == ""
         # and the image runs as the non-root user with the package complete
         assert docker("exec", cid, "id", "-un").strip() == "spu"
         assert "Usage" in docker("exec", cid, "spu", "--help")
@@ -64,7 +62,7 @@ def test_image_holds_no_answers(test_image):
 def test_oracle_scores_1_on_a_demo_task(test_image, run_trial, tmp_path):
     task = _export(demo_task_dir("aromatic-acidity"), tmp_path / "demo", test_image, "--oracle")
     trial = run_trial(task, "-a", "oracle")
-    assert _reward(trial) == 1.0
+    assert _reward(trial) == pytest.approx(1.0, abs=1e-12)  # a weighted sum of 1.0s
     _check_sandbox(trial)
     summary = spu("harbor", "results", str(trial.jobs_dir))
     assert summary.stdout.startswith("1 trials, 1 rewarded, reward mean 1.0000"), summary.stdout
@@ -74,7 +72,7 @@ def test_oracle_scores_1_on_a_suite_task(test_image, run_trial, tmp_path):
     task_dir = REPO / "environment" / "tasks" / SUITE_TASK / "task"
     task = _export(task_dir, tmp_path / "suite", test_image, "--oracle")
     trial = run_trial(task, "-a", "oracle")
-    assert _reward(trial) == 1.0
+    assert _reward(trial) == pytest.approx(1.0, abs=1e-12)  # a weighted sum of 1.0s
     _check_sandbox(trial)
 
 
