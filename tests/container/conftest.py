@@ -110,11 +110,14 @@ def run_trial(tmp_path) -> Iterator:
             check=False,
         )
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-        new = sorted(containers() - before)
-        for cid in new:
-            labels = json.loads(docker("inspect", "--format", "{{json .Config.Labels}}", cid)) or {}
+        # the trial's containers are Harbor's compose projects (a build running beside leaves others)
+        new = []
+        for cid in sorted(containers() - before):
+            inspected = docker("inspect", "--format", "{{json .Config.Labels}}", cid, check=False).strip()
+            labels = json.loads(inspected or "null") or {}
             if "com.docker.compose.project" in labels:
                 projects.add(labels["com.docker.compose.project"])
+                new.append(cid)
         results = [
             p for p in jobs.rglob("result.json") if "trial_name" in json.loads(p.read_text(encoding="utf-8"))
         ]

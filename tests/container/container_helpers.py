@@ -103,3 +103,24 @@ def search_container(container: str, patterns: list[str]) -> list[str]:
     # grep: 0 found, 1 none found, 2 unreadable files (as root there are none but special files)
     assert proc.returncode in (0, 1, 2), proc.stderr[-2000:]
     return [line for line in proc.stdout.splitlines() if line]
+
+
+EVERY_ANSWERS = sorted((REPO / "environment").rglob("answers.json"))
+#: any answers file or task spec folder in a container's filesystem
+FIND_ANSWER_FILES = "find / -xdev \\( -name answers.json -o -path '*/tasks/*/spec/*' \\) -print"
+
+
+def check_sandbox(trial: Trial) -> None:
+    """No answer value in the agent's container; no network in the agent's (--network none) and the
+    verifier's containers (only loopback)."""
+    patterns = [p for path in EVERY_ANSWERS for p in answer_fingerprints(path)]
+    assert search_container(trial.agent_container, patterns) == []
+    assert docker("exec", "-u", "0", trial.agent_container, "sh", "-c", FIND_ANSWER_FILES).strip() == ""
+    for container in filter(None, [trial.agent_container, trial.verifier_container]):
+        assert docker("inspect", "--format", "{{.HostConfig.NetworkMode}}", container).strip() == "none"
+        interfaces = [
+            line.split(":")[0].strip()
+            for line in docker("exec", container, "cat", "/proc/net/dev").splitlines()[2:]
+        ]
+        assert interfaces == ["lo"], interfaces
+    assert trial.verifier_container is not None, "the separate verifier's container was not kept"

@@ -8,14 +8,21 @@ import json
 from pathlib import Path
 
 import pytest
-from container_helpers import REPO, Trial, answer_fingerprints, docker, search_container, spu
+from container_helpers import (
+    EVERY_ANSWERS,
+    FIND_ANSWER_FILES,
+    REPO,
+    Trial,
+    answer_fingerprints,
+    check_sandbox,
+    docker,
+    search_container,
+    spu,
+)
 
 from environment.demo_tasks import demo_answers_path, demo_task_dir
 
 SUITE_TASK = "chem-fragment-pka-logp"
-EVERY_ANSWERS = sorted((REPO / "environment").rglob("answers.json"))
-#: any answers file or task spec folder in a container's filesystem
-FIND_ANSWER_FILES = "find / -xdev \\( -name answers.json -o -path '*/tasks/*/spec/*' \\) -print"
 
 
 def _export(task_dir: Path, out: Path, image: str, *extra: str) -> Path:
@@ -26,22 +33,6 @@ def _export(task_dir: Path, out: Path, image: str, *extra: str) -> Path:
 def _reward(trial: Trial) -> float:
     assert trial.result.get("exception_info") is None, trial.result["exception_info"]
     return trial.result["verifier_result"]["rewards"]["reward"]
-
-
-def _check_sandbox(trial: Trial) -> None:
-    """No answer value in the agent's container; no network in the agent's (--network none) and the
-    verifier's containers (only loopback)."""
-    patterns = [p for path in EVERY_ANSWERS for p in answer_fingerprints(path)]
-    assert search_container(trial.agent_container, patterns) == []
-    assert docker("exec", "-u", "0", trial.agent_container, "sh", "-c", FIND_ANSWER_FILES).strip() == ""
-    for container in filter(None, [trial.agent_container, trial.verifier_container]):
-        assert docker("inspect", "--format", "{{.HostConfig.NetworkMode}}", container).strip() == "none"
-        interfaces = [
-            line.split(":")[0].strip()
-            for line in docker("exec", container, "cat", "/proc/net/dev").splitlines()[2:]
-        ]
-        assert interfaces == ["lo"], interfaces
-    assert trial.verifier_container is not None, "the separate verifier's container was not kept"
 
 
 def test_image_holds_no_answers(test_image):
@@ -63,7 +54,7 @@ def test_oracle_scores_1_on_a_demo_task(test_image, run_trial, tmp_path):
     task = _export(demo_task_dir("aromatic-acidity"), tmp_path / "demo", test_image, "--oracle")
     trial = run_trial(task, "-a", "oracle")
     assert _reward(trial) == pytest.approx(1.0, abs=1e-12)  # a weighted sum of 1.0s
-    _check_sandbox(trial)
+    check_sandbox(trial)
     summary = spu("harbor", "results", str(trial.jobs_dir))
     assert summary.stdout.startswith("1 trials, 1 rewarded, reward mean 1.0000"), summary.stdout
 
@@ -73,7 +64,7 @@ def test_oracle_scores_1_on_a_suite_task(test_image, run_trial, tmp_path):
     task = _export(task_dir, tmp_path / "suite", test_image, "--oracle")
     trial = run_trial(task, "-a", "oracle")
     assert _reward(trial) == pytest.approx(1.0, abs=1e-12)  # a weighted sum of 1.0s
-    _check_sandbox(trial)
+    check_sandbox(trial)
 
 
 def test_reference_agent_reward_is_its_spu_grade(test_image, run_trial, tmp_path):
@@ -97,7 +88,7 @@ def test_reference_agent_reward_is_its_spu_grade(test_image, run_trial, tmp_path
     assert reward > 0.5  # the recording's ranking (docs/harbor.md gives the figure)
     trajectory = json.loads((trial.trial_dir / "agent" / "trajectory.json").read_text(encoding="utf-8"))
     assert trajectory["schema_version"].startswith("ATIF")
-    _check_sandbox(trial)
+    check_sandbox(trial)
 
 
 def test_an_agent_that_writes_nothing_scores_minus_1(test_image, run_trial, tmp_path):
@@ -107,7 +98,7 @@ def test_an_agent_that_writes_nothing_scores_minus_1(test_image, run_trial, tmp_
     assert _reward(trial) == -1.0
     grade = json.loads((trial.trial_dir / "verifier" / "grade.json").read_text(encoding="utf-8"))
     assert grade["valid"] is False
-    _check_sandbox(trial)
+    check_sandbox(trial)
     # a reward is a result, not a failure; --min-reward makes it one (exit status 1)
     assert spu("harbor", "results", str(trial.jobs_dir)).returncode == 0
     strict = spu("harbor", "results", str(trial.jobs_dir), "--min-reward", "0", check=False)
