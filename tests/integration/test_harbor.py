@@ -279,3 +279,58 @@ def test_model_names_map_to_agent_specs(spu_env):
         "replay:demo",
         "openai:qwen/Qwen3-8B",
     ]
+
+
+def _trial_result(folder: Path, name: str, reward: float | None, exception: dict | None = None) -> None:
+    folder.mkdir(parents=True)
+    result = {
+        "trial_name": name,
+        "task_name": "spu/demo-aromatic-acidity",
+        "agent_info": {"name": "oracle"},
+        "verifier_result": {"rewards": {"reward": reward}} if reward is not None else None,
+        "exception_info": exception,
+        "started_at": "2026-12-01T15:00:00",
+        "finished_at": "2026-12-01T15:00:45",
+    }
+    (folder / "result.json").write_text(json.dumps(result))
+
+
+def test_harbor_results_summarizes_and_fails_on_failed_trials(tmp_path, spu_env):
+    jobs = tmp_path / "jobs"
+    (jobs / "job-1").mkdir(parents=True)
+    (jobs / "job-1" / "result.json").write_text(json.dumps({"id": "job", "n_total_trials": 3}))  # job-level
+    _trial_result(jobs / "job-1" / "t1", "t1", 1.0)
+    _trial_result(jobs / "job-1" / "t2", "t2", -1.0)
+
+    def results(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "spu.cli", "harbor", "results", *args],
+            capture_output=True,
+            text=True,
+            env=spu_env,
+            timeout=120,
+            check=False,
+        )
+
+    ok = results(str(jobs))
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip() == "2 trials, 2 rewarded, reward mean 0.0000 (min -1.0000, max 1.0000), 0 failed"
+    strict = results(str(jobs), "--min-reward", "0")
+    assert strict.returncode == 1 and strict.stdout.strip().endswith("1 failed: t2 (reward -1.0000)")
+    _trial_result(
+        jobs / "job-1" / "t3", "t3", None, {"exception_type": "AgentTimeoutError", "exception_message": "8 h"}
+    )
+    failed = results(str(jobs), "--json")
+    assert failed.returncode == 1
+    summary = json.loads(failed.stdout)
+    assert summary["trials"] == 3 and summary["rewarded"] == 2
+    assert [t["trial_name"] for t in summary["failed"]] == ["t3"]
+    assert (
+        summary["failed"][0]["exception"] == "AgentTimeoutError: 8 h"
+        and summary["items"][0]["seconds"] == 45.0
+    )
+    missing = results(str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "is not a folder" in missing.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert results(str(empty)).returncode == 1  # no trials found is a failure too
