@@ -139,7 +139,7 @@ def run_trial(tmp_path) -> Iterator:
     yield run
     for project in projects:
         subprocess.run(
-            ["docker", "compose", "-p", project, "down", "--remove-orphans", "--timeout", "5"],
+            ["docker", "compose", "-p", project, "down", "--remove-orphans", "--timeout", "0"],
             capture_output=True,
             timeout=300,
             check=False,
