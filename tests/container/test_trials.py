@@ -5,6 +5,7 @@ the answers' values and the verifier ran without network (docs/harbor.md)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -46,6 +47,16 @@ def test_image_holds_no_answers(test_image):
         # and the image runs as the non-root user with the package complete
         assert docker("exec", cid, "id", "-un").strip() == "spu"
         assert "Usage" in docker("exec", cid, "spu", "--help")
+        # the demo needs the demo answers, which the installed package does not hold: it says so
+        demo = subprocess.run(
+            ["docker", "exec", cid, "spu", "agent", "demo", "--out", "/tmp/demo"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        assert demo.returncode == 2 and "not part of an installed package" in demo.stderr, demo.stderr[-2000:]
+        assert "Traceback" not in demo.stderr
     finally:
         docker("rm", "-f", cid, check=False)
 
