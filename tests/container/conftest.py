@@ -81,7 +81,8 @@ def test_image(docker_ready) -> str:
 @pytest.fixture
 def run_trial(tmp_path) -> Iterator:
     """``run_trial(task_dir, *harbor_args)``: `harbor run` on an exported task; the agent's and the
-    verifier's containers are kept for inspection and removed (compose down) afterwards."""
+    verifier's containers are kept for inspection, then removed with the images built for them
+    (compose down --rmi local: the verifier's image holds the answers)."""
     projects: set[str] = set()
 
     def run(task_dir: Path, *args: str) -> Trial:
@@ -139,7 +140,7 @@ def run_trial(tmp_path) -> Iterator:
     yield run
     for project in projects:
         subprocess.run(
-            ["docker", "compose", "-p", project, "down", "--remove-orphans", "--timeout", "0"],
+            ["docker", "compose", "-p", project, "down", "--rmi", "local", "--remove-orphans", "-t", "0"],
             capture_output=True,
             timeout=300,
             check=False,
