@@ -2,7 +2,7 @@
 
 Imported by Harbor (Python >= 3.12, ``pip install harbor``) on the host; it needs nothing from this project
 but the standard library, so only the ``scaffold`` folder must be importable there (``PYTHONPATH=.`` in a
-checkout). Inside the task container, built from Dockerfile.gpu by ``spu harbor export``, it runs
+checkout). Inside the task container, built on our image by ``spu harbor export``, it runs
 ``spu agent run`` on ``/app/task`` with ``/app/output`` as output directory, tees its log to
 ``/logs/agent/spu-agent.txt`` and copies the run's ATIF trajectory to ``/logs/agent/trajectory.json``,
 where Harbor (``harbor view``) finds it. Afterwards ``populate_context_post_run`` fills Harbor's token
@@ -102,7 +102,7 @@ class SpuAgent(BaseInstalledAgent):
             environment,
             command=(
                 "command -v spu >/dev/null || { echo 'spu is not installed in this image: build the task "
-                "environment on the spu-scaffold image (Dockerfile.gpu, docs/harbor.md)' >&2; exit 1; }; "
+                "environment on the spu-scaffold image (docs/harbor.md)' >&2; exit 1; }; "
                 f"mkdir -p {shlex.quote(self._options.output_dir)}"
             ),
         )

@@ -24,11 +24,12 @@ def export_command(
         typer.Option("--answers", help="answers.json of the task (default: answers.json beside TASK_DIR)."),
     ] = None,
     image: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="Base image built from Dockerfile.gpu; pin by digest for shared runs (name@sha256:...)."
+            help="Base image (default: spu-scaffold:gpu with a GPU in the resources, else spu-scaffold:cpu; "
+            "docs/docker.md); pin by digest for shared runs (name@sha256:...)."
         ),
-    ] = "spu-scaffold:gpu",
+    ] = None,
     org: Annotated[
         str, typer.Option(help="Organization part of the Harbor task name (org/task_id).")
     ] = "spu",
@@ -36,7 +37,7 @@ def export_command(
         str,
         typer.Option(
             help="Agent network: public, providers (allowlist of the search and database hosts), audited "
-            "(only the audit service of --audit-url), none."
+            "(only the audit service of --audit-url), none (network_mode: none; loopback only)."
         ),
     ] = "public",
     audit_url: Annotated[
@@ -50,9 +51,16 @@ def export_command(
         list[str] | None,
         typer.Option("--gpu-type", help="Acceptable GPU type, e.g. H20, H100; repeatable (default: any)."),
     ] = None,
-    cpus: Annotated[int, typer.Option(min=1)] = 8,
-    memory_mb: Annotated[int, typer.Option(min=512)] = 16384,
-    gpus: Annotated[int, typer.Option(min=0)] = 1,
+    profile: Annotated[
+        str,
+        typer.Option(
+            help="Resources: local (what this machine has, up to the benchmark's) or benchmark (8 CPUs, "
+            "16384 MB, 1 GPU: the SPU setting)."
+        ),
+    ] = "local",
+    cpus: Annotated[int | None, typer.Option(min=1, help="Override the profile's CPUs.")] = None,
+    memory_mb: Annotated[int | None, typer.Option(min=512, help="Override the profile's memory.")] = None,
+    gpus: Annotated[int | None, typer.Option(min=0, help="Override the profile's GPUs.")] = None,
     agent_timeout_s: Annotated[int, typer.Option(min=60, help="Agent time limit (SPU: 8 h).")] = 8 * 3600,
     oracle: Annotated[
         bool,
@@ -80,6 +88,7 @@ def export_command(
             audit_url=audit_url,
             allow_hosts=allow_host,
             gpu_types=gpu_type,
+            profile=profile,
             cpus=cpus,
             memory_mb=memory_mb,
             gpus=gpus,
@@ -95,11 +104,40 @@ def export_command(
         return
     typer.echo(
         f"Harbor task {org}/{result['task_id']} written to {result['out']} "
-        f"({len(result['files'])} files, network {result['network_mode']}, image {image})"
+        f"({len(result['files'])} files, network {result['network_mode']}, image {result['image']}, "
+        f"{result['cpus']} CPUs, {result['memory_mb']} MB, {result['gpus']} GPUs)"
     )
     typer.echo(
         f"run it: harbor run -p {result['out']} --agent scaffold.harbor_agent:SpuAgent -m PROVIDER/MODEL"
     )
+    typer.echo("then:   spu harbor results jobs/")
+
+
+@harbor_app.command("results")
+def results_command(
+    jobs_dir: Annotated[Path, typer.Argument(help="Harbor's jobs folder (`harbor run -o`, default jobs/).")],
+    min_reward: Annotated[
+        float | None,
+        typer.Option("--min-reward", help="Also count a trial whose reward is below this as failed."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """One line on the trials under JOBS_DIR: their rewards, and which failed (raised, or left no reward).
+    Exit status 1 when a trial failed or none was found (`harbor run` itself exits 0 either way)."""
+    from environment.harbor.results import ResultsError, read_trials, summarize, summary_line
+
+    try:
+        trials = read_trials(jobs_dir)
+    except ResultsError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    summary = summarize(trials, min_reward=min_reward)
+    if as_json:
+        typer.echo(json.dumps(summary, indent=2))
+    else:
+        typer.echo(summary_line(summary))
+    if summary["failed"] or not trials:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:

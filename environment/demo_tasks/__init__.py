@@ -4,7 +4,9 @@ They check that the tools, the agent and the grading run end to end (``"smoke_te
 ``contract.json`` and ``protocol.json``); their textbook values are not a measure of prediction skill.
 
 Each slug has ``<slug>/task/`` (what an agent sees) and ``<slug>/answers.json`` (kept outside the task,
-with a citation for every value and the mapping from the anonymized ids back to readable ones).
+with a citation for every value and the mapping from the anonymized ids back to readable ones). The answers
+are in the repository only: no distributed artifact (wheel, sdist, image) holds them, so grading a demo
+task needs a checkout (an editable install) or ``--answers``.
 """
 
 from __future__ import annotations
@@ -29,5 +31,15 @@ def demo_task_dir(slug: str) -> Path:
 
 
 def demo_answers_path(slug: str) -> Path:
-    """The answers file of a demo task (outside its task directory)."""
-    return _check(slug) / "answers.json"
+    """The answers file of a demo task (outside its task directory); a :class:`TaskError` saying where to
+    find it when this installation has none (answers are never packaged)."""
+    path = _check(slug) / "answers.json"
+    if not path.is_file():
+        from environment.task import TaskError
+
+        raise TaskError(
+            f"the demo answers ({slug}/answers.json) are not part of an installed package: no distributed "
+            "artifact holds answers. Run from a checkout of the repository (pip install -e .), or pass the "
+            "answers file with --answers"
+        )
+    return path

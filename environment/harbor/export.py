@@ -3,21 +3,28 @@
 Layout written (Harbor's task format, checked by ``harbor lint`` and ``harbor.models.task.config.TaskConfig``
 in ``tests/integration/test_harbor.py``)::
 
-    OUT_DIR/task.toml              resources (8 CPUs, 16 GiB, 1 GPU), 8 h agent timeout, network policy,
-                                   the spu MCP server, separate verifier, /app/output collected as artifact
+    OUT_DIR/task.toml              resources (the machine's with ``profile="local"``; 8 CPUs, 16 GiB, 1 GPU
+                                   with ``profile="benchmark"``), 8 h agent timeout, network policy, the spu
+                                   MCP server, separate verifier, /app/output collected as artifact
     OUT_DIR/instruction.md         the task's instruction plus where things are in the container
-    OUT_DIR/environment/Dockerfile FROM our image (Dockerfile.gpu), task files copied to /app/task
+    OUT_DIR/environment/Dockerfile FROM our image (Dockerfile, Dockerfile.gpu), the task in /app/task
     OUT_DIR/environment/task/      the task directory (never the answers)
+    OUT_DIR/environment/docker-compose.yaml
+                                   only with ``network="none"``: ``network_mode: none`` for the agent
+    OUT_DIR/tests/Dockerfile       the verifier's own image: our image plus tests/ in /tests
+    OUT_DIR/tests/docker-compose.yaml
+                                   ``network_mode: none`` for the verifier (a plain Docker engine enforces
+                                   it; Harbor's own no-network policy needs extra images from a registry)
     OUT_DIR/tests/test.sh          the verifier: `spu grade` with the hidden answers
                                    -> /logs/verifier/reward.json
-    OUT_DIR/tests/answers.json     the answers: only the verifier's container ever sees tests/
+    OUT_DIR/tests/answers.json     the answers: only the verifier's image and container ever hold tests/
     OUT_DIR/tests/task/            the task as graded (contract and targets), so grading needs nothing else
     OUT_DIR/solution/solve.sh      only with ``oracle=True``: writes the measured order
                                    (for `harbor run -a oracle`)
 
-The verifier runs in Harbor's *separate* verifier mode: a fresh container from the same image, without
-network, into which Harbor restores the agent's ``/app/output``; ``tests/`` is uploaded there only. So the
-answers never enter the agent's sandbox.
+The verifier runs in Harbor's *separate* verifier mode: a fresh container built from ``tests/`` (our image
+plus the tests), without network, into which Harbor restores the agent's ``/app/output``. So the answers
+never enter the agent's sandbox.
 
 The environment part imports neither ``scaffold`` nor ``tools_server`` (``tests/core/test_layers.py``).
 """
@@ -25,15 +32,19 @@ The environment part imports neither ``scaffold`` nor ``tools_server`` (``tests/
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from environment.task import Answers, Task, check_answers, load_answers, load_task
 
-#: The image built from Dockerfile.gpu (docs/docker.md). Pin it by digest for shared runs:
-#: ``--image registry/spu-scaffold@sha256:...``.
-DEFAULT_IMAGE = "spu-scaffold:gpu"
+#: The images built from Dockerfile.gpu and Dockerfile (docs/docker.md); the export takes the GPU one when
+#: its resources hold a GPU. Pin one by digest for shared runs: ``--image registry/spu-scaffold@sha256:...``.
+GPU_IMAGE = "spu-scaffold:gpu"
+CPU_IMAGE = "spu-scaffold:cpu"
+DEFAULT_IMAGE = GPU_IMAGE
 CONTAINER_TASK_DIR = "/app/task"
 CONTAINER_OUTPUT_DIR = "/app/output"
 AGENT_USER = "spu"
@@ -66,6 +77,19 @@ PROVIDER_HOSTS = (
 #: --network choices: Harbor network_mode and allowed hosts for the agent's container.
 NETWORK_CHOICES = ("public", "providers", "audited", "none")
 
+#: --profile choices. ``benchmark``: the SPU setting (8 CPUs, 16 GiB, 1 GPU). ``local``: what this machine
+#: can give (Docker refuses more CPUs than the machine has, and a GPU where there is none).
+BENCHMARK_RESOURCES = {"cpus": 8, "memory_mb": 16384, "gpus": 1}
+PROFILE_CHOICES = ("local", "benchmark")
+
+#: A compose overlay (``docker-compose.yaml`` beside a Dockerfile) that takes the network away from Harbor's
+#: ``main`` service on a plain Docker engine, with no extra image; loopback stays.
+NO_NETWORK_COMPOSE = """# Written by `spu harbor export`: this container has no network (loopback only).
+services:
+  main:
+    network_mode: none
+"""
+
 
 class ExportError(ValueError):
     """The export cannot be written as asked; the message says what to fix."""
@@ -95,7 +119,9 @@ def network_policy(network: str, audit_url: str | None, extra_hosts: list[str]) 
             raise ExportError("--allow-host needs --network providers or audited")
         return "public", []
     if network == "none":
-        return "no-network", []
+        # enforced by a compose overlay (NO_NETWORK_COMPOSE): Harbor's own no-network policy needs extra
+        # images from a registry that a plain Docker engine may not reach
+        return "none", []
     if network == "providers":
         return "allowlist", list(dict.fromkeys([*PROVIDER_HOSTS, *extra_hosts]))
     if not audit_url:
@@ -106,6 +132,36 @@ def network_policy(network: str, audit_url: str | None, extra_hosts: list[str]) 
     if not host:
         raise ExportError(f"--audit-url {audit_url!r} has no host")
     return "allowlist", list(dict.fromkeys([host, *extra_hosts]))
+
+
+def _count_gpus() -> int:
+    """GPUs that ``nvidia-smi -L`` lists (0 without the tool or a driver)."""
+    try:
+        listing = subprocess.run(
+            ["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    if listing.returncode != 0:
+        return 0
+    return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+
+
+def profile_resources(profile: str) -> dict[str, int]:
+    """CPUs, memory (MB) and GPUs of ``profile``: ``benchmark`` is the SPU setting; ``local`` is the same
+    capped at what this machine has (its CPUs, three quarters of its memory, its GPUs)."""
+    if profile not in PROFILE_CHOICES:
+        raise ExportError(f"--profile must be one of {', '.join(PROFILE_CHOICES)}; got {profile!r}")
+    if profile == "benchmark":
+        return dict(BENCHMARK_RESOURCES)
+    import psutil
+
+    memory_mb = int(psutil.virtual_memory().total / 2**20 * 0.75)
+    return {
+        "cpus": max(1, min(BENCHMARK_RESOURCES["cpus"], os.cpu_count() or 1)),
+        "memory_mb": max(512, min(BENCHMARK_RESOURCES["memory_mb"], memory_mb)),
+        "gpus": min(BENCHMARK_RESOURCES["gpus"], _count_gpus()),
+    }
 
 
 def _is_smoke_test(task: Task) -> bool:
@@ -160,13 +216,13 @@ def render_task_toml(
         f"timeout_sec = {float(VERIFIER_TIMEOUT_S)}",
         'environment_mode = "separate"',
         "",
-        "# The verifier's own container: same image, no network, no GPU; sees tests/ and the restored "
-        "/app/output.",
+        "# The verifier's own container, built from tests/ (our image plus the tests): no GPU, no network",
+        "# through tests/docker-compose.yaml (network_mode: none), which a plain Docker engine enforces.",
         "[verifier.environment]",
         f"build_timeout_sec = {float(BUILD_TIMEOUT_S)}",
-        "cpus = 2",
-        "memory_mb = 4096",
-        'network_mode = "no-network"',
+        f"cpus = {min(2, cpus)}",
+        f"memory_mb = {min(4096, memory_mb)}",
+        'network_mode = "public"',
         "",
         "[environment]",
         f"build_timeout_sec = {float(BUILD_TIMEOUT_S)}",
@@ -176,7 +232,9 @@ def render_task_toml(
     ]
     if gpu_types:
         lines.append(f"gpu_types = {_toml_list(gpu_types)}")
-    lines.append(f"network_mode = {_toml_str(network_mode)}")
+    if network_mode == "none":
+        lines.append("# no network: environment/docker-compose.yaml sets network_mode: none")
+    lines.append(f"network_mode = {_toml_str('public' if network_mode == 'none' else network_mode)}")
     if network_mode == "allowlist":
         lines.append(f"allowed_hosts = {_toml_list(allowed_hosts)}")
     lines.append(f"workdir = {_toml_str('/app')}")
@@ -212,8 +270,19 @@ def render_instruction(task: Task) -> str:
     )
 
 
+def render_verifier_dockerfile(image: str) -> str:
+    return f"""# Verifier image: the spu-scaffold image plus tests/ (the grader and the answers) in /tests.
+# Harbor builds it for the separate verifier only; the agent's image never holds tests/.
+FROM {image}
+USER root
+COPY . /tests/
+RUN chmod 0755 /tests/test.sh
+WORKDIR /tests
+"""
+
+
 def render_dockerfile(image: str) -> str:
-    return f"""# Agent image: the spu-scaffold GPU image (Dockerfile.gpu) plus this task's files; no answers.
+    return f"""# Agent image: the spu-scaffold image plus this task's files; no answers.
 FROM {image}
 USER root
 COPY task/ {CONTAINER_TASK_DIR}/
@@ -285,20 +354,31 @@ def export_task(
     out_dir: str | Path,
     *,
     answers: str | Path | None = None,
-    image: str = DEFAULT_IMAGE,
+    image: str | None = None,
     org: str = "spu",
     network: str = "public",
     audit_url: str | None = None,
     allow_hosts: list[str] | None = None,
     gpu_types: list[str] | None = None,
-    cpus: int = 8,
-    memory_mb: int = 16384,
-    gpus: int = 1,
+    profile: str = "local",
+    cpus: int | None = None,
+    memory_mb: int | None = None,
+    gpus: int | None = None,
     agent_timeout_s: int = AGENT_TIMEOUT_S,
     oracle: bool = False,
     overwrite: bool = False,
 ) -> dict[str, Any]:
-    """Write the Harbor task for ``task_dir`` into ``out_dir``; returns a summary of what was written."""
+    """Write the Harbor task for ``task_dir`` into ``out_dir``; returns a summary of what was written.
+
+    Resources come from ``profile`` (``local``: what this machine has; ``benchmark``: 8 CPUs, 16 GiB,
+    1 GPU); ``cpus``, ``memory_mb`` and ``gpus`` override it one by one. ``image`` defaults to the GPU
+    image when the resources hold a GPU, else to the CPU image."""
+    resources = profile_resources(profile)
+    for key, value in (("cpus", cpus), ("memory_mb", memory_mb), ("gpus", gpus)):
+        if value is not None:
+            resources[key] = value
+    if image is None:
+        image = GPU_IMAGE if resources["gpus"] else CPU_IMAGE
     task = load_task(task_dir)
     answers_path = Path(answers) if answers else find_answers(task.root)
     if answers_path is None:
@@ -326,15 +406,19 @@ def export_task(
             allowed_hosts=allowed_hosts,
             audit_url=audit_url if network == "audited" else None,
             gpu_types=list(gpu_types or []),
-            cpus=cpus,
-            memory_mb=memory_mb,
-            gpus=gpus,
+            cpus=resources["cpus"],
+            memory_mb=resources["memory_mb"],
+            gpus=resources["gpus"],
             agent_timeout_s=agent_timeout_s,
         ),
         encoding="utf-8",
     )
     (out / "instruction.md").write_text(render_instruction(task), encoding="utf-8")
     (out / "environment" / "Dockerfile").write_text(render_dockerfile(image), encoding="utf-8")
+    if network_mode == "none":
+        (out / "environment" / "docker-compose.yaml").write_text(NO_NETWORK_COMPOSE, encoding="utf-8")
+    (out / "tests" / "Dockerfile").write_text(render_verifier_dockerfile(image), encoding="utf-8")
+    (out / "tests" / "docker-compose.yaml").write_text(NO_NETWORK_COMPOSE, encoding="utf-8")
     test_sh = out / "tests" / "test.sh"
     test_sh.write_text(TEST_SH, encoding="utf-8")
     test_sh.chmod(0o755)
@@ -351,6 +435,8 @@ def export_task(
         "task_version": task.task_version,
         "out": str(out),
         "image": image,
+        "profile": profile,
+        **resources,
         "network_mode": network_mode,
         "allowed_hosts": allowed_hosts,
         "oracle": oracle,

@@ -155,16 +155,20 @@ def demo_command(
     from environment.demo_tasks import DEMO_TASKS, demo_answers_path, demo_task_dir
     from environment.grading import grade
     from environment.submission import validate_submission
-    from environment.task import load_answers, load_task
+    from environment.task import TaskError, load_answers, load_task
     from scaffold.agent.runner import exit_code, run_agent
 
     if slug not in DEMO_TASKS:
         raise fail(f"no demo task {slug!r}; choose one of {DEMO_TASKS}")
+    try:  # before the run: an installed package holds no answers (docs/harbor.md)
+        answers = load_answers(demo_answers_path(slug))
+    except TaskError as exc:
+        raise fail(str(exc)) from None
     config = _config(None, overrides)
     task = load_task(demo_task_dir(slug))
     outcome = run_agent(task, out, model, config, base_url=base_url)
     report = validate_submission(out / "rankings.json", task, recover=False)
-    result = grade(out / "rankings.json", task, load_answers(demo_answers_path(slug)))
+    result = grade(out / "rankings.json", task, answers)
     record = {
         **outcome.result,
         "valid": report.valid,

@@ -54,7 +54,7 @@ def _harbor_json(args: list[str], env: dict[str, str], timeout: float = 300) -> 
 
 def test_export_layout_keeps_answers_in_tests_only(tmp_path):
     out = tmp_path / "harbor-task"
-    result = export_task(demo_task_dir("aromatic-acidity"), out, image=PINNED)
+    result = export_task(demo_task_dir("aromatic-acidity"), out, image=PINNED, profile="benchmark")
     answers_text = demo_answers_path("aromatic-acidity").read_text()
     assert (out / "tests" / "answers.json").read_text() == answers_text
     outside = [f for f in result["files"] if not f.startswith("tests/")]
@@ -71,10 +71,49 @@ def test_export_layout_keeps_answers_in_tests_only(tmp_path):
     assert config["environment"]["cpus"] == 8 and config["environment"]["memory_mb"] == 16384
     assert config["environment"]["gpus"] == 1 and config["agent"]["timeout_sec"] == 8 * 3600
     assert config["verifier"]["environment_mode"] == "separate"
-    assert config["verifier"]["environment"]["network_mode"] == "no-network"
+    # the verifier's own image (tests/) and a compose overlay that a plain Docker engine enforces
+    assert (out / "tests" / "Dockerfile").read_text().splitlines()[2] == f"FROM {PINNED}"
+    overlay = (out / "tests" / "docker-compose.yaml").read_text()
+    assert "services:\n  main:\n    network_mode: none\n" in overlay
+    assert not (out / "environment" / "docker-compose.yaml").exists()  # the agent keeps its network
     assert config["metadata"]["smoke_test"] is True  # the demo tasks are labelled smoke tests
     assert "/app/output/rankings.json" in (out / "instruction.md").read_text()
     assert not (out / "solution").exists()
+
+
+def test_export_profiles_fit_the_machine(tmp_path, monkeypatch):
+    import psutil
+
+    from environment.harbor import export
+
+    monkeypatch.setattr(export.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(export, "_count_gpus", lambda: 0)
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: type("VM", (), {"total": 8 * 2**30})())
+    assert export.profile_resources("local") == {"cpus": 2, "memory_mb": 6144, "gpus": 0}
+    assert export.profile_resources("benchmark") == {"cpus": 8, "memory_mb": 16384, "gpus": 1}
+    monkeypatch.setattr(export.os, "cpu_count", lambda: 64)
+    monkeypatch.setattr(export, "_count_gpus", lambda: 4)
+    assert export.profile_resources("local") == {"cpus": 8, "memory_mb": 6144, "gpus": 1}
+    with pytest.raises(ExportError, match="--profile must be one of local, benchmark"):
+        export.profile_resources("cloud")
+    monkeypatch.setattr(export, "_count_gpus", lambda: 0)
+    result = export_task(demo_task_dir("enzyme-kinetics"), tmp_path / "l", cpus=1)
+    assert (result["cpus"], result["memory_mb"], result["gpus"]) == (1, 6144, 0)
+    assert result["image"] == "spu-scaffold:cpu"  # no GPU in the resources: the CPU image
+    config = tomllib.loads((tmp_path / "l" / "task.toml").read_text())
+    assert config["verifier"]["environment"]["cpus"] == 1
+    gpu = export_task(demo_task_dir("enzyme-kinetics"), tmp_path / "b", profile="benchmark")
+    assert gpu["image"] == "spu-scaffold:gpu"
+
+
+def test_export_network_none_is_a_compose_overlay(tmp_path):
+    result = export_task(demo_task_dir("enzyme-kinetics"), tmp_path / "n", network="none")
+    assert result["network_mode"] == "none"
+    overlay = (tmp_path / "n" / "environment" / "docker-compose.yaml").read_text()
+    assert "services:\n  main:\n    network_mode: none\n" in overlay
+    # Harbor's own no-network policy needs images from a registry; the overlay needs none
+    config = tomllib.loads((tmp_path / "n" / "task.toml").read_text())
+    assert config["environment"]["network_mode"] == "public"
 
 
 def test_export_network_policies_and_errors(tmp_path):
@@ -131,14 +170,16 @@ def test_verifier_script_grades_with_spu_grade(tmp_path, spu_env):
 def test_harbor_models_and_lint_accept_the_export(tmp_path, spu_env):
     env = _harbor_env(spu_env)
     out = tmp_path / "task"
-    export_task(demo_task_dir("electrolyte-solvents"), out, image=PINNED, gpu_types=["H20", "H100"])
+    task = demo_task_dir("electrolyte-solvents")
+    export_task(task, out, image=PINNED, gpu_types=["H20", "H100"], profile="benchmark")
     config = _harbor_json(["config", str(out)], env)
     assert config["name"] == "spu/demo-electrolyte-solvents"
     assert (config["cpus"], config["memory_mb"], config["gpus"]) == (8, 16384, 1)
     assert config["gpu_types"] == ["H20", "H100"]
     assert config["agent_timeout_sec"] == 28800.0 and config["agent_user"] == "spu"
-    assert config["verifier_mode"] == "separate" and config["verifier_network_mode"] == "no-network"
-    assert config["verifier_dir"] == "environment" and config["verifier_bundled_tests"] is False
+    # Harbor's policy is public; tests/docker-compose.yaml takes the network away (network_mode: none)
+    assert config["verifier_mode"] == "separate" and config["verifier_network_mode"] == "public"
+    assert config["verifier_dir"] == "tests" and config["verifier_bundled_tests"] is True
     assert config["mcp_servers"] == [
         {"name": "spu", "transport": "stdio", "url": None, "command": "spu", "args": ["serve"]}
     ]
@@ -163,7 +204,8 @@ def test_harbor_models_and_lint_accept_the_export(tmp_path, spu_env):
         timeout=120,
         check=False,
     )
-    assert [f["rule"] for f in json.loads(lint.stdout)] == ["unpinned-image"]
+    # (once for the agent's Dockerfile, once for the verifier's)
+    assert [f["rule"] for f in json.loads(lint.stdout)] == ["unpinned-image", "unpinned-image"]
 
 
 @needs_harbor
@@ -237,3 +279,58 @@ def test_model_names_map_to_agent_specs(spu_env):
         "replay:demo",
         "openai:qwen/Qwen3-8B",
     ]
+
+
+def _trial_result(folder: Path, name: str, reward: float | None, exception: dict | None = None) -> None:
+    folder.mkdir(parents=True)
+    result = {
+        "trial_name": name,
+        "task_name": "spu/demo-aromatic-acidity",
+        "agent_info": {"name": "oracle"},
+        "verifier_result": {"rewards": {"reward": reward}} if reward is not None else None,
+        "exception_info": exception,
+        "started_at": "2026-12-01T15:00:00",
+        "finished_at": "2026-12-01T15:00:45",
+    }
+    (folder / "result.json").write_text(json.dumps(result))
+
+
+def test_harbor_results_summarizes_and_fails_on_failed_trials(tmp_path, spu_env):
+    jobs = tmp_path / "jobs"
+    (jobs / "job-1").mkdir(parents=True)
+    (jobs / "job-1" / "result.json").write_text(json.dumps({"id": "job", "n_total_trials": 3}))  # job-level
+    _trial_result(jobs / "job-1" / "t1", "t1", 1.0)
+    _trial_result(jobs / "job-1" / "t2", "t2", -1.0)
+
+    def results(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "spu.cli", "harbor", "results", *args],
+            capture_output=True,
+            text=True,
+            env=spu_env,
+            timeout=120,
+            check=False,
+        )
+
+    ok = results(str(jobs))
+    assert ok.returncode == 0, ok.stderr
+    assert ok.stdout.strip() == "2 trials, 2 rewarded, reward mean 0.0000 (min -1.0000, max 1.0000), 0 failed"
+    strict = results(str(jobs), "--min-reward", "0")
+    assert strict.returncode == 1 and strict.stdout.strip().endswith("1 failed: t2 (reward -1.0000)")
+    _trial_result(
+        jobs / "job-1" / "t3", "t3", None, {"exception_type": "AgentTimeoutError", "exception_message": "8 h"}
+    )
+    failed = results(str(jobs), "--json")
+    assert failed.returncode == 1
+    summary = json.loads(failed.stdout)
+    assert summary["trials"] == 3 and summary["rewarded"] == 2
+    assert [t["trial_name"] for t in summary["failed"]] == ["t3"]
+    assert (
+        summary["failed"][0]["exception"] == "AgentTimeoutError: 8 h"
+        and summary["items"][0]["seconds"] == 45.0
+    )
+    missing = results(str(tmp_path / "nowhere"))
+    assert missing.returncode == 2 and "is not a folder" in missing.stderr
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert results(str(empty)).returncode == 1  # no trials found is a failure too

@@ -311,8 +311,8 @@ def weights_check() -> CheckResult:
             "warn",
             False,
             f"none in {root}; protein tools that need weights answer weights_missing",
-            "copy the checkpoints into SPU_WEIGHTS_DIR (docs/docker.md: build with "
-            "--build-context weights=DIR to bake them into the image)",
+            "copy the checkpoints into SPU_WEIGHTS_DIR (docs/docker.md: put them in docker/weights/ "
+            "before the build to bake them into the GPU image)",
         )
     listed = [{"file": str(p.relative_to(root)), "mb": round(p.stat().st_size / 2**20, 1)} for p in files]
     shown = ", ".join(f"{w['file']} ({w['mb']} MB)" for w in listed[:6])

@@ -1,0 +1,86 @@
+# spu-scaffold on the CPU: every extra (web, chem, qc, md, protein, mlip, dock, pka, cluster) with the CPU
+# build of torch, on Debian bookworm's Python 3.11. The image the Harbor tasks run on without a GPU.
+#
+#   bash scripts/setup-docker.sh                       # engine, compose plugin, base image (docs/docker.md)
+#   docker build --network host -t spu-scaffold:cpu .
+#   docker run --rm spu-scaffold:cpu spu doctor        # what works, with fixes
+#   docker run --rm -i spu-scaffold:cpu                # the MCP server on stdio (CMD spu serve)
+#
+# Build arguments: BASE_IMAGE (debian:bookworm-slim; scripts/setup-docker.sh builds a stand-in locally
+# where no registry answers), SPU_EXTRAS (all; CI builds a smaller set), TORCH_VERSION, TORCH_INDEX_URL
+# (the CPU wheels; empty to use only docker/wheels/ and PyPI), SPU_UID. Size and build time: docs/docker.md.
+
+ARG BASE_IMAGE=debian:bookworm-slim
+
+# The sources as .dockerignore admits them (no answers, no task specs), without the build inputs in docker/
+FROM ${BASE_IMAGE} AS src
+COPY . /src
+RUN rm -rf /src/docker
+
+FROM ${BASE_IMAGE}
+
+ENV DEBIAN_FRONTEND=noninteractive \
+    PYTHONUNBUFFERED=1 \
+    VIRTUAL_ENV=/opt/venv \
+    PATH=/opt/venv/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_NO_CACHE_DIR=1 \
+    SPU_WORKDIR=/srv/spu/work \
+    SPU_CACHE_DIR=/srv/spu/.cache/spu \
+    OMP_NUM_THREADS=1
+
+# Python 3.11 (xtb-python has wheels only up to 3.11); libgomp/libxrender/libxext for RDKit and xTB.
+# Debian's security updates replace exact versions, so these are not pinned (the base image is).
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates passwd \
+       libgomp1 libxrender1 libxext6 procps \
+    && rm -rf /var/lib/apt/lists/*
+
+# Extra CA certificates for pip behind a TLS-inspecting proxy (docker/extra-ca/README.md)
+COPY docker/extra-ca/ /usr/local/share/ca-certificates/
+RUN update-ca-certificates >/dev/null && python3 -m venv /opt/venv && pip install -q setuptools==80.9.0 wheel==0.45.1
+
+# Heavy, rarely changing layers first: torch (CPU build; only for the extras that use it), then every
+# dependency of the extras, then the project. (Build arguments declared here, not above, so that images
+# with other extras share the layers before.)
+ARG TORCH_VERSION=2.13.0
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+ARG SPU_EXTRAS=all
+COPY docker/wheels/ /tmp/spu-wheels/
+# pinned through the build argument, which hadolint does not read
+# hadolint ignore=DL3013
+RUN case ",$SPU_EXTRAS," in \
+      *,all,*|*,protein,*|*,mlip,*) \
+        pip install -q --find-links /tmp/spu-wheels ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} \
+          "torch==${TORCH_VERSION}" ;; \
+    esac \
+    && rm -rf /tmp/spu-wheels
+COPY pyproject.toml docker/pyproject_deps.py /tmp/spu-build/
+RUN python /tmp/spu-build/pyproject_deps.py /tmp/spu-build/pyproject.toml "$SPU_EXTRAS" \
+       > /tmp/spu-build/requirements.txt \
+    && echo "torch==${TORCH_VERSION}" > /tmp/spu-build/torch.txt \
+    && pip install -q -r /tmp/spu-build/requirements.txt -c /tmp/spu-build/torch.txt \
+    && rm -rf /tmp/spu-build
+
+WORKDIR /opt/spu-scaffold
+COPY --from=src /src/ ./
+# hadolint ignore=DL3013
+RUN pip install -q --no-deps --no-build-isolation . \
+    && rm -rf /opt/spu-scaffold/build \
+    && python -c "import spu, tools_server, scaffold, environment" \
+    && spu --help > /dev/null
+
+ARG SPU_UID=1000
+RUN useradd --create-home --home-dir /srv/spu --uid ${SPU_UID} --shell /bin/bash spu \
+    && mkdir -p /srv/spu/work /srv/spu/.cache/spu \
+    && chown -R spu:spu /srv/spu
+
+USER ${SPU_UID}
+WORKDIR /srv/spu
+# No ENTRYPOINT: Harbor runs `sh -c ...` in the container. The check is cheap and frequent, because
+# `docker compose up --wait` (Harbor) waits for the first healthy answer.
+HEALTHCHECK --interval=5s --timeout=20s --start-period=60s --retries=3 \
+    CMD ["/opt/venv/bin/python", "-c", "import spu"]
+CMD ["spu", "serve"]
