@@ -5,6 +5,7 @@ suite task. The grader reads answers from the repository or a path given (docs/h
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,12 @@ def _fingerprints() -> list[bytes]:
             for eid, value in group["values"].items():
                 found |= {f'"{eid}": {json.dumps(value)}'.encode(), f"{eid},{value}".encode()}
             found |= {s.encode() for s in (group.get("sources") or {}).values() if len(s) >= 24}
+        # the source study's DOIs: the agent must not be able to tell which study a task comes from
+        data = json.loads(path.read_text(encoding="utf-8"))
+        found |= {
+            d.rstrip(".),;").encode()
+            for d in re.findall(r"10\.\d{4,9}/[^\s\"',;]+", json.dumps(data.get("citation")))
+        }
     return sorted(found)
 
 
@@ -34,7 +41,8 @@ def _offences(members: dict[str, bytes]) -> list[str]:
     bad = []
     for name, data in members.items():
         parts = name.split("/")
-        if parts[-1] == "answers.json" or "spec" in parts[:-1]:
+        suite_notes = "environment/tasks/" in name and parts[-1] in ("README.md", "baselines.json")
+        if parts[-1] == "answers.json" or "spec" in parts[:-1] or suite_notes:
             bad.append(name)
         elif any(p in data for p in patterns):
             bad.append(f"{name} (holds an answer)")
