@@ -90,6 +90,8 @@ def optimize(
             )
         except GeomOptNotConvergedError:
             converged = False
+        finally:
+            _drop_file_handlers(tmp)
     if not history:
         raise RuntimeError("geomeTRIC made no energy call")
     best = min(range(len(history)), key=lambda i: history[i][1]) if not converged else len(history) - 1
@@ -108,6 +110,20 @@ def _bohr_angstrom() -> float:
     from scipy.constants import physical_constants
 
     return physical_constants["Bohr radius"][0] * 1e10
+
+
+def _drop_file_handlers(folder: str) -> None:
+    """Close and remove the log handlers geomeTRIC attached for files in ``folder``: the folder is deleted
+    next, and a handler left behind raised FileNotFoundError on the process's next log record."""
+    loggers = [
+        logging.getLogger(),
+        *(v for v in logging.Logger.manager.loggerDict.values() if isinstance(v, logging.Logger)),
+    ]
+    for logger in loggers:
+        for handler in list(logger.handlers):
+            if str(getattr(handler, "baseFilename", "")).startswith(folder):
+                logger.removeHandler(handler)
+                handler.close()
 
 
 @contextlib.contextmanager
