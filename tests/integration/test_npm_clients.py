@@ -59,13 +59,15 @@ def _scenario(name: str, tmp_path: Path, env: dict[str, str]) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def test_claude_mcp_list_shows_the_portable_spu_command(tmp_path, spu_env):
+def test_claude_mcp_list_shows_the_absolute_spu_command(tmp_path, spu_env):
     result = _scenario("mcp-list", tmp_path, spu_env)
     assert result["returncode"] == 0, result["stderr"]
     line = next(ln for ln in result["stdout"].splitlines() if ln.startswith("spu:"))
-    # the portable command from .mcp.json; `claude mcp list` waits for an interactive approval of the
-    # project's servers (claude -p does not: see the headless test), so both states are expected here
-    assert line.startswith("spu: spu serve - "), result["stdout"]
+    # the command .mcp.json names resolves without PATH (spu config claude --write writes spu's absolute
+    # path); `claude mcp list` waits for an interactive approval of the project's servers (claude -p does
+    # not: see the headless test), so both states are expected here
+    command = line.removeprefix("spu: ").split(" - ")[0]
+    assert Path(command.split()[0]).is_absolute() and command.endswith(" serve"), result["stdout"]
     assert "Connected" in line or "Pending approval" in line, result["stdout"]
 
 
