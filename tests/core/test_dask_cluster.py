@@ -170,3 +170,41 @@ def test_files_are_checked_and_read_by_the_server_and_sent_as_content(cluster, t
     with pytest.raises(ToolError) as info:
         asyncio.run(dispatcher.call("dask_read", {"path": str(outside)}))
     assert info.value.code == "invalid_input"
+
+
+def test_batch_tools_give_the_local_result_item_for_item(cluster, monkeypatch):
+    """chem_conformers and mlip_run declare their items too: on the cluster the molecules are tasks, and
+    each item equals the one the tool computes in one process (paths aside)."""
+    from tools_server.chem.tools import ConformerInput, chem_conformers
+    from tools_server.core.context import ToolContext
+
+    dispatcher, _, _ = cluster
+    args = {"molecules": ["CCO", "c1ccccc1O", "CC(=O)O", "not a molecule"], "n_conformers": 4, "seed": 7}
+    remote = asyncio.run(dispatcher.call("chem_conformers", args))
+    local = chem_conformers(
+        ConformerInput(**args), ToolContext("chem_conformers", "local-conformers", threads=1)
+    )
+    strip = lambda rows: [{k: v for k, v in r.items() if k != "sdf"} for r in rows]  # noqa: E731
+    assert strip(remote["items"]) == strip(local["items"])
+    assert [r["ok"] for r in remote["items"]] == [True, True, True, False]
+    for row in remote["items"][:3]:
+        assert Path(row["sdf"]).resolve().is_relative_to(Path(os.environ["SPU_WORKDIR"]).resolve())
+        assert Path(row["sdf"]).read_text().count("$$$$") == row["n_conformers"]
+
+
+def test_mlip_run_on_the_cluster_equals_one_process(cluster):
+    """SevenNet-0 (its weights ship in the sevenn wheel): energies of a batch on the cluster, item for item
+    the one-process result."""
+    pytest.importorskip("sevenn")
+    from tools_server.core.context import ToolContext
+    from tools_server.mlip.tools import MlipInput, mlip_run
+
+    dispatcher, _, _ = cluster
+    args = {"molecules": ["O", "CCO", "[Og]", "C"], "engine": "sevennet", "task": "energy"}
+    remote = asyncio.run(dispatcher.call("mlip_run", args))
+    local = mlip_run(MlipInput(**args), ToolContext("mlip_run", "local-mlip", threads=1))
+    assert [it["ok"] for it in remote["items"]] == [True, True, False, True]
+    assert remote["items"][2]["error"]["code"] == "unsupported_element"
+    for r, loc in zip(remote["items"], local["items"], strict=True):
+        if r["ok"]:
+            assert r["energy_ev"] == pytest.approx(loc["energy_ev"], abs=1e-6)

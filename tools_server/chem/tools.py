@@ -7,6 +7,7 @@ bad molecule gives an ``ok: false`` item with a stable error code and never fail
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
@@ -483,10 +484,62 @@ def force_field_energies(rdmol: Any, force_field: str, threads: int = 1) -> tupl
     raise ToolError("unsupported_element", "Neither MMFF94 nor UFF has parameters for this molecule")
 
 
+def conformer_item(
+    i: int,
+    text: str,
+    n_conformers: int,
+    seed: int,
+    prune_rms: float,
+    force_field: str,
+    window: float | None,
+    threads: int,
+    out_dir: str,
+) -> dict[str, Any]:
+    """One molecule of ``chem_conformers``: its item (or its error item), the SDF written into ``out_dir``."""
+    from rdkit import Chem
+
+    from tools_server.molecules import parse_rdkit
+
+    try:
+        mol, _ = parse_rdkit(text)
+        mol_h = Chem.AddHs(mol, addCoords=mol.GetNumConformers() > 0)
+        mol_h.RemoveAllConformers()
+        ids = embed_conformers(mol_h, n_conformers, seed, prune_rms, threads)
+        if not ids:
+            error = {"code": "invalid_input", "message": "ETKDG could not embed any conformer"}
+            return {"index": i, "ok": False, "error": error}
+        ff, energies = force_field_energies(mol_h, force_field, threads)
+        order = sorted(range(len(ids)), key=lambda k: energies[k])
+        e_min = energies[order[0]]
+        if window is not None:
+            order = [k for k in order if energies[k] - e_min <= window]
+        path = Path(out_dir) / f"conformers_{i}.sdf"
+        with Chem.SDWriter(str(path)) as writer:
+            for rank, k in enumerate(order):
+                mol_h.SetProp("_Name", f"{Chem.MolToSmiles(mol)} conformer {rank}")
+                mol_h.SetDoubleProp("energy_kcal_mol", energies[k])
+                writer.write(mol_h, confId=ids[k])
+        return {
+            "index": i,
+            "ok": True,
+            "smiles": Chem.MolToSmiles(mol),
+            "force_field": ff,
+            "n_conformers": len(order),
+            "energies_kcal_mol": [round(energies[k], 4) for k in order],
+            "relative_energies_kcal_mol": [round(energies[k] - e_min, 4) for k in order],
+            "sdf": str(path),
+        }
+    except ToolError as exc:
+        return {"index": i, "ok": False, "error": {"code": exc.code, "message": exc.message}}
+    except Exception as exc:
+        return _error_item(i, exc)
+
+
 @tool(
     name="chem_conformers",
     resource="cpu",
     threads="all",
+    items="molecules",
     read_only=True,
     idempotent=True,
     engines=("rdkit",),
@@ -501,56 +554,22 @@ def chem_conformers(args: ConformerInput, ctx: ToolContext) -> dict:
     `force_field` used, and `sdf` (artifact; conformers sorted by energy, each with an `energy_kcal_mol`
     property). Pass `sdf#k` to xtb_run or dft_run to refine conformer k. Force-field energies rank
     conformers of one molecule only; they are not comparable between molecules."""
-    from rdkit import Chem
-
-    from tools_server.molecules import parse_rdkit
+    from tools_server.core.fanout import map_items
 
     _set_rdkit_engine(ctx)
-    items = []
     n = len(args.molecules)
-    for i, text in enumerate(args.molecules):
-        ctx.progress(i / n, f"conformers {i}/{n}")
-        try:
-            mol, _ = parse_rdkit(text)
-            mol_h = Chem.AddHs(mol, addCoords=mol.GetNumConformers() > 0)
-            mol_h.RemoveAllConformers()
-            ids = embed_conformers(mol_h, args.n_conformers, args.seed, args.prune_rms_angstrom, ctx.threads)
-            if not ids:
-                items.append(
-                    {
-                        "index": i,
-                        "ok": False,
-                        "error": {"code": "invalid_input", "message": "ETKDG could not embed any conformer"},
-                    }
-                )
-                continue
-            ff, energies = force_field_energies(mol_h, args.force_field, ctx.threads)
-            order = sorted(range(len(ids)), key=lambda k: energies[k])
-            e_min = energies[order[0]]
-            if args.energy_window_kcal_mol is not None:
-                order = [k for k in order if energies[k] - e_min <= args.energy_window_kcal_mol]
-            path = ctx.artifact(f"conformers_{i}.sdf")
-            with Chem.SDWriter(str(path)) as writer:
-                for rank, k in enumerate(order):
-                    mol_h.SetProp("_Name", f"{Chem.MolToSmiles(mol)} conformer {rank}")
-                    mol_h.SetDoubleProp("energy_kcal_mol", energies[k])
-                    writer.write(mol_h, confId=ids[k])
-            items.append(
-                {
-                    "index": i,
-                    "ok": True,
-                    "smiles": Chem.MolToSmiles(mol),
-                    "force_field": ff,
-                    "n_conformers": len(order),
-                    "energies_kcal_mol": [round(energies[k], 4) for k in order],
-                    "relative_energies_kcal_mol": [round(energies[k] - e_min, 4) for k in order],
-                    "sdf": str(path),
-                }
-            )
-        except ToolError as exc:
-            items.append({"index": i, "ok": False, "error": {"code": exc.code, "message": exc.message}})
-        except Exception as exc:
-            items.append(_error_item(i, exc))
+    options = (
+        args.n_conformers,
+        args.seed,
+        args.prune_rms_angstrom,
+        args.force_field,
+        args.energy_window_kcal_mol,
+    )
+    jobs = [(i, text, *options, ctx.threads, str(ctx.artifact_dir)) for i, text in enumerate(args.molecules)]
+    # one process, RDKit's own threads per molecule; on a Dask cluster the molecules become tasks
+    items = map_items(
+        conformer_item, jobs, 1, lambda d, total: ctx.progress(d / total, f"conformers {d}/{total}")
+    )
     from tools_server.chem.tables import table_result
 
     return {"n_molecules": n, **table_result(ctx, "conformers", items)}

@@ -132,24 +132,81 @@ def _prepare(args: Any, ctx: ToolContext) -> tuple[Any, str, str]:
     return models, name, device
 
 
-def _write_geometry(ctx: ToolContext, stem: str, mol: Any, atoms: Any, title: str) -> dict[str, str]:
+def _write_geometry(out_dir: Path, stem: str, mol: Any, atoms: Any, title: str) -> dict[str, str]:
     from ase.io import write
 
     out = {}
-    xyz = ctx.artifact(f"{stem}.xyz")
+    xyz = out_dir / f"{stem}.xyz"
     write(str(xyz), atoms, format="xyz", comment=title)
     out["geometry_xyz"] = str(xyz)
     block = mol.with_coords(atoms.get_positions()).to_molblock(title)
     if block is not None:
-        sdf = ctx.artifact(f"{stem}.sdf")
+        sdf = out_dir / f"{stem}.sdf"
         sdf.write_text(block + "$$$$\n")
         out["geometry_sdf"] = str(sdf)
     return out
 
 
+def mlip_item(
+    i: int, text: str, opts: dict[str, Any], out_dir: str, n: int, progress: Any = None
+) -> dict[str, Any]:
+    """One molecule of ``mlip_run`` (``opts``: its arguments with the model's ``name`` and ``device``):
+    its item, or its error item; artifacts go to ``out_dir``. ``weights_missing`` and
+    ``engine_unavailable`` are raised (the whole call fails), as is any error of a single molecule."""
+    from tools_server.mlip import models, run
+
+    engine, name, device = opts["engine"], opts["name"], opts["device"]
+    try:
+        mol = _load(text, opts["charge"])
+        models.check_molecule(engine, mol.numbers, mol.charge, mol.multiplicity)
+        _check_structure(mol.numbers, mol.coords_angstrom, "coordinates")
+        calc = models.load_calculator(engine, name, device, charge=mol.charge)  # cached per process
+        models.check_model_species(engine, calc, mol.numbers)
+        atoms = run.atoms_from(mol.numbers, mol.coords_angstrom)
+        item: dict[str, Any] = {"index": i, "ok": True, "formula": mol.formula(), "n_atoms": mol.n_atoms}
+        if mol.smiles:
+            item["smiles"] = mol.smiles
+
+        def tick(step: int, total: int) -> None:
+            if progress is not None:
+                progress(min(1.0, step / max(1, total)), f"molecule {i + 1}/{n}, step {step}")
+
+        if opts["task"] == "energy":
+            item.update(run.energy(atoms, calc, inline_forces=mol.n_atoms <= 50 and n <= 20))
+        elif opts["task"] == "optimize":
+            steps = opts["max_steps"]
+            item.update(run.optimize(atoms, calc, opts["fmax_ev_a"], steps, lambda s: tick(s, steps)))
+            item.update(_write_geometry(Path(out_dir), f"opt_{i}", mol, atoms, f"{name} optimised"))
+            if not item["optimization"]["converged"]:
+                item["warnings"] = [f"not converged to fmax {opts['fmax_ev_a']} eV/Å in {steps} steps"]
+        else:
+            traj = Path(out_dir) / f"md_{i}.xyz"
+            item.update(
+                run.langevin(
+                    atoms,
+                    calc,
+                    steps=opts["md_steps"],
+                    timestep_fs=opts["timestep_fs"],
+                    temperature_k=opts["temperature_k"],
+                    friction_per_fs=opts["friction_per_fs"],
+                    seed=opts["seed"],
+                    report_every=opts["report_every"],
+                    trajectory=traj,
+                    progress=lambda s: tick(s, opts["md_steps"]),
+                )
+            )
+            item["trajectory_xyz"] = str(traj)
+    except ToolError as err:
+        if n == 1 or err.code in ("weights_missing", "engine_unavailable"):
+            raise
+        return {"index": i, "ok": False, "error": err.to_dict()}
+    return item
+
+
 @tool(
     name="mlip_run",
     resource="gpu",
+    items="molecules",
     read_only=True,
     idempotent=True,
     engines=("torchani", "aimnet", "mace", "sevenn", "ase"),
@@ -167,66 +224,20 @@ def mlip_run(args: MlipInput, ctx: ToolContext) -> dict:
     geometry_xyz / geometry_sdf artifacts, md {temperature_mean_second_half_k, epot_mean_ev, series} and a
     trajectory_xyz artifact. Weights come from SPU_WEIGHTS_DIR (docs/weights.md); a missing model is
     weights_missing. Errors: unsupported_element, unsupported_charge, weights_missing, engine_unavailable."""
-    from tools_server.mlip import run
+
+    from tools_server.core.fanout import map_items
 
     models, name, device = _prepare(args, ctx)
     n = len(args.molecules)
-    items: list[dict[str, Any]] = []
-    calc = None
-    for i, text in enumerate(args.molecules):
-        try:
-            mol = _load(text, args.charge)
-            models.check_molecule(args.engine, mol.numbers, mol.charge, mol.multiplicity)
-            _check_structure(mol.numbers, mol.coords_angstrom, "coordinates")
-            if calc is None or args.engine == "aimnet2":
-                calc = models.load_calculator(args.engine, name, device, charge=mol.charge)
-            models.check_model_species(args.engine, calc, mol.numbers)
-            atoms = run.atoms_from(mol.numbers, mol.coords_angstrom)
-            item: dict[str, Any] = {"index": i, "ok": True, "formula": mol.formula(), "n_atoms": mol.n_atoms}
-            if mol.smiles:
-                item["smiles"] = mol.smiles
-            step_base = i / n
-
-            def tick(step: int, total: int, base: float = step_base, k: int = i) -> None:
-                ctx.progress(base + min(1.0, step / max(1, total)) / n, f"molecule {k + 1}/{n}, step {step}")
-
-            if args.task == "energy":
-                item.update(run.energy(atoms, calc, inline_forces=mol.n_atoms <= 50 and n <= 20))
-            elif args.task == "optimize":
-                item.update(
-                    run.optimize(
-                        atoms, calc, args.fmax_ev_a, args.max_steps, lambda s: tick(s, args.max_steps)
-                    )
-                )
-                item.update(_write_geometry(ctx, f"opt_{i}", mol, atoms, f"{name} optimised"))
-                if not item["optimization"]["converged"]:
-                    item["warnings"] = [
-                        f"not converged to fmax {args.fmax_ev_a} eV/Å in {args.max_steps} steps"
-                    ]
-            else:
-                traj = ctx.artifact(f"md_{i}.xyz")
-                item.update(
-                    run.langevin(
-                        atoms,
-                        calc,
-                        steps=args.md_steps,
-                        timestep_fs=args.timestep_fs,
-                        temperature_k=args.temperature_k,
-                        friction_per_fs=args.friction_per_fs,
-                        seed=args.seed,
-                        report_every=args.report_every,
-                        trajectory=traj,
-                        progress=lambda s: tick(s, args.md_steps),
-                    )
-                )
-                item["trajectory_xyz"] = str(traj)
-        except ToolError as err:
-            if n == 1 or err.code in ("weights_missing", "engine_unavailable"):
-                raise
-            items.append({"index": i, "ok": False, "error": err.to_dict()})
-            continue
-        items.append(item)
-        ctx.progress((i + 1) / n, f"{i + 1}/{n} molecules")
+    opts = {**args.model_dump(exclude={"molecules", "model"}), "name": name, "device": device}
+    out_dir = str(ctx.artifact_dir)
+    if n == 1:  # one molecule: run here, with progress from the optimiser or the dynamics
+        items = [mlip_item(0, args.molecules[0], opts, out_dir, 1, ctx.progress)]
+    else:  # one process (the model loaded once); on a Dask cluster the molecules become tasks
+        jobs = [(i, text, opts, out_dir, n) for i, text in enumerate(args.molecules)]
+        items = map_items(
+            mlip_item, jobs, 1, lambda d, total: ctx.progress(d / total, f"{d}/{total} molecules")
+        )
     for item in items:
         for w in item.get("warnings", []):
             ctx.warn(f"molecule {item['index']}: {w}")
