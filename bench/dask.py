@@ -7,8 +7,8 @@ Everything runs on loopback: a LocalCluster of one-thread worker processes stand
 and ``dask worker`` (the documented SLURM/PBS setup is the same executor with other workers). Printed, each
 measured in this run:
 
-1. one ``xtb_run`` call optimising ``--molecules`` molecules (GFN2, tblite) on 2 one-thread Dask workers
-   against 1 (target 1.8x or more), and on the local executor with 2 slots against 1;
+1. one ``xtb_run`` call optimising ``--molecules`` drug-size molecules (GFN2, tblite) on 2 one-thread Dask
+   workers against 1 (target 1.8x or more), and on the local executor with 2 slots against 1;
 2. ``cancel ... N.N s``: from ``job_cancel`` on a job holding a Dask worker to that worker finishing another
    job (the engine process killed, the thread free).
 
@@ -35,14 +35,26 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 sys.path.insert(0, str(HERE.parent))
 
 
-def _batch_molecules() -> list[str]:
-    """bench/qc.py's batch of small molecules."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("spu_bench_qc", HERE / "qc.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return list(module.BATCH_32)
+#: Drug-size molecules (20-40 atoms): a GFN2 optimisation of each takes 0.3-2 s on one core, enough work per
+#: item for the spread over workers to show (bench/qc.py's small molecules take ~0.1 s each).
+DRUGS = [
+    "CN1C=NC2=C1C(=O)N(C(=O)N2C)C",  # caffeine
+    "CC(=O)OC1=CC=CC=C1C(=O)O",  # aspirin
+    "CC(C)CC1=CC=C(C=C1)C(C)C(=O)O",  # ibuprofen
+    "CC(=O)NC1=CC=C(O)C=C1",  # paracetamol
+    "CN1CCCC1C1=CN=CC=C1",  # nicotine
+    "CCN(CC)CC(=O)NC1=C(C)C=CC=C1C",  # lidocaine
+    "CCOC(=O)C1=CC=C(N)C=C1",  # benzocaine
+    "CN1C2=C(C(=O)N(C1=O)C)NC=N2",  # theophylline
+    "OC(=O)C1=CC=CC=C1O",  # salicylic acid
+    "COC1=CC2=CC(C(C)C(=O)O)=CC=C2C=C1",  # naproxen
+    "CCOC1=CC=C(NC(C)=O)C=C1",  # phenacetin
+    "CCN(CC)CCOC(=O)C1=CC=C(N)C=C1",  # procaine
+    "CN1N(C(=O)C=C1C)C1=CC=CC=C1",  # antipyrine
+    "CC(C)C1CCC(C)CC1O",  # menthol
+    "CC1(C)C2CCC1(C)C(=O)C2",  # camphor
+    "COC1=C(O)C=CC(C=O)=C1",  # vanillin
+]
 
 
 def _dispatcher(executor):
@@ -137,7 +149,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    molecules = _batch_molecules()[: args.molecules]
+    molecules = DRUGS[: args.molecules]
     with tempfile.TemporaryDirectory(prefix="spu-bench-dask-", ignore_cleanup_errors=True) as tmp:
         os.environ["SPU_WORKDIR"] = str(Path(tmp) / "work")
         os.environ["SPU_CACHE_DIR"] = str(Path(tmp) / "cache")

@@ -255,9 +255,10 @@ def _map_on_cluster(func: Any, jobs: list[tuple[Any, ...]], progress: Any) -> li
 
     client = _client(_cluster["address"])
     threads = sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values()) or 1
-    # a few chunks per thread: Dask hands them out as threads free up, so one slow chunk does not hold
-    # the batch back, while thousands of tiny items do not become thousands of tasks
-    chunks = _chunks(jobs, min(len(jobs), 4 * threads))
+    # one item per task up to 64 items (Dask hands them out biggest first as threads free up: list
+    # scheduling, as on one machine), then balanced chunks, a few per thread, so thousands of tiny items
+    # do not become thousands of tasks
+    chunks = _chunks(jobs, min(len(jobs), max(64, 4 * threads)))
     artifact_dir = _cluster["artifact_dir"]
     cancel_key = _cluster["cancel_key"]
     futures = {
