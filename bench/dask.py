@@ -83,7 +83,7 @@ def _batch_times(dispatcher, molecules: list[str], repeats: int) -> tuple[list[f
     return times, n_ok
 
 
-def _cancel_to_free(dispatcher, manager, tmp: Path) -> float:
+def _cancel_to_free(dispatcher, manager) -> float:
     """Seconds from cancelling a job that holds the only worker to another job's result."""
 
     async def scenario() -> float:
@@ -97,7 +97,7 @@ def _cancel_to_free(dispatcher, manager, tmp: Path) -> float:
     return asyncio.run(scenario())
 
 
-def bench_dask(molecules: list[str], repeats: int, tmp: Path) -> dict:
+def bench_dask(molecules: list[str], repeats: int) -> dict:
     from distributed import Client, LocalCluster
 
     from tools_server.core.jobs.dask import DaskExecutor
@@ -119,7 +119,7 @@ def bench_dask(molecules: list[str], repeats: int, tmp: Path) -> dict:
             out[f"dask_{n_workers}_s"] = statistics.median(times)
             out[f"dask_{n_workers}_ok"] = n_ok
             if n_workers == 1:
-                out["cancel_to_free_s"] = _cancel_to_free(dispatcher, manager, tmp)
+                out["cancel_to_free_s"] = _cancel_to_free(dispatcher, manager)
     out["dask_speedup"] = out["dask_1_s"] / out["dask_2_s"]
     return out
 
@@ -153,7 +153,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="spu-bench-dask-", ignore_cleanup_errors=True) as tmp:
         os.environ["SPU_WORKDIR"] = str(Path(tmp) / "work")
         os.environ["SPU_CACHE_DIR"] = str(Path(tmp) / "cache")
-        results = {**bench_dask(molecules, args.repeats, Path(tmp)), **bench_local(molecules, args.repeats)}
+        results = {**bench_dask(molecules, args.repeats), **bench_local(molecules, args.repeats)}
     results["n_molecules"] = len(molecules)
     if args.json:
         print(json.dumps(results, indent=1))
