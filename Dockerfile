@@ -48,21 +48,21 @@ RUN update-ca-certificates >/dev/null && python3 -m venv /opt/venv && pip instal
 ARG TORCH_VERSION=2.13.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ARG SPU_EXTRAS=all
-COPY docker/wheels/ /tmp/spu-wheels/
+COPY docker/wheels/ /opt/spu-wheels/
 # pinned through the build argument, which hadolint does not read
 # hadolint ignore=DL3013
 RUN case ",$SPU_EXTRAS," in \
       *,all,*|*,protein,*|*,mlip,*) \
-        pip install -q --find-links /tmp/spu-wheels ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} \
+        pip install -q --find-links /opt/spu-wheels ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} \
           "torch==${TORCH_VERSION}" ;; \
     esac \
-    && rm -rf /tmp/spu-wheels
-COPY pyproject.toml docker/pyproject_deps.py /tmp/spu-build/
-RUN python /tmp/spu-build/pyproject_deps.py /tmp/spu-build/pyproject.toml "$SPU_EXTRAS" \
-       > /tmp/spu-build/requirements.txt \
-    && echo "torch==${TORCH_VERSION}" > /tmp/spu-build/torch.txt \
-    && pip install -q -r /tmp/spu-build/requirements.txt -c /tmp/spu-build/torch.txt \
-    && rm -rf /tmp/spu-build
+    && rm -rf /opt/spu-wheels
+COPY pyproject.toml docker/pyproject_deps.py /opt/spu-build/
+RUN python /opt/spu-build/pyproject_deps.py /opt/spu-build/pyproject.toml "$SPU_EXTRAS" \
+       > /opt/spu-build/requirements.txt \
+    && echo "torch==${TORCH_VERSION}" > /opt/spu-build/torch.txt \
+    && pip install -q -r /opt/spu-build/requirements.txt -c /opt/spu-build/torch.txt \
+    && rm -rf /opt/spu-build
 
 WORKDIR /opt/spu-scaffold
 COPY --from=src /src/ ./
