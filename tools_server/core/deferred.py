@@ -59,6 +59,12 @@ class DeferredWrites:
                 self._running = 0
                 self._cond.notify_all()
 
+    def discard(self, key: str) -> None:
+        """Drop the pending write for ``key``: the caller has just written something newer itself."""
+        with self._cond:
+            if self._pending.pop(key, None) is not None:
+                self._cond.notify_all()  # a flush may be waiting for this write
+
     def flush(self) -> None:
         """Wait until every write added so far has run."""
         with self._cond:

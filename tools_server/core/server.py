@@ -19,6 +19,7 @@ from mcp.server.lowlevel import Server
 from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool, ToolAnnotations
 
 from tools_server import __version__
+from tools_server.core import toollist
 from tools_server.core.bind import is_loopback, is_wildcard
 from tools_server.core.dispatch import Dispatcher
 from tools_server.core.errors import ToolError
@@ -47,6 +48,10 @@ def mcp_tool(spec: ToolSpec) -> Tool:
     )
 
 
+def _dump(tool: Tool) -> dict[str, Any]:
+    return tool.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
 def error_result(exc: ToolError) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=str(exc))],
@@ -64,6 +69,7 @@ class SpuServer:
         self.dispatcher.add_server_tools(list(SERVER_TOOLS))
         self._tools: list[Tool] | None = None
         self._tools_lock = threading.Lock()
+        self._listed = threading.Event()  # set once a tools/list has been answered
 
         async def on_list_tools(ctx: Any, params: Any) -> ListToolsResult:
             return ListToolsResult(tools=await self.list_tools())
@@ -84,28 +90,48 @@ class SpuServer:
         self.mcp.middleware.clear()
 
     def preload(self) -> None:
-        """Load the registry and build the tool list from a background thread, so that the first
-        ``tools/list`` finds both ready; only then start the warm workers (their imports would compete
-        with start-up for the CPU)."""
+        """Have the tool list ready for the first ``tools/list``: the list a server on the same code built
+        last (:mod:`tools_server.core.toollist`), else the registry loaded and the list built from a
+        background thread. Then (after the first ``tools/list``, or a second at most, when the list came
+        from the store) load the registry, check the stored list against it and keep the list for the next
+        start; only then start the warm workers (their imports would compete with start-up for the CPU)."""
+        stored = toollist.load()
+        if stored is not None:
+            try:
+                self._tools = [Tool.model_validate(t) for t in stored]
+            except ValueError:
+                stored = None
 
         def load() -> None:
-            self.tools()
+            if stored is not None:
+                self._listed.wait(1.0)
+            built = self._build_tools()
+            fresh = [_dump(t) for t in built]
+            if fresh != stored:
+                if stored is not None:
+                    log.warning("the stored tool list differed from the registry's; serving the registry's")
+                self._tools = built
+                toollist.store(fresh, {spec.module for spec in self.dispatcher.registry.tools.values()})
             self.dispatcher.warm_up_later()
 
         threading.Thread(target=load, daemon=True, name="spu-registry").start()
+
+    def _build_tools(self) -> list[Tool]:
+        specs = sorted(self.dispatcher.registry.tools.values(), key=lambda s: s.name)
+        return [mcp_tool(spec) for spec in specs]
 
     def tools(self) -> list[Tool]:
         """The MCP tool list, built once (the registry does not change while the server runs)."""
         if self._tools is None:
             with self._tools_lock:
                 if self._tools is None:
-                    specs = sorted(self.dispatcher.registry.tools.values(), key=lambda s: s.name)
-                    tools = [mcp_tool(spec) for spec in specs]
-                    self._tools = tools
+                    self._tools = self._build_tools()
         return self._tools
 
     async def list_tools(self) -> list[Tool]:
-        return list(self.tools())
+        tools = list(self.tools())
+        self._listed.set()
+        return tools
 
     def tool_input_schema(self, name: str) -> dict[str, Any] | None:
         return next((t.input_schema for t in self.tools() if t.name == name), None)

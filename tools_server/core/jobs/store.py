@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -70,19 +71,27 @@ class JobStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
         self._later = DeferredWrites("spu-job-records")
+        # one job's writes never overlap (a deferred write that took the record before the final save must
+        # not rename it over the final record); striped, so unrelated jobs rarely wait for each other
+        self._locks = [threading.Lock() for _ in range(16)]
 
     def save(self, job: Job) -> None:
-        """Write the job's record now (its final state: before the caller sees the result)."""
-        self._write(job.job_id, job.record())
+        """Write the job's record now (its final state: before the caller sees the result). A deferred
+        write still pending for the job is dropped: it would only write the same record again, and
+        renaming over an existing file costs milliseconds on ext4 (it starts the new file's writeback)."""
+        self._later.discard(job.job_id)
+        self._write(job)
 
-    def _write(self, job_id: str, record: dict[str, Any]) -> None:
-        atomic_write_json(self.root / f"{job_id}.json", record, indent=None, fsync=False, default=str)
+    def _write(self, job: Job) -> None:
+        with self._locks[hash(job.job_id) % len(self._locks)]:
+            record = job.record()  # taken under the lock: the newest state wins
+            atomic_write_json(self.root / f"{job.job_id}.json", record, indent=None, fsync=False, default=str)
 
     def save_later(self, job: Job) -> None:
         """Save the job's record from a background thread (:mod:`tools_server.core.deferred`), off the job's
         critical path. The record is taken when it is written, so it shows the job's state then: a change
         after this call is saved by the ``save_later`` that follows it."""
-        self._later.add(job.job_id, lambda: self._write(job.job_id, job.record()))
+        self._later.add(job.job_id, lambda: self._write(job))
 
     def flush(self) -> None:
         """Wait until every record handed to :meth:`save_later` is on disk."""
