@@ -64,7 +64,7 @@ class RawServer:
 
 
 def _cache_entries(env: dict[str, str]) -> list[Path]:
-    return list(Path(env["SPU_CACHE_DIR"]).rglob("*.json"))
+    return list((Path(env["SPU_CACHE_DIR"]) / "v2").rglob("*.json"))  # the result entries
 
 
 def test_a_seen_result_survives_an_immediate_kill(job_env):

@@ -7,6 +7,7 @@ record) is skipped with a warning: one damaged file never fails ``jobs()`` or ``
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -16,7 +17,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from spu_common.jsonfiles import atomic_write_json
 from tools_server.core import settings
 from tools_server.core.deferred import DeferredWrites
 from tools_server.core.jobs.model import Job
@@ -28,7 +28,12 @@ log = logging.getLogger(__name__)
 def read_record(path: Path) -> dict[str, Any] | None:
     """The job record in ``path``, or None (with a warning) when it is unreadable or not a job record."""
     try:
-        record = json.loads(path.read_bytes().decode("utf-8"))
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            time.sleep(0.002)  # between the two steps of a record's replacement (JobStore._write): once more
+            data = path.read_bytes()
+        record = json.loads(data.decode("utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
@@ -83,9 +88,24 @@ class JobStore:
         self._write(job)
 
     def _write(self, job: Job) -> None:
+        """The record in a new file, then the old record removed and the new file renamed into its place.
+        Renaming *over* an existing file makes ext4 write the new file out first (its ``auto_da_alloc``
+        heuristic: 1.5-4 ms on this project's machines, against 0.1 ms for a free name), and a job's final
+        record replaces its submission record on the job's critical path. A reader that comes between the
+        two steps finds no file and reads again (:func:`read_record`)."""
         with self._locks[hash(job.job_id) % len(self._locks)]:
             record = job.record()  # taken under the lock: the newest state wins
-            atomic_write_json(self.root / f"{job.job_id}.json", record, indent=None, fsync=False, default=str)
+            data = json.dumps(record, ensure_ascii=False, allow_nan=False, default=str).encode("utf-8")
+            path = self.root / f"{job.job_id}.json"
+            tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
+            try:
+                tmp.write_bytes(data)
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                os.rename(tmp, path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
 
     def save_later(self, job: Job) -> None:
         """Save the job's record from a background thread (:mod:`tools_server.core.deferred`), off the job's
