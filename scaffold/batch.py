@@ -37,6 +37,7 @@ from typing import Annotated, Any
 import typer
 
 from scaffold.agent.models import PROVIDERS
+from spu_common.console import fail
 from spu_common.jsonfiles import atomic_write_json
 
 DONE_MARKER = ".batch-done.json"
@@ -306,8 +307,7 @@ def batch_command(
         configuration = name or configuration_name(model)
         jobs = plan_jobs(task_dirs, out, configuration, runs)
     except (ValueError, FileNotFoundError, TaskError, ConfigError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     agent_args = ["--model", model]
     if base_url:
         agent_args += ["--base-url", base_url]

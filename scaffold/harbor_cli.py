@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from spu_common.console import fail
+
 harbor_app = typer.Typer(
     help="Harbor packaging: export tasks for `harbor run` (docs/harbor.md).", no_args_is_help=True
 )
@@ -97,8 +99,7 @@ def export_command(
             overwrite=overwrite,
         )
     except (ExportError, TaskError) as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return
@@ -129,8 +130,7 @@ def results_command(
     try:
         trials = read_trials(jobs_dir)
     except ResultsError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     summary = summarize(trials, min_reward=min_reward)
     if as_json:
         typer.echo(json.dumps(summary, indent=2))

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from spu_common.console import fail
+
 _STYLE = {"ok": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
 
 
@@ -35,8 +37,7 @@ def doctor(
     try:
         summary = run_doctor(profile=profile, only=only, timeout_s=timeout, jobs=jobs)
     except ValueError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
