@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -206,6 +207,7 @@ def dock(args: DockInput, ctx: ToolContext) -> dict:
 
 
 _RECEPTORS: dict[str, Path] = {}  # receptor PDBQT files this process wrote, by content hash
+_RECEPTORS_LOCK = threading.Lock()  # a Dask worker runs several item tasks at once
 
 
 def _receptor_file(pdbqt: str) -> Path:
@@ -216,15 +218,16 @@ def _receptor_file(pdbqt: str) -> Path:
     import tempfile
 
     key = hashlib.sha256(pdbqt.encode()).hexdigest()
-    path = _RECEPTORS.get(key)
-    if path is None or not path.is_file():
-        folder = Path(tempfile.mkdtemp(prefix="spu-receptor-"))
-        atexit.register(shutil.rmtree, folder, True)
-        path = folder / "receptor.pdbqt"
-        path.write_text(pdbqt)
-        while len(_RECEPTORS) >= 4:  # a few receptors at a time
-            shutil.rmtree(_RECEPTORS.pop(next(iter(_RECEPTORS))).parent, ignore_errors=True)
-        _RECEPTORS[key] = path
+    with _RECEPTORS_LOCK:
+        path = _RECEPTORS.get(key)
+        if path is None or not path.is_file():
+            folder = Path(tempfile.mkdtemp(prefix="spu-receptor-"))
+            atexit.register(shutil.rmtree, folder, True)
+            path = folder / "receptor.pdbqt"
+            path.write_text(pdbqt)
+            while len(_RECEPTORS) >= 8:  # a few receptors at a time
+                shutil.rmtree(_RECEPTORS.pop(next(iter(_RECEPTORS))).parent, ignore_errors=True)
+            _RECEPTORS[key] = path
     return path
 
 
