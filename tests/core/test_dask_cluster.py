@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 HERE = Path(__file__).resolve().parent
@@ -192,12 +193,13 @@ def test_batch_tools_give_the_local_result_item_for_item(cluster, monkeypatch):
         assert Path(row["sdf"]).read_text().count("$$$$") == row["n_conformers"]
 
 
-def test_mlip_run_on_the_cluster_equals_one_process(cluster):
+def test_mlip_tools_on_the_cluster_equal_one_process(cluster):
     """SevenNet-0 (its weights ship in the sevenn wheel): energies of a batch on the cluster, item for item
-    the one-process result."""
+    the one-process result; then mlip_conformers on the same cluster (its workers have the model loaded):
+    each conformer's optimisation is a task, and energies, ranks and the SDF equal the one-process result."""
     pytest.importorskip("sevenn")
     from tools_server.core.context import ToolContext
-    from tools_server.mlip.tools import MlipInput, mlip_run
+    from tools_server.mlip.tools import MlipConformersInput, MlipInput, mlip_conformers, mlip_run
 
     dispatcher, _, _ = cluster
     args = {"molecules": ["O", "CCO", "[Og]", "C"], "engine": "sevennet", "task": "energy"}
@@ -208,3 +210,152 @@ def test_mlip_run_on_the_cluster_equals_one_process(cluster):
     for r, loc in zip(remote["items"], local["items"], strict=True):
         if r["ok"]:
             assert r["energy_ev"] == pytest.approx(loc["energy_ev"], abs=1e-6)
+
+    args = {"molecule": "CCCO", "n_conformers": 3, "engine": "sevennet", "fmax_ev_a": 0.2, "max_steps": 25}
+    remote, tasks = _on_cluster(cluster, "mlip_conformers", args)
+    local = mlip_conformers(
+        MlipConformersInput(**args), ToolContext("mlip_conformers", "local-mc", threads=1)
+    )
+    assert remote["n_conformers"] >= 2 and len(tasks) == remote["n_conformers"], "one task per conformer"
+    assert [c["input_index"] for c in remote["conformers"]] == [c["input_index"] for c in local["conformers"]]
+    for r, loc in zip(remote["conformers"], local["conformers"], strict=True):
+        assert r["energy_ev"] == pytest.approx(loc["energy_ev"], abs=1e-5)
+        assert r["n_steps"] == loc["n_steps"] and r["converged"] == loc["converged"]
+    assert _under_workdir(remote["conformers_sdf"])
+    assert Path(remote["conformers_sdf"]).read_text().count("$$$$") == remote["n_conformers"]
+
+
+# --------------------------------------------------------------------------------------------------
+# The other batch tools that declare their items: one call on the cluster against one process
+# --------------------------------------------------------------------------------------------------
+
+
+def _on_cluster(cluster, tool: str, args: dict):
+    """The result of one call of ``tool`` through the Dask executor, and the item tasks (``_run_chunk``)
+    the scheduler ran meanwhile."""
+    from distributed import get_task_stream
+
+    dispatcher, _, client = cluster
+    with get_task_stream(client=client) as stream:
+        out = asyncio.run(dispatcher.call(tool, {**args, "wait_s": 600}))
+    assert "status" not in out, out  # finished, not still running
+    return out, [t for t in stream.data if str(t["key"]).startswith("_run_chunk")]
+
+
+def _under_workdir(path: str) -> bool:
+    return Path(path).resolve().is_relative_to(Path(os.environ["SPU_WORKDIR"]).resolve())
+
+
+def test_xtb_conformers_spreads_its_conformers_and_ranks_them_as_one_process(cluster):
+    """The conformers of one molecule (items="n_conformers") are tasks, one each; the ensemble (energies,
+    duplicates, Boltzmann weights) equals the one-process result."""
+    pytest.importorskip("tblite")
+    from tools_server.core.context import ToolContext
+    from tools_server.qc.tools import XtbConformerInput, xtb_conformers
+
+    args = {"molecule": "CCCC", "n_conformers": 4, "seed": 3, "max_steps": 100}
+    remote, tasks = _on_cluster(cluster, "xtb_conformers", args)
+    local = xtb_conformers(XtbConformerInput(**args), ToolContext("xtb_conformers", "local-xc", threads=1))
+    assert remote["n_embedded"] >= 2 and len(tasks) == remote["n_embedded"], "one task per conformer"
+    for key in ("n_embedded", "n_optimised", "n_failed", "n_duplicates", "n_unique"):
+        assert remote[key] == local[key], key
+    assert remote["lowest_energy_hartree"] == pytest.approx(local["lowest_energy_hartree"], abs=1e-8)
+    for r, loc in zip(remote["conformers"], local["conformers"], strict=True):
+        assert r["energy_hartree"] == pytest.approx(loc["energy_hartree"], abs=1e-8)
+        assert r["boltzmann_weight"] == pytest.approx(loc["boltzmann_weight"], abs=1e-6)
+        assert r["converged"] == loc["converged"]
+    assert (
+        _under_workdir(remote["sdf"]) and Path(remote["sdf"]).read_text().count("$$$$") == remote["n_unique"]
+    )
+
+
+def test_dock_spreads_its_ligands_with_per_item_errors_kept(cluster):
+    """The ligands of one receptor and box are tasks, one each (the receptor prepared once, shared); scores,
+    RMSDs to the reference residue and the per-item error equal the one-process result."""
+    pytest.importorskip("vina")
+    pytest.importorskip("meeko")
+    pytest.importorskip("pdbfixer")
+    from tools_server.core.context import ToolContext
+    from tools_server.dock.tools import DockInput, dock
+
+    receptor = (HERE.parent / "dock" / "data" / "t4l99a_pxylene.pdb").read_text()
+    args = {
+        "ligands": ["Cc1ccc(C)cc1", "C1CC", "c1ccccc1"],
+        "receptor_text": receptor,
+        "box_ligand": "TMP",
+        "exhaustiveness": 1,
+        "n_poses": 2,
+        "seed": 11,
+    }
+    remote, tasks = _on_cluster(cluster, "dock", args)
+    local = dock(DockInput(**args), ToolContext("dock", "local-dock", threads=1))
+    assert len(tasks) == 3, "one task per ligand"
+    assert [r["ok"] for r in remote["ligands"]] == [True, False, True]
+    assert remote["ligands"][1]["error"]["code"] == local["ligands"][1]["error"]["code"] == "invalid_smiles"
+    assert remote["n_ok"] == local["n_ok"] == 2 and remote["box"] == local["box"]
+    for r, loc in zip(remote["ligands"], local["ligands"], strict=True):
+        if not r["ok"]:
+            continue
+        assert r["smiles"] == loc["smiles"] and len(r["poses"]) == len(loc["poses"])
+        for p, q in zip(r["poses"], loc["poses"], strict=True):
+            assert p["vina_score_kcal_mol"] == pytest.approx(q["vina_score_kcal_mol"], abs=1e-3)
+            assert p.get("rmsd_to_reference_angstrom") == pytest.approx(
+                q.get("rmsd_to_reference_angstrom"), abs=1e-3
+            )
+        assert _under_workdir(r["poses_sdf"])
+        assert Path(r["poses_sdf"]).read_text().count("$$$$") == len(r["poses"])
+    assert "rmsd_to_reference_angstrom" in remote["ligands"][0]["poses"][0]
+
+
+@pytest.fixture
+def esm_weights(spu_env, tmp_path, monkeypatch):
+    """A tiny random ESM-2 in SPU_WEIGHTS_DIR, set before the cluster starts so its workers find it too."""
+    pytest.importorskip("torch")
+    pytest.importorskip("esm")
+    from tools_server.protein import weights
+
+    monkeypatch.setenv("SPU_WEIGHTS_DIR", str(tmp_path / "weights"))
+    monkeypatch.delenv("SPU_WEIGHTS_DOWNLOAD", raising=False)
+    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch_home"))
+    weights._load_esm_cached.cache_clear()
+    weights.save_random_esm2(tmp_path / "weights" / "esm" / "esm2_t2_dask_test.pt")
+    return "esm2_t2_dask_test"
+
+
+WT = "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQAPILSRVGDGTQDNLSGAEKAVQ"
+
+
+def test_protein_tools_spread_their_items_as_one_process(esm_weights, cluster):
+    """protein_variant_scores (11 mutated positions: two runs of model batches) and protein_embed (10
+    sequences: two runs) on the cluster: two tasks each, and the numbers of one process."""
+    from tools_server.core.context import ToolContext
+    from tools_server.protein.tools import (
+        ProteinEmbedInput,
+        VariantScoresInput,
+        protein_embed,
+        protein_variant_scores,
+    )
+
+    singles = [f"{WT[p - 1]}{p}{'W' if WT[p - 1] != 'W' else 'A'}" for p in range(2, 46, 4)]
+    args = {"wild_type": WT, "variants": [*singles, "K2E:T3S", "Z9A", "WT"], "model": esm_weights}
+    remote, tasks = _on_cluster(cluster, "protein_variant_scores", args)
+    local = protein_variant_scores(VariantScoresInput(**args), ToolContext("pvs", "local-pvs", threads=1))
+    assert len(tasks) == 2, "12 positions: two runs of 8 forward passes at most"
+    assert [it["ok"] for it in remote["items"]] == [it["ok"] for it in local["items"]]
+    assert remote["items"][12]["error"]["code"] == local["items"][12]["error"]["code"] == "invalid_mutation"
+    for r, loc in zip(remote["items"], local["items"], strict=True):
+        if r["ok"]:
+            assert r["score"] == pytest.approx(loc["score"], abs=1e-4)
+    assert remote["items"][13]["score"] == 0.0
+    assert remote["ranking_high_to_low"] == local["ranking_high_to_low"]
+
+    seqs = [WT[k : k + 20 + k] for k in range(10)]
+    eargs = {"sequences": seqs, "model": esm_weights}
+    remote, tasks = _on_cluster(cluster, "protein_embed", eargs)
+    local = protein_embed(ProteinEmbedInput(**eargs), ToolContext("protein_embed", "local-pe", threads=1))
+    assert len(tasks) == 2, "10 sequences: two runs of 8 at most"
+    assert remote["norms"] == pytest.approx(local["norms"], abs=1e-4)
+    assert np.allclose(remote["cosine_similarity"], local["cosine_similarity"], atol=1e-4)
+    emb = np.load(remote["artifacts"]["embeddings_npy"])
+    assert _under_workdir(remote["artifacts"]["embeddings_npy"]) and emb.shape == (10, 32)
+    assert np.allclose(emb, np.load(local["artifacts"]["embeddings_npy"]), atol=1e-5)

@@ -91,3 +91,13 @@ def test_bad_smiles_among_several_is_a_per_item_error(spu_env):
 def test_two_boxes_are_refused():
     with pytest.raises(ValueError):
         DockInput(ligands=["C"], receptor_path=COMPLEX, box_ligand="TMP", center=(0, 0, 0), size=(9, 9, 9))
+
+
+def test_a_receptor_is_written_once_per_process_for_its_ligands():
+    """dock_ligand gets the receptor PDBQT as text (it may run on another machine): one file per receptor."""
+    from tools_server.dock.tools import _receptor_file
+
+    first, again = _receptor_file("REMARK a\n"), _receptor_file("REMARK a\n")
+    other = _receptor_file("REMARK b\n")
+    assert first == again and first.read_text() == "REMARK a\n"
+    assert other != first and other.read_text() == "REMARK b\n"

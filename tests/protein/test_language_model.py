@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -108,3 +110,45 @@ def test_missing_weights_is_a_clear_error(weights_dir, ctx_factory):
     with pytest.raises(ToolError) as err:
         _score("esm1v", "MKTAY", ["K2A"], "masked_marginal", ctx_factory)
     assert err.value.code == "weights_missing"
+
+
+def test_runs_are_whole_batches_of_about_equal_length():
+    from tools_server.protein.tools import _runs
+
+    assert _runs(20, 8, 64) == [(0, 8), (8, 16), (16, 20)]
+    assert _runs(20, 8, 1) == [(0, 20)]
+    assert _runs(0, 8, 64) == [(0, 0)]
+    runs = _runs(100, 8, 12)  # 13 batches in 12 runs
+    assert len(runs) == 12 and runs[0][0] == 0 and runs[-1][1] == 100
+    assert all(a % 8 == 0 and a < b for a, b in runs)
+    assert all(b == c for (_, b), (c, _) in itertools.pairwise(runs))
+
+
+@pytest.mark.parametrize("method", ["masked_marginal", "masked_marginal_joint", "wildtype_marginal"])
+def test_scores_split_in_runs_equal_one_pass_over_all_variants(tiny_esm2, ctx_factory, method):
+    """The tool splits its forward passes into runs of whole batches (its items on a cluster): 20 mutated
+    positions are three runs, and each score is the one a single variant_scores call gives."""
+    from tools_server.protein import language_model, weights
+    from tools_server.protein.sequences import format_mutations, parse_mutations
+
+    wt = WT[:60]
+    texts = [f"{wt[p - 1]}{p}{'W' if wt[p - 1] != 'W' else 'A'}" for p in range(1, 41, 2)]
+    texts += [f"{texts[0]}:{texts[5]}", "WT"]
+    out = _score(tiny_esm2, wt, texts, method, ctx_factory)
+    model, alphabet = weights.load_esm(tiny_esm2)
+    muts = [parse_mutations(t, wt) for t in texts]
+    direct = language_model.variant_scores(model, alphabet, wt, muts, method, "cpu")
+    assert [it["variant"] for it in out["items"]] == [format_mutations(m) for m in muts]
+    assert [it["score"] for it in out["items"]] == [round(s, 4) for s in direct]
+    assert len({it["score"] for it in out["items"]}) > 10  # the scores differ between variants
+
+
+def test_embeddings_in_runs_equal_one_pass(tiny_esm2, ctx_factory):
+    """Eleven sequences are two runs of the model's batches; the saved embeddings are one call's."""
+    from tools_server.protein import language_model, weights
+
+    seqs = [WT[k : k + 25 + 3 * k] for k in range(11)]
+    out = protein_embed(ProteinEmbedInput(sequences=seqs, model=tiny_esm2), ctx_factory("protein_embed"))
+    model, alphabet = weights.load_esm(tiny_esm2)
+    direct = language_model.mean_embeddings(model, alphabet, seqs, "cpu")
+    assert np.array_equal(np.load(out["artifacts"]["embeddings_npy"]), direct)

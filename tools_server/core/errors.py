@@ -58,6 +58,11 @@ class ToolError(Exception):
         self.hint = hint or ERROR_CODES[code]
         self.details = details
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled between processes (the error of an item run as a Dask task): rebuilt from its fields, as
+        # Exception's own pickling would call ToolError(message) and fail
+        return (_rebuild_tool_error, (type(self), self.code, self.message, self.hint, self.details))
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message, "hint": self.hint}
         if self.details:
@@ -70,3 +75,7 @@ class ToolError(Exception):
 
     def __str__(self) -> str:
         return f"[{self.code}] {self.message} Hint: {self.hint}"
+
+
+def _rebuild_tool_error(cls: type, code: str, message: str, hint: str, details: dict[str, Any]) -> ToolError:
+    return cls(code, message, hint, **details)

@@ -8,6 +8,10 @@ the worker process running the job has a cluster address (:func:`use_cluster`), 
 Dask tasks instead: balanced chunks, biggest first, gathered back in input order. Per-item errors are
 the tool's own business (``func`` returns them as results), so both paths give the same result, item for
 item.
+
+A batch whose items need one large object in common (a docking receptor) passes it as ``shared``: each item
+gets it as ``func``'s first arguments, and on the cluster it travels to each Dask worker once (scattered)
+rather than once per task.
 """
 
 from __future__ import annotations
@@ -76,14 +80,23 @@ def _pool(workers: int) -> Any:
     return pool
 
 
-def map_items(func: Any, jobs: list[tuple[Any, ...]], threads: int, progress: Any = None) -> list[Any]:
-    """Run ``func(*job)`` for each job on ``threads`` cores (or on the cluster, see :func:`use_cluster`):
-    this process and a pool of ``threads - 1``
+def map_items(
+    func: Any,
+    jobs: list[tuple[Any, ...]],
+    threads: int,
+    progress: Any = None,
+    shared: tuple[Any, ...] = (),
+) -> list[Any]:
+    """Run ``func(*shared, *job)`` for each job on ``threads`` cores (or on the cluster, see
+    :func:`use_cluster`): this process and a pool of ``threads - 1``
     spawned single-threaded processes each take the biggest job left whenever they are free (list
     scheduling, biggest first, so no core waits at the end for one large molecule, and no job is queued
-    behind a busy process while another is idle). Results come back in input order."""
+    behind a busy process while another is idle). Results come back in input order. ``shared`` holds the
+    arguments every job has in common (not counted in a job's size; sent to each Dask worker once)."""
     if _cluster["address"] and len(jobs) > 1:
-        return _map_on_cluster(func, jobs, progress)
+        return _map_on_cluster(func, jobs, progress, shared)
+    if shared:
+        jobs = [(*shared, *job) for job in jobs]
     results: list[Any] = [None] * len(jobs)
     left = collections.deque(sorted(range(len(jobs)), key=lambda k: -job_size(jobs[k])))
     lock = threading.Condition()
@@ -163,6 +176,11 @@ def map_items(func: Any, jobs: list[tuple[Any, ...]], threads: int, progress: An
 # The cluster path: Dask tasks in balanced chunks
 # --------------------------------------------------------------------------------------------------
 
+#: On the cluster, a batch of up to this many jobs is one Dask task per job (larger ones: balanced chunks);
+#: a tool that groups its work into jobs itself (protein models) keeps to it, so that Dask runs its jobs
+#: in the order given.
+ONE_TASK_EACH = 64
+
 _cluster: dict[str, Any] = {"address": None, "artifact_dir": None, "cancel_key": None}
 _clients: dict[str, Any] = {}
 
@@ -203,7 +221,11 @@ def _chunks(jobs: list[tuple[Any, ...]], n_chunks: int) -> list[list[int]]:
 
 
 def _run_chunk(
-    func: Any, jobs: list[tuple[Any, ...]], artifact_dir: str | None, cancel_key: str | None
+    func: Any,
+    jobs: list[tuple[Any, ...]],
+    artifact_dir: str | None,
+    cancel_key: str | None,
+    shared: tuple[Any, ...] = (),
 ) -> tuple[list[Any], dict[str, bytes], bool]:
     """A chunk on a Dask worker: each job in turn, writing artifacts into a folder of its own (shipped
     back as bytes, since the worker may be another machine); stops between items once the job is
@@ -224,7 +246,7 @@ def _run_chunk(
             if event is not None and event.is_set():
                 return results, {}, True
             args = tuple(local_dir if artifact_dir is not None and a == artifact_dir else a for a in job)
-            results.append(relocate(func(*args), local_dir, artifact_dir))
+            results.append(relocate(func(*shared, *args), local_dir, artifact_dir))
         files = {
             p.relative_to(local_dir).as_posix(): p.read_bytes()
             for p in Path(local_dir).rglob("*")
@@ -248,19 +270,24 @@ def relocate(value: Any, old: str, new: str | None) -> Any:
     return value
 
 
-def _map_on_cluster(func: Any, jobs: list[tuple[Any, ...]], progress: Any) -> list[Any]:
+def _map_on_cluster(
+    func: Any, jobs: list[tuple[Any, ...]], progress: Any, shared: tuple[Any, ...] = ()
+) -> list[Any]:
     from pathlib import Path
 
     from distributed import as_completed
 
     client = _client(_cluster["address"])
     threads = sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values()) or 1
-    # one item per task up to 64 items (Dask hands them out biggest first as threads free up: list
-    # scheduling, as on one machine), then balanced chunks, a few per thread, so thousands of tiny items
-    # do not become thousands of tasks
-    chunks = _chunks(jobs, min(len(jobs), max(64, 4 * threads)))
+    # one item per task up to ONE_TASK_EACH items (Dask hands them out biggest first as threads free up:
+    # list scheduling, as on one machine), then balanced chunks, a few per thread, so thousands of tiny
+    # items do not become thousands of tasks
+    chunks = _chunks(jobs, min(len(jobs), max(ONE_TASK_EACH, 4 * threads)))
     artifact_dir = _cluster["artifact_dir"]
     cancel_key = _cluster["cancel_key"]
+    # the common arguments go to the cluster once; each Dask worker fetches them once for all its chunks
+    # (released with the last reference to its future, when this call returns)
+    common: Any = client.scatter([shared], hash=False)[0] if shared else ()
     futures = {
         client.submit(
             _run_chunk,
@@ -268,6 +295,7 @@ def _map_on_cluster(func: Any, jobs: list[tuple[Any, ...]], progress: Any) -> li
             [jobs[k] for k in chunk],
             artifact_dir,
             cancel_key,
+            common,
             pure=False,
             priority=sum(job_size(jobs[k]) for k in chunk),
         ): chunk

@@ -76,7 +76,8 @@ class ToolSpec:
     canonicalize: Callable[[BaseModel], dict[str, Any]] | None = None
     threads: Threads = "single"
     #: the input field listing independent items (molecules, ligands, sequences) that the tool spreads with
-    #: :func:`tools_server.core.fanout.map_items`; on a cluster each batch becomes many tasks
+    #: :func:`tools_server.core.fanout.map_items`, or the count field of items it generates (conformers);
+    #: on a cluster each batch becomes many tasks
     items: str | None = None
     #: the server's own tools (system_info, job tools): called with the dispatcher, results passed through
     server_tool: bool = False
@@ -140,6 +141,8 @@ def tool(
     cores; the tool reads its share from ``ctx.threads``.
     ``items`` names the input field that lists the batch's independent items, when the tool spreads them
     with :func:`tools_server.core.fanout.map_items`: the Dask executor then runs them as many cluster tasks.
+    For a tool that generates its items from one input (conformers of one molecule), it names the integer
+    field that counts them (``items="n_conformers"``): the call fans out when it is above one.
     """
     if not _NAME_RE.match(name) or len(name) >= 40:
         raise ValueError(f"tool name {name!r} must be snake_case and shorter than 40 characters")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,7 @@ def _check_engines() -> None:
 @tool(
     name="dock",
     resource="cpu",
+    items="ligands",
     read_only=True,
     idempotent=True,
     engines=("vina", "meeko", "pdbfixer"),
@@ -109,8 +111,8 @@ def dock(args: DockInput, ctx: ToolContext) -> dict:
     binding free energy: use it to rank poses of one ligand and, roughly, similar ligands in one pocket.
     Errors: empty_box (no receptor atom in the box), no_protein, invalid_smiles, invalid_input."""
     import numpy as np
-    from rdkit import Chem
 
+    from tools_server.core.fanout import map_items
     from tools_server.dock import engine
 
     _check_engines()
@@ -165,61 +167,31 @@ def dock(args: DockInput, ctx: ToolContext) -> dict:
         )
     n_in_box = engine.check_box(box, receptor_heavy)
 
-    results: list[dict[str, Any]] = []
     n = len(args.ligands)
-    for i, text in enumerate(args.ligands):
-        ctx.progress(0.1 + 0.85 * i / n, f"docking ligand {i + 1}/{n}")
-        try:
-            rdmol, lig_pdbqt = engine.prepare_ligand(text, args.seed)
-            poses_pdbqt, energies = engine.dock(
-                receptor_pdbqt,
-                lig_pdbqt,
-                box,
-                exhaustiveness=args.exhaustiveness,
-                n_poses=args.n_poses,
-                seed=args.seed,
-                cpus=max(1, ctx.threads),
-                energy_range=args.energy_range,
-            )
-            mols = engine.poses_to_mols(poses_pdbqt)
-        except ToolError as err:
-            if n == 1:
-                raise
-            results.append({"index": i, "ligand": text, "ok": False, "error": err.to_dict()})
-            continue
-        ref_for_rmsd = _reference_for_rmsd(ref_mol, ref_xyz, args.box_ligand, raw_text, mols[0])
-        poses = []
-        sdf_path = ctx.artifact(f"poses_{i}.sdf")
-        writer = Chem.SDWriter(str(sdf_path))
-        for rank, (mol, e) in enumerate(zip(mols, energies, strict=False), start=1):
-            rmsd = engine.heavy_rmsd(mol, ref_for_rmsd) if ref_for_rmsd is not None else None
-            pose = {
-                "rank": rank,
-                "vina_score_kcal_mol": round(float(e[0]), 3),
-                "inter_kcal_mol": round(float(e[1]), 3),
-                "intra_kcal_mol": round(float(e[2]), 3),
-            }
-            if rmsd is not None:
-                pose["rmsd_to_reference_angstrom"] = round(rmsd, 3)
-            poses.append(pose)
-            mol.SetProp("_Name", f"ligand {i} pose {rank}")
-            mol.SetProp("vina_score_kcal_mol", f"{float(e[0]):.3f}")
-            mol.SetProp("seed", str(args.seed))
-            mol.SetProp("exhaustiveness", str(args.exhaustiveness))
-            writer.write(mol)
-        writer.close()
-        results.append(
-            {
-                "index": i,
-                "ligand": text,
-                "ok": True,
-                "smiles": Chem.MolToSmiles(Chem.RemoveHs(rdmol)),
-                "formal_charge": Chem.GetFormalCharge(rdmol),
-                "best_score_kcal_mol": poses[0]["vina_score_kcal_mol"] if poses else None,
-                "poses": poses,
-                "poses_sdf": str(sdf_path),
-            }
-        )
+    ctx.progress(0.1, f"docking {n} ligand(s)")
+    # The ligands are the items: they share the receptor and the box, prepared once above, and nothing
+    # couples their results. The receptor PDBQT and the RMSD reference travel as shared arguments (to each
+    # Dask worker once on a cluster); the ligands run one after the other here, Vina using the job's cores.
+    shared = (
+        receptor_pdbqt.read_text(),
+        box,
+        _rmsd_reference(ref_mol, args.box_ligand, raw_text),
+        {
+            "exhaustiveness": args.exhaustiveness,
+            "n_poses": args.n_poses,
+            "seed": args.seed,
+            "energy_range": args.energy_range,
+            "cpus": max(1, ctx.threads),
+        },
+    )
+    jobs = [(i, text, n, str(work)) for i, text in enumerate(args.ligands)]
+    results = map_items(
+        dock_ligand,
+        jobs,
+        1,
+        lambda d, total: ctx.progress(0.1 + 0.85 * d / total, f"docked {d}/{total} ligands"),
+        shared=shared,
+    )
     return {
         "scoring_function": "vina",
         "seed": args.seed,
@@ -234,16 +206,108 @@ def dock(args: DockInput, ctx: ToolContext) -> dict:
     }
 
 
-def _reference_for_rmsd(ref_mol: Any, ref_xyz: Any, spec: str | None, raw_text: str, probe: Any) -> Any:
-    """The reference ligand as an RDKit Mol comparable with ``probe`` (same heavy-atom graph), or None."""
+_RECEPTORS: dict[str, Path] = {}  # receptor PDBQT files this process wrote, by content hash
+_RECEPTORS_LOCK = threading.Lock()  # a Dask worker runs several item tasks at once
+
+
+def _receptor_file(pdbqt: str) -> Path:
+    """The receptor PDBQT as a file (Vina reads a path), written once per process and receptor."""
+    import atexit
+    import hashlib
+    import shutil
+    import tempfile
+
+    key = hashlib.sha256(pdbqt.encode()).hexdigest()
+    with _RECEPTORS_LOCK:
+        path = _RECEPTORS.get(key)
+        if path is None or not path.is_file():
+            folder = Path(tempfile.mkdtemp(prefix="spu-receptor-"))
+            atexit.register(shutil.rmtree, folder, True)
+            path = folder / "receptor.pdbqt"
+            path.write_text(pdbqt)
+            while len(_RECEPTORS) >= 8:  # a few receptors at a time
+                shutil.rmtree(_RECEPTORS.pop(next(iter(_RECEPTORS))).parent, ignore_errors=True)
+            _RECEPTORS[key] = path
+    return path
+
+
+def dock_ligand(
+    receptor_pdbqt: str,
+    box: Any,
+    reference: tuple[str, Any] | None,
+    opts: dict[str, Any],
+    i: int,
+    text: str,
+    n: int,
+    out_dir: str,
+) -> dict[str, Any]:
+    """One ligand of ``dock``: its item (poses, SDF artifact in ``out_dir``) or, in a batch, its error
+    item; the error of a lone ligand fails the call."""
     from rdkit import Chem
-    from rdkit.Chem import AllChem
+
+    from tools_server.dock import engine
+
+    try:
+        rdmol, lig_pdbqt = engine.prepare_ligand(text, opts["seed"])
+        poses_pdbqt, energies = engine.dock(
+            _receptor_file(receptor_pdbqt),
+            lig_pdbqt,
+            box,
+            exhaustiveness=opts["exhaustiveness"],
+            n_poses=opts["n_poses"],
+            seed=opts["seed"],
+            cpus=opts["cpus"],
+            energy_range=opts["energy_range"],
+        )
+        mols = engine.poses_to_mols(poses_pdbqt)
+    except ToolError as err:
+        if n == 1:
+            raise
+        return {"index": i, "ligand": text, "ok": False, "error": err.to_dict()}
+    ref_for_rmsd = _reference_for_pose(reference, mols[0])
+    poses = []
+    sdf_path = Path(out_dir) / f"poses_{i}.sdf"
+    writer = Chem.SDWriter(str(sdf_path))
+    for rank, (mol, e) in enumerate(zip(mols, energies, strict=False), start=1):
+        rmsd = engine.heavy_rmsd(mol, ref_for_rmsd) if ref_for_rmsd is not None else None
+        pose = {
+            "rank": rank,
+            "vina_score_kcal_mol": round(float(e[0]), 3),
+            "inter_kcal_mol": round(float(e[1]), 3),
+            "intra_kcal_mol": round(float(e[2]), 3),
+        }
+        if rmsd is not None:
+            pose["rmsd_to_reference_angstrom"] = round(rmsd, 3)
+        poses.append(pose)
+        mol.SetProp("_Name", f"ligand {i} pose {rank}")
+        mol.SetProp("vina_score_kcal_mol", f"{float(e[0]):.3f}")
+        mol.SetProp("seed", str(opts["seed"]))
+        mol.SetProp("exhaustiveness", str(opts["exhaustiveness"]))
+        writer.write(mol)
+    writer.close()
+    return {
+        "index": i,
+        "ligand": text,
+        "ok": True,
+        "smiles": Chem.MolToSmiles(Chem.RemoveHs(rdmol)),
+        "formal_charge": Chem.GetFormalCharge(rdmol),
+        "best_score_kcal_mol": poses[0]["vina_score_kcal_mol"] if poses else None,
+        "poses": poses,
+        "poses_sdf": str(sdf_path),
+    }
+
+
+def _rmsd_reference(ref_mol: Any, spec: str | None, raw_text: str) -> tuple[str, Any] | None:
+    """What each ligand's poses are compared with: ``("mol", reference)`` for a reference read from a file,
+    ``("template", residue)`` for a residue of the receptor file (its bond orders are taken from each
+    ligand's pose), or None."""
+    from rdkit import Chem
 
     if spec is None:
         return None
     if ref_mol is not None:
-        return ref_mol
-    # A residue of the receptor file: rebuild it from its records and take the bond orders from the pose.
+        return ("mol", ref_mol)
+    # A residue of the receptor file: rebuild it from its records; the bond orders come from the pose.
     parts = spec.split(":")
     lines = [
         ln
@@ -254,9 +318,20 @@ def _reference_for_rmsd(ref_mol: Any, ref_xyz: Any, spec: str | None, raw_text: 
         and (len(parts) < 3 or ln[22:26].strip() == parts[2].strip())
     ]
     block = Chem.MolFromPDBBlock("\n".join(lines) + "\nEND\n", removeHs=True, proximityBonding=True)
-    if block is None:
+    return None if block is None else ("template", block)
+
+
+def _reference_for_pose(reference: tuple[str, Any] | None, probe: Any) -> Any:
+    """The reference ligand as an RDKit Mol comparable with ``probe`` (same heavy-atom graph), or None."""
+    from rdkit import Chem
+    from rdkit.Chem import AllChem
+
+    if reference is None:
         return None
+    kind, mol = reference
+    if kind == "mol":
+        return mol
     try:
-        return AllChem.AssignBondOrdersFromTemplate(Chem.RemoveHs(probe), block)
+        return AllChem.AssignBondOrdersFromTemplate(Chem.RemoveHs(probe), mol)
     except (ValueError, RuntimeError):
         return None

@@ -322,9 +322,23 @@ def _conformer_set(args: MlipConformersInput) -> tuple[Any, list[Any], str]:
     return mol, list(mol.GetConformers()), f"{len(ids)} RDKit ETKDG conformers (seed {args.seed})"
 
 
+def mlip_conformer_item(
+    k: int, numbers: list[int], positions: list[list[float]], opts: dict[str, Any]
+) -> dict[str, Any]:
+    """One conformer of ``mlip_conformers``, optimised: its optimisation result and final ``positions``
+    (Å). The model is loaded once per process (cached); an error fails the whole call, as it always has."""
+    from tools_server.mlip import models, run
+
+    calc = models.load_calculator(opts["engine"], opts["name"], opts["device"], charge=opts["charge"])
+    atoms = run.atoms_from(numbers, positions)
+    res = run.optimize(atoms, calc, opts["fmax_ev_a"], opts["max_steps"])
+    return {"input_index": k, **res, "positions": atoms.get_positions().tolist()}
+
+
 @tool(
     name="mlip_conformers",
     resource="gpu",
+    items="n_conformers",
     read_only=True,
     idempotent=True,
     engines=("torchani", "aimnet", "mace", "sevenn", "ase", "rdkit"),
@@ -344,6 +358,7 @@ def mlip_conformers(args: MlipConformersInput, ctx: ToolContext) -> dict:
     from rdkit import Chem
     from rdkit.Geometry import Point3D
 
+    from tools_server.core.fanout import map_items
     from tools_server.mlip import run
     from tools_server.qc import pipeline
 
@@ -357,16 +372,27 @@ def mlip_conformers(args: MlipConformersInput, ctx: ToolContext) -> dict:
     models.check_molecule(args.engine, numbers, charge, n_radical + 1)
     calc = models.load_calculator(args.engine, name, device, charge=charge)
     models.check_model_species(args.engine, calc, numbers)
-    rows = []
     n = len(conformers)
-    for i, conf in enumerate(conformers):
-        atoms = run.atoms_from(numbers, conf.GetPositions())
-        res = run.optimize(atoms, calc, args.fmax_ev_a, args.max_steps)
-        pos = atoms.get_positions()
+    opts = {
+        "engine": args.engine,
+        "name": name,
+        "device": device,
+        "charge": charge,
+        "fmax_ev_a": args.fmax_ev_a,
+        "max_steps": args.max_steps,
+    }
+    jobs = [(i, numbers, conf.GetPositions().tolist(), opts) for i, conf in enumerate(conformers)]
+    # the conformers are the items (one process here, the model loaded once; on a Dask cluster they become
+    # tasks); the ranking, Boltzmann weights and SDF couple them, so they are computed once all are back
+    optimised = map_items(
+        mlip_conformer_item, jobs, 1, lambda d, total: ctx.progress(d / total, f"conformer {d}/{total}")
+    )
+    rows = []
+    for conf, res in zip(conformers, optimised, strict=True):
+        pos = res.pop("positions")
         for k in range(len(numbers)):
             conf.SetAtomPosition(k, Point3D(*(float(x) for x in pos[k])))
-        rows.append({"input_index": i, "conf_id": conf.GetId(), **res})
-        ctx.progress((i + 1) / n, f"conformer {i + 1}/{n}")
+        rows.append({**res, "conf_id": conf.GetId()})
     ranked = pipeline.rank_conformers(
         rows, [r["energy_ev"] / run.EV_PER_HARTREE for r in rows], args.temperature_k
     )

@@ -53,7 +53,7 @@ def mean_embeddings(model: Any, alphabet: Any, sequences: list[str], device: str
     return np.stack(out).astype(np.float32)
 
 
-def _log_probs_at(
+def log_probs_at(
     model: Any,
     alphabet: Any,
     sequence: str,
@@ -62,7 +62,8 @@ def _log_probs_at(
     mask: bool = True,
 ) -> list:
     """For each group of 0-based positions: log-probabilities (len(group), vocab) there, the group masked
-    (or nothing masked when ``mask`` is False)."""
+    (or nothing masked when ``mask`` is False). Groups go through the model ``BATCH`` at a time, from the
+    first: a caller that splits its groups into runs of whole batches gets the same numbers."""
     import torch
 
     converter = alphabet.get_batch_converter()
@@ -84,20 +85,29 @@ def _log_probs_at(
     return results
 
 
-def variant_scores(
-    model: Any,
-    alphabet: Any,
-    wild_type: str,
-    variants: list[list[Mutation]],
-    method: ScoreMethod,
-    device: str,
-) -> list[float]:
-    """Log-likelihood ratio (natural log) of each variant against ``wild_type``; 0 for the wild type."""
-    idx = alphabet.get_idx
+def forward_groups(
+    wild_type: str, variants: list[list[Mutation]], method: ScoreMethod
+) -> tuple[list[tuple[int, ...]], bool]:
+    """The forward passes ``method`` needs for ``variants``: the groups of 0-based positions to read (and
+    mask, unless the second value is False), in the order :func:`scores_from` expects their results."""
     if method == "wildtype_marginal":
-        (logp,) = _log_probs_at(
-            model, alphabet, wild_type, [tuple(range(len(wild_type)))], device, mask=False
-        )
+        return [tuple(range(len(wild_type)))], False
+    if method == "masked_marginal":
+        return [(p,) for p in sorted({m.position - 1 for v in variants for m in v})], True
+    return sorted({tuple(m.position - 1 for m in v) for v in variants if v}), True
+
+
+def scores_from(
+    method: ScoreMethod,
+    variants: list[list[Mutation]],
+    groups: list[tuple[int, ...]],
+    log_probs: list,
+    idx: Any,
+) -> list[float]:
+    """Each variant's score from the log-probabilities of :func:`forward_groups`' groups (``idx``: a
+    token's column)."""
+    if method == "wildtype_marginal":
+        (logp,) = log_probs
         return [
             sum(
                 float(logp[m.position - 1, idx(m.mutant)] - logp[m.position - 1, idx(m.wild_type)]) for m in v
@@ -105,14 +115,7 @@ def variant_scores(
             for v in variants
         ]
     if method == "masked_marginal":
-        positions = sorted({m.position - 1 for v in variants for m in v})
-        per_pos = dict(
-            zip(
-                positions,
-                _log_probs_at(model, alphabet, wild_type, [(p,) for p in positions], device),
-                strict=True,
-            )
-        )
+        per_pos = dict(zip([g[0] for g in groups], log_probs, strict=True))
         return [
             sum(
                 float(
@@ -122,8 +125,7 @@ def variant_scores(
             )
             for v in variants
         ]
-    groups = sorted({tuple(m.position - 1 for m in v) for v in variants if v})
-    by_group = dict(zip(groups, _log_probs_at(model, alphabet, wild_type, groups, device), strict=True))
+    by_group = dict(zip(groups, log_probs, strict=True))
     scores = []
     for v in variants:
         if not v:
@@ -132,3 +134,17 @@ def variant_scores(
         logp = by_group[tuple(m.position - 1 for m in v)]
         scores.append(sum(float(logp[k, idx(m.mutant)] - logp[k, idx(m.wild_type)]) for k, m in enumerate(v)))
     return scores
+
+
+def variant_scores(
+    model: Any,
+    alphabet: Any,
+    wild_type: str,
+    variants: list[list[Mutation]],
+    method: ScoreMethod,
+    device: str,
+) -> list[float]:
+    """Log-likelihood ratio (natural log) of each variant against ``wild_type``; 0 for the wild type."""
+    groups, mask = forward_groups(wild_type, variants, method)
+    log_probs = log_probs_at(model, alphabet, wild_type, groups, device, mask=mask)
+    return scores_from(method, variants, groups, log_probs, alphabet.get_idx)

@@ -243,6 +243,7 @@ class ProteinEmbedInput(BaseModel):
     name="protein_embed",
     resource="gpu",
     threads="all",
+    items="sequences",
     read_only=True,
     idempotent=True,
     engines=("fair-esm", "torch"),
@@ -257,6 +258,7 @@ def protein_embed(args: ProteinEmbedInput, ctx: ToolContext) -> dict:
     """
     import numpy as np
 
+    from tools_server.core.fanout import ONE_TASK_EACH, map_items
     from tools_server.protein import language_model, weights
 
     seqs = [
@@ -267,11 +269,21 @@ def protein_embed(args: ProteinEmbedInput, ctx: ToolContext) -> dict:
     ]
     if args.names is not None and len(args.names) != len(seqs):
         raise ToolError("invalid_input", "names must have one entry per sequence.")
-    model, alphabet = weights.load_esm(args.model)
+    weights.check_esm(args.model)
     device = language_model.pick_device(ctx.gpu_available)
     _threads(ctx)
     ctx.set_engine("fair-esm", _version("fair-esm"), device=device, model=args.model)
-    emb = language_model.mean_embeddings(model, alphabet, seqs, device)
+    # The sequences are the items, in runs of whole model batches (the batches, and so the numbers, are
+    # the ones one process computes); one process here, the model loaded once; on a Dask cluster the runs
+    # become tasks. The similarity matrix couples the sequences: it is computed once all are back.
+    runs = _runs(len(seqs), language_model.BATCH, ONE_TASK_EACH)
+    parts = map_items(
+        embed_run,
+        [(args.model, seqs[a:b], device) for a, b in runs],
+        1,
+        lambda d, total: ctx.progress(d / total, f"embedded {d}/{total} parts"),
+    )
+    emb = np.concatenate(parts, axis=0)
     norms = np.linalg.norm(emb, axis=1)
     unit = emb / np.maximum(norms[:, None], 1e-12)
     sim = unit @ unit.T
@@ -314,6 +326,7 @@ class VariantScoresInput(BaseModel):
     name="protein_variant_scores",
     resource="gpu",
     threads="all",
+    items="variants",
     read_only=True,
     idempotent=True,
     engines=("fair-esm", "torch"),
@@ -328,6 +341,7 @@ def protein_variant_scores(args: VariantScoresInput, ctx: ToolContext) -> dict:
     mean and per-model scores are listed. Bad variants are per-item errors (invalid_mutation); a bad wild
     type fails the call (invalid_sequence). Returns items in input order and a ranking from highest score.
     """
+    from tools_server.core.fanout import ONE_TASK_EACH, map_items
     from tools_server.protein import language_model, weights
 
     wt = clean_sequence(args.wild_type, name="wild type", max_length=language_model.MAX_RESIDUES)
@@ -354,15 +368,31 @@ def protein_variant_scores(args: VariantScoresInput, ctx: ToolContext) -> dict:
             "n_errors": len(items),
         }
     models = _variant_models(args.model)
+    for name in models:
+        weights.check_esm(name)
     device = language_model.pick_device(ctx.gpu_available)
     _threads(ctx)
     ctx.set_engine("fair-esm", _version("fair-esm"), device=device, models=models)
+    variants = [m for _, m in parsed]
+    # The variants are the items, but the work is the forward passes they share (masked_marginal: one per
+    # distinct mutated position, whatever the number of variants there), so it is split by forward pass:
+    # runs of whole model batches, model by model (the batches, and so the numbers, are the ones one
+    # process computes). One process here, each model loaded once; on a Dask cluster the runs become tasks,
+    # at most ONE_TASK_EACH in all so that Dask takes them model by model and a worker loads each model
+    # once. Scores, the ensemble mean and the ranking couple the runs: computed once all are back.
+    groups, mask = language_model.forward_groups(wt, variants, args.method)
+    runs = _runs(len(groups), language_model.BATCH, max(1, ONE_TASK_EACH // len(models)))
+    jobs = [(wt, name, groups[a:b], mask, device) for name in models for a, b in runs]
+    parts = map_items(
+        variant_log_probs, jobs, 1, lambda d, total: ctx.progress(d / total, f"scored {d}/{total} parts")
+    )
     per_model: dict[str, list[float]] = {}
     for k, name in enumerate(models):
-        ctx.progress(k / len(models), f"scoring with {name}")
-        model, alphabet = weights.load_esm(name)
-        per_model[name] = language_model.variant_scores(
-            model, alphabet, wt, [m for _, m in parsed], args.method, device
+        mine = parts[k * len(runs) : (k + 1) * len(runs)]
+        tokens = mine[0]["tok_to_idx"]
+        log_probs = [row for part in mine for row in part["log_probs"]]
+        per_model[name] = language_model.scores_from(
+            args.method, variants, groups, log_probs, lambda t, tokens=tokens: tokens.get(t, tokens["<unk>"])
         )
     for j, (index, _muts) in enumerate(parsed):
         scores = [per_model[n][j] for n in models]
@@ -379,6 +409,37 @@ def protein_variant_scores(args: VariantScoresInput, ctx: ToolContext) -> dict:
         "ranking_high_to_low": [it["variant"] for it in ranked[:200]],
         "n_errors": sum(1 for it in items if not it["ok"]),
     }
+
+
+def _runs(n: int, batch: int, most: int) -> list[tuple[int, int]]:
+    """``range(n)`` in at most ``most`` runs ``(start, end)`` of whole batches of ``batch`` (the last may be
+    short), of about equal length."""
+    batches = -(-n // batch)
+    parts = max(1, min(batches, most))
+    edges = [batch * (batches * k // parts) for k in range(parts)] + [n]
+    return [(edges[k], min(edges[k + 1], n)) for k in range(parts)]
+
+
+def embed_run(name: str, sequences: list[str], device: str) -> Any:
+    """Mean embeddings (len(sequences), D) of a run of ``protein_embed``'s sequences; the model is loaded
+    once per process (cached)."""
+    from tools_server.protein import language_model, weights
+
+    model, alphabet = weights.load_esm(name)
+    return language_model.mean_embeddings(model, alphabet, sequences, device)
+
+
+def variant_log_probs(
+    wild_type: str, name: str, groups: list[tuple[int, ...]], mask: bool, device: str
+) -> dict[str, Any]:
+    """Log-probabilities at each group of positions (masked, or not), a run of
+    ``protein_variant_scores``' forward passes with model ``name`` (loaded once per process, cached), and
+    the model's token columns."""
+    from tools_server.protein import language_model, weights
+
+    model, alphabet = weights.load_esm(name)
+    rows = language_model.log_probs_at(model, alphabet, wild_type, groups, device, mask=mask)
+    return {"tok_to_idx": dict(alphabet.tok_to_idx), "log_probs": [row.numpy() for row in rows]}
 
 
 def _variant_models(choice: str) -> list[str]:

@@ -79,6 +79,13 @@ def _load_esm_cached(path: str, mtime: float, name: str) -> tuple[Any, Any]:
     return model.eval(), alphabet
 
 
+def check_esm(name: str) -> None:
+    """Raise ``weights_missing`` when model ``name`` can be neither found nor downloaded (before the work is
+    spread over processes that would each load it)."""
+    if find_esm_checkpoint(name) is None and not download_allowed():
+        raise weights_missing(f"ESM model {name}", esm_dir() / f"{name}.pt")
+
+
 def load_esm(name: str) -> tuple[Any, Any]:
     """``(model, alphabet)`` for fair-esm model ``name`` in eval mode, on the CPU; cached per worker."""
     path = find_esm_checkpoint(name)

@@ -83,6 +83,8 @@ def search(
         (b, settings, base.charge, base.multiplicity, max_steps, str(out_dir), f"{stem}_c{k}")
         for k, b in enumerate(blocks)
     ]
+    # the conformers are the items (a process pool here; Dask tasks on a cluster, xtb_conformers declaring
+    # items="n_conformers"); duplicate removal, the window and the ranking couple them: they follow below
     results = map_items(
         optimise_conformer,
         jobs,

@@ -235,6 +235,7 @@ def _conformer_key(args: XtbConformerInput) -> dict[str, Any]:
     name="xtb_conformers",
     resource="cpu",
     threads="all",
+    items="n_conformers",  # the conformers embedded from the one molecule; ranked once all are back
     read_only=True,
     idempotent=True,
     engines=("tblite", "xtb", "rdkit"),

@@ -7,7 +7,8 @@ dask-jobqueue), under the server's rules.
 - **Cancellation and time limits reach the engine**: ``job_cancel`` sets a Dask event the task polls
   every quarter second; the task then kills its worker process (and whatever the engine started) and
   returns, so the Dask worker's thread takes the next task at once.
-- **Items fan out**: a tool that declares ``items=`` and gets more than one item leaves the Dask worker's
+- **Items fan out**: a tool that declares ``items=`` and gets more than one item (a list of several, or a
+  count above one for items it generates) leaves the Dask worker's
   thread pool while it waits (``secede``), and its :func:`~tools_server.core.fanout.map_items` sends the
   batch to the cluster as balanced chunks, gathered in input order.
 - **Files go with the job**: every path-typed argument (``InputPath``, ``InputDir``) has been resolved and
@@ -349,7 +350,8 @@ def _unpack_inputs(params: dict[str, Any], inputs: list[dict[str, Any]], folder:
 
 
 def _fans_out(job: Job) -> bool:
-    """Whether the job's tool declared ``items`` and the call has more than one."""
+    """Whether the job's tool declared ``items`` and the call has more than one: a list field holding
+    several, or a count field (the conformers a tool generates from one molecule) above one."""
     from tools_server.core.execute import resolve
 
     try:
@@ -357,6 +359,8 @@ def _fans_out(job: Job) -> bool:
     except ToolError:
         return False
     value = job.params.get(field) if field else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value > 1
     return isinstance(value, list) and len(value) > 1
 
 
