@@ -30,10 +30,14 @@ Three kinds (docs/analysis.md):
 
 ``arguments`` is a template filled once per experiment: ``{column}`` inside a string is replaced by the
 experiment's ``targets.csv`` value (``{experiment_id}`` and ``{group_id}`` too); a string that is exactly
-``{column}`` takes the value itself, so a numeric column stays a number. ``value`` is a dotted path into
-the tool's structured result (list indices as numbers). ``direction`` ``ascending`` predicts that the
-measured value rises with the proxy, ``descending`` that it falls. ``groups`` (optional) limits the
-proxy to some groups; the others score 0, what a random order scores on average.
+``{column}`` takes the value itself, so a numeric column stays a number. ``{task_dir}`` is the task
+directory's absolute path, so a proxy can name a file the agent is given (``"{task_dir}/protein.pdb"``); the
+server may read files under it. ``{column|largest_fragment}`` takes the largest fragment of a SMILES value
+(a salt's parent: ``CCN.Cl`` becomes ``CCN``), as a chemist strips a counter-ion before a calculation.
+``value`` is a dotted path into the tool's structured result (list indices as numbers). ``direction``
+``ascending`` predicts that the measured value rises with the proxy, ``descending`` that it falls.
+``groups`` (optional) limits the proxy to some groups; the others score 0, what a random order scores on
+average.
 
 A proxy may combine several tool calls per experiment: instead of ``tool``/``arguments``/``value`` it
 gives ``terms`` (each with ``tool``, ``arguments``, ``value`` and optionally ``unit``) and ``combine``:
@@ -81,7 +85,9 @@ from spu_common.jsonfiles import load_json_strict
 
 SCHEMA = "spu.baselines/1"
 DECLARATION_FILE = "baselines.json"
-_PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.\- ]+)\}")
+_PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_.\- ]+)(?:\|([a-z_]+))?\}")
+#: The placeholder for the task directory (a targets.csv column of that name would take precedence).
+TASK_DIR = "task_dir"
 #: Seconds one proxy call may take, waiting on a background job included.
 CALL_TIMEOUT_S = 600.0
 COMBINE = ("difference", "ratio", "sum")
@@ -194,13 +200,20 @@ def _check_term(term: Any, where: str, columns: set[str], task: Task) -> dict[st
             raise AnalysisError("baselines_invalid", f"{where} needs a non-empty string {key!r}")
     if not isinstance(term.get("arguments"), dict):
         raise AnalysisError("baselines_invalid", f"{where} needs an 'arguments' object (the template)")
-    names = set(_PLACEHOLDER.findall(json.dumps(term["arguments"])))
-    unknown = sorted(names - columns)
+    found = _PLACEHOLDER.findall(json.dumps(term["arguments"]))
+    bad_filters = sorted({f for _, f in found if f and f not in FILTERS})
+    if bad_filters:
+        raise AnalysisError(
+            "baselines_invalid",
+            f"{where}: unknown template filter {', '.join(bad_filters)}",
+            f"Filters: {', '.join(FILTERS)}.",
+        )
+    unknown = sorted({name for name, _ in found} - columns - {TASK_DIR})
     if unknown:
         raise AnalysisError(
             "baselines_invalid",
             f"{where}: the template names {', '.join(unknown)}, not columns of targets.csv",
-            f"Columns: {', '.join(task.target_columns)}.",
+            f"Columns: {', '.join(task.target_columns)} (and {{{TASK_DIR}}}, the task directory).",
         )
     declared, named = term.get("unit"), unit_of_field(term["value"])
     if declared is not None and not isinstance(declared, str):
@@ -214,6 +227,29 @@ def _check_term(term: Any, where: str, columns: set[str], task: Task) -> dict[st
     return {"tool": term["tool"], "arguments": term["arguments"], "value": term["value"], "unit": unit}
 
 
+def largest_fragment(smiles: Any) -> Any:
+    """The SMILES of a molecule's largest fragment (a salt's parent: ``'CCN.Cl'`` -> ``'CCN'``), by RDKit's
+    ``LargestFragmentChooser``; a value that is not a multi-fragment SMILES is returned unchanged."""
+    if not isinstance(smiles, str) or "." not in smiles:
+        return smiles
+    from rdkit import Chem
+    from rdkit.Chem.MolStandardize import rdMolStandardize
+
+    mol = Chem.MolFromSmiles(smiles)
+    if mol is None:
+        return smiles  # the tool reports the bad SMILES
+    return Chem.MolToSmiles(rdMolStandardize.LargestFragmentChooser().choose(mol))
+
+
+#: Filters a placeholder may apply to its value: ``{smiles|largest_fragment}``.
+FILTERS = {"largest_fragment": largest_fragment}
+
+
+def _placeholder_value(match: re.Match[str], row: dict[str, Any]) -> Any:
+    value = row.get(match.group(1))
+    return FILTERS[match.group(2)](value) if match.group(2) else value
+
+
 def fill_template(template: Any, row: dict[str, Any]) -> Any:
     """The template with ``{column}`` placeholders replaced by the row's values (module docstring)."""
     if isinstance(template, dict):
@@ -223,9 +259,9 @@ def fill_template(template: Any, row: dict[str, Any]) -> Any:
     if isinstance(template, str):
         whole = _PLACEHOLDER.fullmatch(template)
         if whole:
-            return row.get(whole.group(1))
+            return _placeholder_value(whole, row)
         return _PLACEHOLDER.sub(
-            lambda m: "" if row.get(m.group(1)) is None else str(row[m.group(1)]), template
+            lambda m: "" if (v := _placeholder_value(m, row)) is None else str(v), template
         )
     return template
 
@@ -262,13 +298,16 @@ def server_command() -> list[str]:
 
 
 async def _call_all(
-    command: list[str], workdir: Path, calls: list[tuple[str, dict[str, Any]]]
+    command: list[str], workdir: Path, calls: list[tuple[str, dict[str, Any]]], input_roots: list[str]
 ) -> list[tuple[dict[str, Any] | None, str | None]]:
     from mcp.client.client import Client
     from mcp.client.stdio import StdioServerParameters
 
     env = dict(os.environ)
     env["SPU_WORKDIR"] = str(workdir)
+    roots = [r for r in env.get("SPU_INPUT_ROOTS", "").split(os.pathsep) if r.strip()] + input_roots
+    if roots:
+        env["SPU_INPUT_ROOTS"] = os.pathsep.join(roots)
     params = StdioServerParameters(command=command[0], args=command[1:], env=env, cwd=str(workdir))
     results: list[tuple[dict[str, Any] | None, str | None]] = []
     async with Client(params, mode="legacy") as client:
@@ -327,13 +366,15 @@ def run_proxies(
         return []
     calls: list[tuple[str, dict[str, Any]]] = []
     plan: list[tuple[int, int, str, str]] = []  # proxy index, term index, group, experiment
+    task_dir = str(Path(task.root).resolve())
     for p_index, proxy in enumerate(proxies):
         for gid in proxy["groups"]:
             for row in task.rows_of(gid):
+                filled_row = {TASK_DIR: task_dir, **row}
                 for t_index, term in enumerate(proxy["terms"]):
-                    calls.append((term["tool"], fill_template(term["arguments"], row)))
+                    calls.append((term["tool"], fill_template(term["arguments"], filled_row)))
                     plan.append((p_index, t_index, gid, row["experiment_id"]))
-    outcomes = _run_calls(calls, command or server_command(), workdir)
+    outcomes = _run_calls(calls, command or server_command(), workdir, input_roots=[task_dir])
     term_values, errors, cache_hits = _term_values(proxies, plan, outcomes)
     out = []
     for p_index, proxy in enumerate(proxies):
@@ -349,14 +390,21 @@ def run_proxies(
 
 
 def _run_calls(
-    calls: list[tuple[str, dict[str, Any]]], command: list[str], workdir: Path | None
+    calls: list[tuple[str, dict[str, Any]]],
+    command: list[str],
+    workdir: Path | None,
+    input_roots: list[str] | None = None,
 ) -> list[tuple[dict[str, Any], str | None]]:
-    """Every call through one ``spu serve``: (structured result, error text) each, in order."""
+    """Every call through one ``spu serve``: (structured result, error text) each, in order.
+
+    ``input_roots`` (the task directory) are added to the server's ``SPU_INPUT_ROOTS``, so tools may read
+    the task's files.
+    """
     owned = workdir is None
     work = Path(tempfile.mkdtemp(prefix="spu-baselines-")) if owned else Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
     try:
-        return asyncio.run(_call_all(command, work, calls))
+        return asyncio.run(_call_all(command, work, calls, input_roots or []))
     except AnalysisError:
         raise
     except Exception as exc:  # any failure to start or reach the server is one clear error

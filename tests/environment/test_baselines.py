@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import itertools
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +92,85 @@ def test_a_declaration_naming_an_unknown_column_is_refused_with_file_and_proxy(t
     path.write_text('{"proxies": [], "proxies": []}')
     with pytest.raises(AnalysisError, match="appears twice"):
         load_declaration(path, task)
+
+
+def test_a_placeholder_may_take_the_largest_fragment_of_a_salt(tmp_path):
+    """Two SAMPL6 logP fragments are given as HCl salts; embedded whole, the HCl lands on the molecule and
+    the xTB SCF does not converge: the proxy computes the parent, as a chemist would."""
+    row = {"smiles": "COc1cccc(c1)Nc2c3ccccc3ncn2.Cl", "n": 3}
+    template = {"molecules": ["{smiles|largest_fragment}"], "label": "{smiles|largest_fragment} x"}
+    assert fill_template(template, row) == {
+        "molecules": ["COc1cccc(Nc2ncnc3ccccc23)c1"],
+        "label": "COc1cccc(Nc2ncnc3ccccc23)c1 x",
+    }
+    # a value without fragments passes unchanged, a number stays a number
+    assert fill_template(
+        ["{smiles|largest_fragment}", "{n|largest_fragment}"], {"smiles": "CCO", "n": 3}
+    ) == [
+        "CCO",
+        3,
+    ]
+    task = load_task(demo_task_dir("aromatic-acidity"))
+    path = tmp_path / "baselines.json"
+    proxy = {
+        "name": "bad filter",
+        "tool": "chem_descriptors",
+        "arguments": {"molecules": ["{smiles|parent}"]},
+        "value": "items.0.descriptors.logp_crippen",
+        "direction": "ascending",
+    }
+    path.write_text(json.dumps({"proxies": [proxy]}))
+    with pytest.raises(AnalysisError, match="unknown template filter parent"):
+        load_declaration(path, task)
+
+
+def test_a_template_may_name_the_task_directory(tmp_path):
+    task = load_task(demo_task_dir("aromatic-acidity"))
+    path = tmp_path / "baselines.json"
+    proxy = {
+        "name": "a file the agent is given",
+        "tool": "chem_descriptors",
+        "arguments": {"molecules": ["{task_dir}/{experiment_id}.mol"]},
+        "value": "items.0.descriptors.logp_crippen",
+        "direction": "ascending",
+    }
+    path.write_text(json.dumps({"proxies": [proxy]}))
+    (loaded,) = load_declaration(path, task)
+    row = {"task_dir": "/t", **task.rows_of("g1")[0]}
+    assert fill_template(loaded["terms"][0]["arguments"], row) == {
+        "molecules": [f"/t/{row['experiment_id']}.mol"]
+    }
+    # any other name that is not a column is still refused
+    path.write_text(json.dumps({"proxies": [{**proxy, "arguments": {"molecules": ["{taskdir}/x.mol"]}}]}))
+    with pytest.raises(AnalysisError, match="taskdir"):
+        load_declaration(path, task)
+
+
+@pytest.mark.slow
+def test_a_proxy_reads_the_task_s_files_through_the_real_server(spu_env, tmp_path):
+    """``{task_dir}`` names a file of the task (as a receptor file for docking); the server, whose work
+    directory is elsewhere, may read it."""
+    pytest.importorskip("rdkit")
+    from rdkit import Chem
+
+    task_dir = tmp_path / "copy" / "task"
+    shutil.copytree(demo_task_dir("aromatic-acidity"), task_dir)
+    task = load_task(task_dir)
+    answers = load_answers(demo_answers_path("aromatic-acidity"))
+    for row in task.targets:  # each experiment's molecule as a file beside targets.csv
+        Chem.MolToMolFile(Chem.MolFromSmiles(row["smiles"]), str(task_dir / f"{row['experiment_id']}.mol"))
+    path = tmp_path / "baselines.json"
+    proxy = {
+        "name": "Crippen logP from the task's files",
+        "tool": "chem_descriptors",
+        "arguments": {"molecules": ["{task_dir}/{experiment_id}.mol"], "preset": "physchem"},
+        "value": "items.0.descriptors.logp_crippen",
+        "direction": "ascending",
+    }
+    path.write_text(json.dumps({"proxies": [proxy]}))
+    (entry,) = run_proxies(task, answers, load_declaration(path, task))
+    assert entry["errors"] == [] and entry["calls"] == 16
+    assert entry["score"] == pytest.approx(_crippen_score(task, answers), abs=1e-12)
 
 
 def test_monotone_baselines_of_the_demo_suite_without_proxies():

@@ -1,7 +1,9 @@
 """What the suite promises beyond a reproducible build: at least 24 tasks, five or more in each of the four
 domains, the prior-solvable share the README states (a quarter at most is the aim), no
 author warning on any of them, a redistributable licence, a noise band, groups of 5-12 experiments in
-2-6 groups, a value source naming a file or table, and a README line per task."""
+2-6 groups, a value source naming a file or table, a README line per task, and per task either a
+``baselines.json`` whose proxies load and call real tools with valid arguments, or a README row saying why no
+physics or model proxy of the server applies."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from environment.analysis.baselines import TASK_DIR, fill_template, load_declaration
 from environment.chance import chance_threshold
 from environment.prior_screen import DIRECTIONS, descriptor_columns, score_proxy
 from environment.task import load_answers, load_task
@@ -93,3 +96,48 @@ def test_suite_task_shape_licence_and_sources(spec_dir):
     for row in spec.rows.values():
         # every value names where it was read: a file of the source (path with an extension) or a table
         assert any(tok in row.source for tok in (".csv", ".yml", ".json", "Table")), row.source
+
+
+#: The row of each task README that names its best declared physics or model proxy.
+PROXY_ROW = "| best declared physics or model proxy |"
+
+
+@cache
+def server_tools() -> dict:
+    from tools_server.core.registry import load_registry
+
+    return load_registry().tools
+
+
+@pytest.mark.parametrize("spec_dir", PARAMS)
+def test_suite_task_declares_a_proxy_or_says_why_none_applies(spec_dir, monkeypatch):
+    root = spec_dir.parent
+    rows = [
+        line
+        for line in (root / "README.md").read_text(encoding="utf-8").splitlines()
+        if line.startswith(PROXY_ROW)
+    ]
+    assert len(rows) == 1, "one proxy row in the task README"
+    row = rows[0]
+    declaration = root / "baselines.json"
+    if not declaration.is_file():
+        assert "none applies" in row, row
+        return
+    task = load_task(root / "task")
+    proxies = load_declaration(declaration, task)
+    assert proxies and any(p["name"] in row for p in proxies), row
+    # every call names a tool of the server, with arguments its input model knows and accepts for every
+    # experiment (paths under the task directory readable, as run_proxies allows)
+    monkeypatch.setenv("SPU_INPUT_ROOTS", str(task.root.resolve()))
+    tools = server_tools()
+    for proxy in proxies:
+        for term in proxy["terms"]:
+            spec = tools[term["tool"]]
+            unknown = set(term["arguments"]) - set(spec.input_model.model_fields)
+            assert not unknown, (term["tool"], unknown)
+            for gid in proxy["groups"]:
+                for experiment in task.rows_of(gid):
+                    filled = fill_template(
+                        term["arguments"], {TASK_DIR: str(task.root.resolve()), **experiment}
+                    )
+                    spec.input_model.model_validate(filled)
