@@ -105,12 +105,12 @@ class SpuServer:
         def load() -> None:
             if stored is not None:
                 self._listed.wait(1.0)
-            built = self._build_tools()
-            fresh = [_dump(t) for t in built]
-            if fresh != stored:
-                if stored is not None:
+                built = self._build_tools()
+                if [_dump(t) for t in built] != stored:
                     log.warning("the stored tool list differed from the registry's; serving the registry's")
-                self._tools = built
+                    self._tools = built
+            fresh = [_dump(t) for t in self.tools()]  # built here, under the lock a tools/list waits on
+            if fresh != stored:
                 toollist.store(fresh, {spec.module for spec in self.dispatcher.registry.tools.values()})
             self.dispatcher.warm_up_later()
 
