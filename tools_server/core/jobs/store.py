@@ -84,8 +84,8 @@ class JobStore:
         """Write the job's record now (its final state: before the caller sees the result). A deferred
         write still pending for the job is dropped: it would only write the same record again, and
         renaming over an existing file costs milliseconds on ext4 (it starts the new file's writeback)."""
-        self._later.discard(job.job_id)
         self._write(job)
+        self._later.discard(job.job_id)  # only now: if this thread dies mid-write, the pending one remains
 
     def _write(self, job: Job) -> None:
         """The record in a new file, then the old record removed and the new file renamed into its place.
@@ -114,8 +114,12 @@ class JobStore:
         self._later.add(job.job_id, lambda: self._write(job))
 
     def flush(self) -> None:
-        """Wait until every record handed to :meth:`save_later` is on disk."""
+        """Wait until every record handed to :meth:`save_later` is on disk, and any write under way now
+        has ended (a job finishing while the server shuts down)."""
         self._later.flush()
+        for lock in self._locks:
+            with lock:
+                pass
 
     def load(self, job_id: str) -> dict[str, Any] | None:
         if not _JOB_ID_RE.match(job_id):
