@@ -111,39 +111,35 @@ def test_a_placeholder_may_take_the_largest_fragment_of_a_salt(tmp_path):
         3,
     ]
     task = load_task(demo_task_dir("aromatic-acidity"))
+    with pytest.raises(AnalysisError, match="unknown template filter parent"):
+        load_declaration(_descriptor_proxy(tmp_path, "{smiles|parent}"), task)
+
+
+def _descriptor_proxy(tmp_path, molecule: str):
+    """A ``baselines.json`` declaring one Crippen logP proxy whose molecule argument is ``molecule``."""
     path = tmp_path / "baselines.json"
     proxy = {
-        "name": "bad filter",
+        "name": "logP",
         "tool": "chem_descriptors",
-        "arguments": {"molecules": ["{smiles|parent}"]},
+        "arguments": {"molecules": [molecule]},
         "value": "items.0.descriptors.logp_crippen",
         "direction": "ascending",
     }
     path.write_text(json.dumps({"proxies": [proxy]}))
-    with pytest.raises(AnalysisError, match="unknown template filter parent"):
-        load_declaration(path, task)
+    return path
 
 
 def test_a_template_may_name_the_task_directory(tmp_path):
     task = load_task(demo_task_dir("aromatic-acidity"))
-    path = tmp_path / "baselines.json"
-    proxy = {
-        "name": "a file the agent is given",
-        "tool": "chem_descriptors",
-        "arguments": {"molecules": ["{task_dir}/{experiment_id}.mol"]},
-        "value": "items.0.descriptors.logp_crippen",
-        "direction": "ascending",
-    }
-    path.write_text(json.dumps({"proxies": [proxy]}))
+    path = _descriptor_proxy(tmp_path, "{task_dir}/{experiment_id}.mol")
     (loaded,) = load_declaration(path, task)
     row = {"task_dir": "/t", **task.rows_of("g1")[0]}
     assert fill_template(loaded["terms"][0]["arguments"], row) == {
         "molecules": [f"/t/{row['experiment_id']}.mol"]
     }
     # any other name that is not a column is still refused
-    path.write_text(json.dumps({"proxies": [{**proxy, "arguments": {"molecules": ["{taskdir}/x.mol"]}}]}))
     with pytest.raises(AnalysisError, match="taskdir"):
-        load_declaration(path, task)
+        load_declaration(_descriptor_proxy(tmp_path, "{taskdir}/x.mol"), task)
 
 
 @pytest.mark.slow

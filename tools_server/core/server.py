@@ -103,14 +103,16 @@ class SpuServer:
                 stored = None
 
         def load() -> None:
-            if stored is not None:
+            if stored is None:
+                tools = self.tools()  # built here, under the lock a tools/list waits on
+            else:
                 self._listed.wait(1.0)
-                built = self._build_tools()
-                if [_dump(t) for t in built] != stored:
-                    log.warning("the stored tool list differed from the registry's; serving the registry's")
-                    self._tools = built
-            fresh = [_dump(t) for t in self.tools()]  # built here, under the lock a tools/list waits on
+                tools = self._build_tools()
+            fresh = [_dump(t) for t in tools]
             if fresh != stored:
+                if stored is not None:
+                    log.warning("the stored tool list differed from the registry's; serving the registry's")
+                    self._tools = tools
                 toollist.store(fresh, {spec.module for spec in self.dispatcher.registry.tools.values()})
             self.dispatcher.warm_up_later()
 
