@@ -8,16 +8,20 @@ and what the server imports before it answers ``initialize``.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
 import time
+import uuid
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
-from tools_server.core.jobs.local import CoreBudget
+from tools_server.core.jobs.local import SEND_AT_ONCE_BYTES, CoreBudget, LocalExecutor
+from tools_server.core.jobs.model import Job
 from tools_server.core.registry import tool
 
 HERE = Path(__file__).resolve().parent
@@ -192,3 +196,67 @@ def test_server_answers_initialize_before_loading_any_domain(spu_env):
         [sys.executable, "-c", code], capture_output=True, text=True, env=spu_env, check=True
     )
     assert out.stdout.split() == ["True", "False", "False", "True", "True"], out.stderr
+
+
+# --- the local executor sends a job to an idle worker from the submitting thread ---------------------------
+
+
+def _executor_job(tool: str, **params) -> Job:
+    return Job(
+        job_id=f"{tool}-{uuid.uuid4().hex[:10]}",
+        tool=tool,
+        module="spu_perf_tools",
+        params={"seconds": 0.0, **params},
+        resource="cpu",
+        time_limit_s=60,
+        memory_limit_mb=None,
+    )
+
+
+def _run(executor: LocalExecutor, job: Job) -> dict:
+    """Submit ``job`` and wait for its payload (the finisher's argument)."""
+    done: Future = Future()
+    executor.submit(job, lambda j, payload: done.set_result(payload) or {})
+    return done.result(timeout=60)
+
+
+@pytest.fixture
+def idle_executor(perf_env):
+    """One CPU slot whose worker has run a job and waits for the next."""
+    executor = LocalExecutor(cpu_slots=1, warm={"cpu": []}, warm_cpu_workers=0)
+    assert "result" in _run(executor, _executor_job("perf_single", tag="first"))
+    yield executor
+    executor.shutdown()
+
+
+def test_a_job_for_an_idle_worker_is_on_its_way_when_submit_returns(idle_executor):
+    # Before, the slot's thread had to wake up to send the job: submit returned with the job queued, and
+    # a trivial job's dispatch paid one more thread hand-off before the worker could start.
+    job = _executor_job("perf_single", tag="second")
+    done: Future = Future()
+    idle_executor.submit(job, lambda j, payload: done.set_result(payload) or {})
+    assert job.status == "running" and job.started is not None
+    assert done.result(timeout=60)["result"]["tag"] == "second"
+    assert idle_executor.cores.free == 1  # the reservation taken at submit time was given back
+
+
+def test_a_large_job_is_sent_by_the_slot_thread(idle_executor):
+    # over SEND_AT_ONCE_BYTES the event loop must not write it (the pipe could block): same result
+    job = _executor_job("perf_single", tag="x" * (SEND_AT_ONCE_BYTES + 10))
+    done: Future = Future()
+    idle_executor.submit(job, lambda j, payload: done.set_result(payload) or {})
+    assert done.result(timeout=60)["result"]["tag"] == job.params["tag"]
+    assert idle_executor.cores.free == 1
+
+
+def test_a_worker_that_died_while_idle_costs_the_next_job_nothing(idle_executor):
+    pid = _run(idle_executor, _executor_job("perf_single", tag="pid"))["result"]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    # until the worker can be waited for (WNOWAIT: left for the executor to reap), every thread gone
+    while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        assert time.monotonic() < deadline, "the killed worker did not exit"
+        time.sleep(0.01)
+    payload = _run(idle_executor, _executor_job("perf_single", tag="after"))
+    assert "result" in payload, payload
+    assert payload["result"]["tag"] == "after" and payload["result"]["pid"] != pid

@@ -89,9 +89,11 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def send(self, message: dict[str, Any]) -> None:
+    def send(self, message: dict[str, Any] | bytes) -> None:
+        """Write one message (a dict, or its encoded line from :func:`job_message`)."""
         assert self.proc.stdin is not None
-        view = memoryview(json.dumps(message).encode() + b"\n")
+        data = message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"
+        view = memoryview(data)
         while view:  # an unbuffered pipe may take a large job in several writes
             view = view[self.proc.stdin.write(view) :]
 
@@ -159,13 +161,25 @@ class CoreBudget:
             self._cond.notify_all()
         return True
 
+    def try_acquire(self, n: int) -> bool:
+        """Take ``n`` cores if they are free now and no one waits for cores; never waits."""
+        with self._cond:
+            if self._waiting or self.free < n:
+                return False
+            self.free -= n
+        return True
+
     def release(self, n: int) -> None:
         with self._cond:
             self.free += n
             self._cond.notify_all()
 
 
-_Item = tuple[Job, Finisher] | None
+#: a job, its finisher, and the cores it holds when it was already sent to the slot's worker (else 0)
+_Item = tuple[Job, Finisher, int] | None
+#: the largest job message sent from the submitting thread: an idle worker's empty pipe takes it at once
+#: (a pipe holds 64 KiB), so the event loop never waits on a write
+SEND_AT_ONCE_BYTES = 32 * 1024
 
 
 class _Handout:
@@ -183,13 +197,17 @@ class _Handout:
     def _rank(self, index: int) -> tuple[bool, float]:
         return (not self._warm(index), -self._last_done.get(index, 0.0))
 
-    def put(self, item: _Item) -> None:
+    def put(self, item: _Item, start: Callable[[int, _Item], _Item] | None = None) -> None:
+        """Hand ``item`` to an idle slot, or queue it; ``start(index, item)`` runs first when a slot is idle
+        (it may send the job to that slot's worker, and returns the item the slot gets)."""
         with self._lock:
             if not self._idle:
                 self._backlog.append(item)
                 return
             index = min(self._idle, key=self._rank)
             event, box = self._idle.pop(index)
+        if start is not None:
+            item = start(index, item)
         box.append(item)
         event.set()
 
@@ -234,6 +252,9 @@ class LocalExecutor:
             "gpu": _Handout(lambda i: self.warm is not None),
         }
         self._threads: list[threading.Thread] = []
+        #: each slot's worker, set by the slot's thread; read by the submitting thread only while the slot
+        #: is idle (its thread is waiting for a job and changes nothing)
+        self._workers: dict[tuple[str, int], _Worker | None] = {}
         self._running: dict[str, _Worker] = {}
         self._lock = threading.Lock()
         self._closed = False
@@ -253,8 +274,34 @@ class LocalExecutor:
         return "gpu" if job.resource == "gpu" and self.gpu_slots else "cpu"
 
     def submit(self, job: Job, finish: Finisher) -> None:
-        job.device = "gpu" if self.queue_for(job) == "gpu" else "cpu"
-        self.handouts[self.queue_for(job)].put((job, finish))
+        kind = self.queue_for(job)
+        job.device = kind
+        self.handouts[kind].put((job, finish, 0), lambda index, item: self._send_now(kind, index, item))
+
+    def _send_now(self, kind: str, index: int, item: _Item) -> _Item:
+        """Send a job to the idle slot ``index``'s worker from the submitting thread, when its worker is up,
+        its cores are free and the message is small: the worker starts at once instead of after the slot's
+        thread wakes up (about a tenth of a trivial job's dispatch), and that thread then follows the job.
+        Otherwise the slot's thread does all of it."""
+        assert item is not None
+        job, finish, _ = item
+        worker = self._workers.get((kind, index))
+        if worker is None or job.cancel_requested or not worker.alive():
+            return item
+        cores = 1 if kind == "gpu" else self.cores.cores_for(job.threads)
+        message = job_message(job, gpu=kind == "gpu", cores=cores, memory_limit_mb=self._memory_limit(job))
+        if len(message) > SEND_AT_ONCE_BYTES or not self.cores.try_acquire(cores):
+            return item
+        job.status = "running"
+        job.started = time.time()
+        with self._lock:
+            self._running[job.job_id] = worker
+        with contextlib.suppress(OSError):  # a dead worker: the slot's thread reads its end and reports it
+            worker.send(message)
+        return job, finish, cores
+
+    def _memory_limit(self, job: Job) -> int:
+        return job.memory_limit_mb or self.memory_limit_mb
 
     def cancel(self, job: Job) -> None:
         job.cancel_requested = True
@@ -265,11 +312,19 @@ class LocalExecutor:
             worker = self._start_worker(kind, index)
         finished_one = False
         while True:
+            self._workers[kind, index] = worker
             item = self.handouts[kind].take(index, finished_one)
             if item is None:
                 break
             finished_one = True
-            job, finish = item
+            job, finish, cores = item
+            if cores:  # already sent to this slot's worker (_send_now)
+                assert worker is not None
+                try:
+                    worker = self._follow(worker, job, finish, kind, cores, sent=True)
+                finally:
+                    self.cores.release(cores)
+                continue
             # a GPU job drives the GPU from one core; a CPU job reserves what its tool declared
             cores = 1 if kind == "gpu" else self.cores.cores_for(job.threads)
             if job.cancel_requested or not self.cores.acquire(cores, lambda j=job: j.cancel_requested):
@@ -282,6 +337,7 @@ class LocalExecutor:
                 worker = self._serve(kind, index, worker, job, finish, cores)
             finally:
                 self.cores.release(cores)
+        self._workers[kind, index] = None
         if worker is not None:
             worker.kill()
 
@@ -308,7 +364,14 @@ class LocalExecutor:
                     },
                 )
                 return None
-        outcome = self._run_on(worker, job, kind, cores)
+        return self._follow(worker, job, finish, kind, cores, sent=False)
+
+    def _follow(
+        self, worker: _Worker, job: Job, finish: Finisher, kind: str, cores: int, *, sent: bool
+    ) -> _Worker | None:
+        """Run ``job`` on ``worker`` (``sent``: the job is already on its way) to its end and finish it;
+        returns the worker if it is still usable."""
+        outcome = self._run_on(worker, job, kind, cores, sent)
         if outcome.get("kill"):
             worker.kill()
             worker = None
@@ -327,7 +390,7 @@ class LocalExecutor:
             return None
         return worker
 
-    def _run_on(self, worker: _Worker, job: Job, kind: str, cores: int) -> dict[str, Any]:
+    def _run_on(self, worker: _Worker, job: Job, kind: str, cores: int, sent: bool) -> dict[str, Any]:
         with self._lock:
             self._running[job.job_id] = worker
         try:
@@ -336,8 +399,9 @@ class LocalExecutor:
                 job,
                 gpu=kind == "gpu",
                 cores=cores,
-                memory_limit_mb=job.memory_limit_mb or self.memory_limit_mb,
+                memory_limit_mb=self._memory_limit(job),
                 closed=lambda: self._closed,
+                sent=sent,
             )
         finally:
             with self._lock:
@@ -354,6 +418,23 @@ class LocalExecutor:
             worker.kill()
 
 
+def job_message(
+    job: Any, *, gpu: bool, cores: int, memory_limit_mb: int, extra: dict[str, Any] | None = None
+) -> bytes:
+    """The line that sends ``job`` to a worker (:mod:`tools_server.core.worker`)."""
+    message = {
+        "job_id": job.job_id,
+        "tool": job.tool,
+        "module": job.module,
+        "params": job.params,
+        "threads": cores,
+        "gpu": gpu,
+        "memory_limit_mb": memory_limit_mb,
+        **(extra or {}),
+    }
+    return json.dumps(message).encode() + b"\n"
+
+
 def run_job_on(
     worker: _Worker,
     job: Any,
@@ -363,26 +444,19 @@ def run_job_on(
     memory_limit_mb: int,
     closed: Callable[[], bool] = lambda: False,
     extra: dict[str, Any] | None = None,
+    sent: bool = False,
 ) -> dict[str, Any]:
-    """Send ``job`` to ``worker`` and follow it to its end: progress goes to the job, and a cancellation,
-    the time limit or the memory limit stops it. Returns the worker's result or error message; ``kill``
-    in it means the worker must be killed. ``job`` is a :class:`Job` or anything with its fields (the
-    Dask executor's task passes its own). ``extra`` goes into the message (a cluster address)."""
-    try:
-        worker.send(
-            {
-                "job_id": job.job_id,
-                "tool": job.tool,
-                "module": job.module,
-                "params": job.params,
-                "threads": cores,
-                "gpu": gpu,
-                "memory_limit_mb": memory_limit_mb,
-                **(extra or {}),
-            }
-        )
-    except (BrokenPipeError, OSError):
-        return _crashed(worker)
+    """Send ``job`` to ``worker`` (unless it was ``sent`` already) and follow it to its end: progress goes to
+    the job, and a cancellation, the time limit or the memory limit stops it. Returns the worker's result or
+    error message; ``kill`` in it means the worker must be killed. ``job`` is a :class:`Job` or anything
+    with its fields (the Dask executor's task passes its own). ``extra`` goes into the message (a cluster
+    address)."""
+    if not sent:
+        message = job_message(job, gpu=gpu, cores=cores, memory_limit_mb=memory_limit_mb, extra=extra)
+        try:
+            worker.send(message)
+        except (BrokenPipeError, OSError):
+            return _crashed(worker)
     deadline = time.monotonic() + job.time_limit_s
     memory_checked = time.monotonic()
     while True:
