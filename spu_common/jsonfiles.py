@@ -6,9 +6,10 @@ file, a duplicated key is never silently resolved, and a hash over JSON means th
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
-import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -49,22 +50,34 @@ def load_json_strict(path: str | os.PathLike[str]) -> Any:
     return loads_strict(Path(path).read_text(encoding="utf-8"))
 
 
+_temporaries = itertools.count()
+
+
+def _new_temporary(target: Path) -> tuple[int, str]:
+    """A new file beside ``target`` with the mode an ordinary write gives (0666 less the umask), named for
+    this process, thread and write, so no two writers share one (a name left by a dead process is taken
+    over)."""
+    name = f"{target.parent}/.{target.name}.{os.getpid()}-{threading.get_ident()}-{next(_temporaries)}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    try:
+        return os.open(name, flags, 0o666), name
+    except FileExistsError:
+        os.unlink(name)
+        return os.open(name, flags, 0o666), name
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> Path:
     """Write ``data`` so a reader sees the old file or the new one, never a part: a temporary file in the same
     directory, flushed (and fsynced), renamed over ``path``; with ``fsync`` the directory is synced too."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp_name = _new_temporary(target)
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             if fsync:
                 os.fsync(handle.fileno())
-        # mkstemp creates 0600; give the file the mode an ordinary write would (umask applied)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp_name, 0o666 & ~umask)
         os.replace(tmp_name, target)
     except BaseException:
         Path(tmp_name).unlink(missing_ok=True)

@@ -68,10 +68,17 @@ class ToolContext:
 
     @property
     def artifact_dir(self) -> Path:
+        """The job's artifact folder (created)."""
         if self._artifact_dir is None:
-            self._artifact_dir = artifact_dir_for(self.tool, self.job_id)
+            self._artifact_dir = self.artifact_path
             self._artifact_dir.mkdir(parents=True, exist_ok=True)
         return self._artifact_dir
+
+    @property
+    def artifact_path(self) -> Path:
+        """The job's artifact folder, not created: for a tool that often writes nothing (it creates the
+        folder when it writes)."""
+        return artifact_dir_for(self.tool, self.job_id)
 
     def artifact(self, filename: str) -> Path:
         """A path for an output file; the name must be a plain file name."""
@@ -82,4 +89,4 @@ class ToolContext:
 
 def artifact_dir_for(tool: str, job_id: str) -> Path:
     """The folder a job's artifacts go to: ``$SPU_WORKDIR/artifacts/<tool>/<job id>`` (not created)."""
-    return settings.artifacts_dir() / tool / re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)
+    return settings.artifacts_dir(create=False) / tool / re.sub(r"[^A-Za-z0-9_.-]", "_", job_id)

@@ -12,10 +12,11 @@ import platformdirs
 from tools_server.core.errors import ToolError
 
 
-def workdir() -> Path:
+def workdir(*, create: bool = True) -> Path:
     """Artifacts, job records and (embedded mode) the audit log: ``SPU_WORKDIR`` or ``./spu-work``."""
     path = Path(os.environ.get("SPU_WORKDIR") or "spu-work").absolute()
-    path.mkdir(parents=True, exist_ok=True)
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return path
 
 
@@ -47,7 +48,8 @@ def weights_missing(what: str, expected: Path) -> ToolError:
     )
 
 
-def artifacts_dir() -> Path:
-    path = workdir() / "artifacts"
-    path.mkdir(parents=True, exist_ok=True)
+def artifacts_dir(*, create: bool = True) -> Path:
+    path = workdir(create=create) / "artifacts"
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return path

@@ -90,9 +90,9 @@ def main() -> None:
             spec = specs.get((job["tool"], job["module"]))
             if spec is None:
                 spec = specs[job["tool"], job["module"]] = resolve(job["tool"], job["module"])
-            with use_cluster(
-                job.get("cluster"), str(artifact_dir_for(job["tool"], job_id)), job.get("cancel_key")
-            ):
+            cluster = job.get("cluster")  # a Dask job's batch may fan out (the artifact folder is for that)
+            artifacts = str(artifact_dir_for(job["tool"], job_id)) if cluster else None
+            with use_cluster(cluster, artifacts, job.get("cancel_key")):
                 out = run_tool(
                     spec,
                     job["params"],

@@ -156,7 +156,7 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> dict:
         solvation=settings.solvent_label(),
         parallel_processes=min(ctx.threads, n),
     )
-    out_dir = str(ctx.artifact_dir)
+    out_dir = str(ctx.artifact_path)  # single points write nothing: compute_molecule creates it if needed
     if n == 1:  # one molecule: run here, with progress from the optimiser and the Hessian
         items = [run_item(0, args.molecules[0], settings, options, out_dir, ctx.progress)]
     else:

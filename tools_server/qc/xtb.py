@@ -482,6 +482,8 @@ def compute_molecule(
         out["partial_charges_e_sum"] = round(float(sum(charges)), 4)
     final = mol.with_coords(coords)
     comment = f"{settings.method} E={sp.energy_hartree:.10f} Eh"
+    if do_opt or options.task == "frequencies":
+        out_dir.mkdir(parents=True, exist_ok=True)  # made only when something is written (not single points)
     if do_opt:
         xyz_path = out_dir / f"{stem}_opt.xyz"
         xyz_path.write_text(final.to_xyz(comment))
