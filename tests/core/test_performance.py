@@ -260,3 +260,27 @@ def test_a_worker_that_died_while_idle_costs_the_next_job_nothing(idle_executor)
     payload = _run(idle_executor, _executor_job("perf_single", tag="after"))
     assert "result" in payload, payload
     assert payload["result"]["tag"] == "after" and payload["result"]["pid"] != pid
+
+
+def test_a_finisher_that_fails_ends_the_job_and_the_slot_lives_on(idle_executor, tmp_path):
+    # Before, an exception other than ToolError while finishing a result (say, the artifact folder not
+    # writable) ended the slot's thread: the job never finished and its caller waited until wait_s.
+    import spu_perf_tools
+
+    from tools_server.core.jobs.manager import JobManager
+    from tools_server.core.jobs.store import JobStore
+    from tools_server.core.registry import tools_in_module
+
+    (spec,) = [s for s in tools_in_module(spu_perf_tools) if s.name == "perf_single"]
+    manager = JobManager(executor=idle_executor, store=JobStore(tmp_path / "jobs"))
+
+    def broken(job: Job, payload: dict) -> dict:
+        raise OSError("the artifact folder is not writable")
+
+    job = manager.submit(spec, {"seconds": 0.0}, broken)
+    assert job._done.wait(30), "the job never finished"
+    assert job.status == "error" and job.error["code"] == "internal_error"
+    assert "not writable" in job.error["message"]
+    assert manager.store.load(job.job_id)["status"] == "error"
+    again = manager.submit(spec, {"seconds": 0.0, "tag": "after"}, lambda j, payload: payload["result"])
+    assert again._done.wait(30) and again.result["tag"] == "after"

@@ -123,6 +123,12 @@ class JobManager:
                     job.status = "done"
                 except ToolError as exc:
                     job.error, job.status = exc.to_dict(), "error"
+                except Exception as exc:  # the job must end (its caller waits), and the slot live on
+                    log.warning("finishing job %s failed", job.job_id, exc_info=True)
+                    job.error = ToolError(
+                        "internal_error", f"Finishing the result failed: {type(exc).__name__}: {exc}"
+                    ).to_dict()
+                    job.status = "error"
             job.progress = 1.0 if job.status == "done" else job.progress
             job.finished = time.time()
             # the final record is on disk before anyone is told (the result cache entry too: the
