@@ -1,6 +1,6 @@
 """Quantum-chemistry tools: wrapper overhead, batch parallelism, cache, CPU DFT timings.
 
-    .venv/bin/python bench/qc.py [--quick] [--skip-dft] [--json]
+    .venv/bin/python bench/qc.py [--quick] [--skip-dft] [--mcp-repeats 25] [--json]
 
 Prints one table of measurements, each with its baseline measured in the same run:
 
@@ -261,6 +261,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="8-molecule batch and fewer repeats")
     parser.add_argument("--skip-dft", action="store_true")
     parser.add_argument("--skip-mcp", action="store_true")
+    parser.add_argument(
+        "--mcp-repeats",
+        type=int,
+        default=None,
+        help="calls per molecule size over MCP (default 25; --quick 3)",
+    )
     parser.add_argument("--json", action="store_true")
     opts = parser.parse_args()
     os.environ.setdefault("SPU_WORKDIR", tempfile.mkdtemp(prefix="spu-bench-work-"))
@@ -271,7 +277,7 @@ def main() -> None:
     repeats = 3 if opts.quick else 7
     report = {"overhead": bench_overhead(repeats), "batch": bench_batch(8 if opts.quick else 32)}
     if not opts.skip_mcp:
-        report["mcp"] = bench_mcp(repeats)
+        report["mcp"] = bench_mcp(opts.mcp_repeats or (3 if opts.quick else 25))
         report["overhead"]["mcp_vs_raw"] = (
             report["mcp"]["mcp_single_point_s"] / report["mcp"]["raw_interleaved_s"]
         )
