@@ -32,7 +32,7 @@ def sleep_job(args: SleepInput, ctx: ToolContext) -> dict:
 
 
 class CrashInput(BaseModel):
-    how: str = Field(description="segfault | abort | exit")
+    how: str = Field(description="segfault | abort | exit | hang_without_pipe")
 
 
 @tool(name="test_crash", resource="cpu", cacheable=False)
@@ -43,6 +43,9 @@ def crash_job(args: CrashInput) -> dict:
         ctypes.string_at(0)
     elif args.how == "abort":
         os.kill(os.getpid(), signal.SIGABRT)
+    elif args.how == "hang_without_pipe":  # an engine that closes descriptors it did not open, then hangs
+        os.closerange(3, 1 << 16)
+        time.sleep(60)
     os._exit(3)
 
 

@@ -69,6 +69,15 @@ def test_native_crash_becomes_engine_crashed(job_server, how, signal_name):
     assert job_server.call_ok("test_square", {"x": 7})["square"] == 49
 
 
+def test_a_worker_that_loses_its_pipe_and_hangs_is_stopped(job_server):
+    # Before, waiting 5 s for such a worker to exit raised in the slot's thread: the thread ended, the job
+    # never finished (its caller waited until wait_s) and the slot took no more work.
+    err = job_server.call_error("test_crash", {"how": "hang_without_pipe", "wait_s": 60})
+    assert err["code"] == "engine_crashed"
+    assert "closed its result pipe and did not exit" in err["message"]
+    assert job_server.call_ok("test_square", {"x": 7})["square"] == 49
+
+
 def test_memory_limit_stops_the_job(job_server):
     err = job_server.call_error("test_allocate", {"megabytes": 600, "hold_s": 10})
     assert err["code"] == "engine_crashed"

@@ -89,11 +89,10 @@ class _Worker:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def send(self, message: dict[str, Any] | bytes) -> None:
-        """Write one message (a dict, or its encoded line from :func:`job_message`)."""
+    def send(self, line: bytes) -> None:
+        """Write one message line (:func:`job_message`)."""
         assert self.proc.stdin is not None
-        data = message if isinstance(message, bytes) else json.dumps(message).encode() + b"\n"
-        view = memoryview(data)
+        view = memoryview(line)
         while view:  # an unbuffered pipe may take a large job in several writes
             view = view[self.proc.stdin.write(view) :]
 
@@ -500,12 +499,20 @@ def run_job_on(
 
 
 def _crashed(worker: _Worker) -> dict[str, Any]:
-    returncode = worker.proc.wait(timeout=5)
+    """The error for a worker whose pipe closed: it died, or (stopped here after 5 s) it lives on without
+    its pipe, which no job can come back through."""
+    try:
+        returncode = worker.proc.wait(timeout=5)
+        what = f"died ({_exit_reason(returncode)})"
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        returncode = worker.proc.returncode
+        what = "closed its result pipe and did not exit; it was stopped"
     return {
         "kill": True,
         "error": ToolError(
             "engine_crashed",
-            f"The engine's worker process died ({_exit_reason(returncode)}). The server is still running.",
+            f"The engine's worker process {what}. The server is still running.",
             stderr_tail=worker.stderr_tail(),
             exit_code=returncode,
         ).to_dict(),
