@@ -284,3 +284,24 @@ def test_a_finisher_that_fails_ends_the_job_and_the_slot_lives_on(idle_executor,
     assert manager.store.load(job.job_id)["status"] == "error"
     again = manager.submit(spec, {"seconds": 0.0, "tag": "after"}, lambda j, payload: payload["result"])
     assert again._done.wait(30) and again.result["tag"] == "after"
+
+
+def test_a_worker_that_cannot_be_started_fails_its_job_and_the_slot_lives_on(perf_env):
+    # Before, an OSError from starting the worker process (here: no file descriptor left for its pipes)
+    # ended the slot's thread: the job never finished and the slot took no more work.
+    import resource
+
+    executor = LocalExecutor(cpu_slots=1)  # no warm workers: the first job starts one
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 1, hard))
+        try:
+            payload = _run(executor, _executor_job("perf_single", tag="no-fds"))
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        assert payload["error"]["code"] == "engine_crashed"
+        assert "failed to start" in payload["error"]["message"]
+        assert "Too many open files" in payload["error"]["details"]["stderr_tail"]
+        assert _run(executor, _executor_job("perf_single", tag="after"))["result"]["tag"] == "after"
+    finally:
+        executor.shutdown()

@@ -64,7 +64,10 @@ def _take_process(scratch: Path) -> Any:
     # the Dask client library loads while the process waits for its first job (a batch that fans out
     # connects to the scheduler from it: about 0.3 s of imports otherwise paid by that job)
     env = {"SPU_WORKDIR": str(scratch), "SPU_INPUT_ROOTS": roots}
-    proc = _Worker("dask", len(_idle), warm=["distributed", "tools_server.core.fanout"], env_extra=env)
+    try:
+        proc = _Worker("dask", len(_idle), warm=["distributed", "tools_server.core.fanout"], env_extra=env)
+    except OSError:  # no process could be made (too many open files, no memory, ...)
+        return None
     if proc.next_message(None) is None:
         proc.kill()
         return None

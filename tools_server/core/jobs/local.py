@@ -49,15 +49,19 @@ class _Worker:
         if kind == "cpu":
             env["CUDA_VISIBLE_DEVICES"] = env.get("SPU_CPU_WORKER_CUDA", "")
         self._stderr = open(self.stderr_path, "ab")  # noqa: SIM115 - the worker writes to it for its lifetime
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tools_server.core.worker"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            start_new_session=True,
-            env=env,
-            bufsize=0,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "tools_server.core.worker"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._stderr,
+                start_new_session=True,
+                env=env,
+                bufsize=0,
+            )
+        except BaseException:
+            self._stderr.close()
+            raise
         assert self.proc.stdout is not None
         self._fd = self.proc.stdout.fileno()
         self._buffer = bytearray()
@@ -382,7 +386,11 @@ class LocalExecutor:
         modules = (self.warm or {}).get(kind)
         if kind == "cpu" and index >= self.warm_cpu_workers:
             modules = None
-        worker = _Worker(kind, index, modules)
+        try:
+            worker = _Worker(kind, index, modules)
+        except OSError as exc:  # no process could be made (too many open files, no memory, ...)
+            self.failed_tail = f"{type(exc).__name__}: {exc}"
+            return None
         if worker.next_message(None) is None:
             self.failed_tail = worker.stderr_tail()
             worker.kill()
