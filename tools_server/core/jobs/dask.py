@@ -53,7 +53,7 @@ _idle_lock = threading.Lock()
 
 def _take_process(scratch: Path) -> Any:
     """An idle worker process of this Dask worker, or a new one (None when it cannot start)."""
-    from tools_server.core.jobs.local import _Worker
+    from tools_server.core.jobs.local import start_worker
 
     with _idle_lock:
         while _idle:
@@ -64,13 +64,8 @@ def _take_process(scratch: Path) -> Any:
     # the Dask client library loads while the process waits for its first job (a batch that fans out
     # connects to the scheduler from it: about 0.3 s of imports otherwise paid by that job)
     env = {"SPU_WORKDIR": str(scratch), "SPU_INPUT_ROOTS": roots}
-    try:
-        proc = _Worker("dask", len(_idle), warm=["distributed", "tools_server.core.fanout"], env_extra=env)
-    except OSError:  # no process could be made (too many open files, no memory, ...)
-        return None
-    if proc.next_message(None) is None:
-        proc.kill()
-        return None
+    warm = ["distributed", "tools_server.core.fanout"]
+    proc, _ = start_worker("dask", len(_idle), warm=warm, env_extra=env)
     return proc
 
 

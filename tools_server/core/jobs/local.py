@@ -122,6 +122,22 @@ class _Worker:
         return data.decode("utf-8", "replace")
 
 
+def start_worker(
+    kind: str, index: int, warm: list[str] | None = None, env_extra: dict[str, str] | None = None
+) -> tuple[_Worker | None, str]:
+    """A started worker that said it is ready, or None and why not (its stderr tail, or the error that kept
+    the process from being made: too many open files, no memory, ...)."""
+    try:
+        worker = _Worker(kind, index, warm, env_extra)
+    except OSError as exc:
+        return None, f"{type(exc).__name__}: {exc}"
+    if worker.next_message(None) is None:
+        tail = worker.stderr_tail()
+        worker.kill()
+        return None, tail
+    return worker, ""
+
+
 def _exit_reason(returncode: int | None) -> str:
     if returncode is not None and returncode < 0:
         try:
@@ -386,15 +402,7 @@ class LocalExecutor:
         modules = (self.warm or {}).get(kind)
         if kind == "cpu" and index >= self.warm_cpu_workers:
             modules = None
-        try:
-            worker = _Worker(kind, index, modules)
-        except OSError as exc:  # no process could be made (too many open files, no memory, ...)
-            self.failed_tail = f"{type(exc).__name__}: {exc}"
-            return None
-        if worker.next_message(None) is None:
-            self.failed_tail = worker.stderr_tail()
-            worker.kill()
-            return None
+        worker, self.failed_tail = start_worker(kind, index, modules)
         return worker
 
     def _run_on(self, worker: _Worker, job: Job, kind: str, cores: int, sent: bool) -> dict[str, Any]:
