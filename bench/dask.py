@@ -150,7 +150,7 @@ def bench_dask(molecules: list[str], repeats: int) -> dict:
                 client.run(_warm_imports)  # each Dask worker runs batch items: engines imported
                 dispatcher, manager = _dispatcher(DaskExecutor(client=client))
                 # the job's worker process started and its tool imported, as on a server that ran before
-                asyncio.run(dispatcher.call("xtb_run", {"molecules": ["C", "O"], "wait_s": 120}))
+                asyncio.run(dispatcher.call("xtb_run", {"molecules": ["C", "O", "N", "CC"], "wait_s": 120}))
                 took, out[f"dask_{n_workers}_ok"] = _batch_call(dispatcher, molecules, r + 1)
                 times[n_workers].append(took)
                 if n_workers == 1 and r == 0:

@@ -6,6 +6,7 @@ Loaded into the server, its Dask workers and their worker processes through SPU_
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -63,3 +64,46 @@ def read_job(args: ReadInput) -> dict:
 
     data = Path(args.path).read_bytes()
     return {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(), "path": args.path}
+
+
+def _held_item(value: float, pid_dir: str, seconds: float) -> dict:
+    Path(pid_dir, f"item-{value:g}.pid").write_text(str(os.getpid()))
+    time.sleep(seconds)
+    return {"ok": True, "value": value}
+
+
+class HeldItemsInput(BaseModel):
+    values: list[float] = Field(min_length=1, max_length=20)
+    pid_dir: str
+    seconds: float = Field(300, ge=0, le=600)
+
+
+def _held_items(args: HeldItemsInput, ctx: ToolContext) -> dict:
+    jobs = [(v, args.pid_dir, args.seconds) for v in args.values]
+    return {"items": map_items(_held_item, jobs, ctx.threads)}
+
+
+@tool(
+    name="dask_items_hold", resource="cpu", threads="all", items="values", cacheable=False, time_limit_s=600
+)
+def items_hold_job(args: HeldItemsInput, ctx: ToolContext) -> dict:
+    """Each item writes the pid of the process running it to `pid_dir`, then sleeps `seconds`."""
+    return _held_items(args, ctx)
+
+
+@tool(name="dask_items_brief", resource="cpu", threads="all", items="values", cacheable=False, time_limit_s=4)
+def items_brief_job(args: HeldItemsInput, ctx: ToolContext) -> dict:
+    """As dask_items_hold, with a time limit of 4 s."""
+    return _held_items(args, ctx)
+
+
+def _crashing_item(value: float) -> dict:
+    if value < 0:
+        os.kill(os.getpid(), signal.SIGSEGV)  # a native crash, as an engine's can be
+    return {"ok": True, "value": value}
+
+
+@tool(name="dask_items_crash", resource="cpu", threads="all", items="values", cacheable=False)
+def items_crash_job(args: ItemsInput, ctx: ToolContext) -> dict:
+    """Items; a negative value crashes the process running it (SIGSEGV)."""
+    return {"items": map_items(_crashing_item, [(v,) for v in args.values], ctx.threads)}

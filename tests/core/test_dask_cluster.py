@@ -146,6 +146,66 @@ def test_cancel_stops_the_worker_process_and_frees_the_worker(cluster, tmp_path)
     assert stopped_s < 30 and quick["items"][0]["square"] == 81 and freed_s < 60
 
 
+def _item_pids(pid_dir: Path, n: int) -> list[int]:
+    deadline = time.monotonic() + 60  # bounds the wait for the items to start
+    while len(list(pid_dir.glob("*.pid"))) < n and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return [int(p.read_text()) for p in sorted(pid_dir.glob("*.pid"))]
+
+
+def _gone_within(pids: list[int], bound_s: float) -> bool:
+    deadline = time.monotonic() + bound_s
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not any(_alive(pid) for pid in pids)
+
+
+def test_cancelling_a_batch_stops_the_processes_running_its_items(cluster, tmp_path):
+    """A cancel reaches the items that are running, not only those after them: each chunk runs in a worker
+    process the Dask worker kills (it used to run in the Dask worker's thread, which computed on)."""
+    dispatcher, manager, _ = cluster
+    args = {"values": [1, 2], "pid_dir": str(tmp_path), "seconds": 300, "wait_s": 0}
+    job_id = asyncio.run(dispatcher.call("dask_items_hold", args))["job_id"]
+    pids = _item_pids(tmp_path, 2)
+    assert len(pids) == 2 and os.getpid() not in pids
+    manager.cancel(job_id)
+    # no-hang bounds, not speeds: without the kill the items would sleep for 300 s
+    assert _gone_within(pids, 30), "the processes running the items outlived the cancel"
+    quick = asyncio.run(dispatcher.call("dask_items", {"values": [3, 4], "seconds": 0, "wait_s": 60}))
+    assert [it["square"] for it in quick["items"]] == [9, 16]
+
+
+def test_a_batch_out_of_time_stops_the_processes_running_its_items(cluster, tmp_path):
+    """The job's time limit (4 s here) stops the chunks as well: their processes are killed, and the job ends
+    as ``timeout``."""
+    dispatcher, manager, _ = cluster
+    args = {"values": [1, 2], "pid_dir": str(tmp_path), "seconds": 300, "wait_s": 0}
+    job_id = asyncio.run(dispatcher.call("dask_items_brief", args))["job_id"]
+    pids = _item_pids(tmp_path, 2)
+    assert len(pids) == 2
+    assert _gone_within(pids, 60), "the processes running the items outlived the job's time limit"
+    deadline = time.monotonic() + 60
+    job = manager.lookup(job_id)
+    while job.status == "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert job.status == "error" and job.error["code"] == "timeout", (job.status, job.error)
+
+
+def test_a_crash_in_an_item_fails_the_call_and_the_dask_workers_live_on(cluster):
+    """A native crash in an item kills the worker process running its chunk, not the Dask worker: the call
+    fails as ``engine_crashed`` and the same Dask workers take the next call."""
+    from tools_server.core.errors import ToolError
+
+    dispatcher, _, client = cluster
+    workers = set(client.scheduler_info()["workers"])
+    with pytest.raises(ToolError) as err:
+        asyncio.run(dispatcher.call("dask_items_crash", {"values": [1, -1, 2], "wait_s": 120}))
+    assert err.value.code == "engine_crashed", err.value.to_dict()
+    quick = asyncio.run(dispatcher.call("dask_items", {"values": [5, 6], "seconds": 0, "wait_s": 60}))
+    assert [it["square"] for it in quick["items"]] == [25, 36]
+    assert set(client.scheduler_info()["workers"]) == workers, "a Dask worker was lost and replaced"
+
+
 def test_doctor_reports_the_scheduler_and_its_workers(cluster, monkeypatch):
     from tools_server.core.doctor import run_doctor
 
@@ -251,7 +311,7 @@ def test_mlip_tools_on_the_cluster_equal_one_process(cluster):
 
 
 def _on_cluster(cluster, tool: str, args: dict):
-    """The result of one call of ``tool`` through the Dask executor, and the item tasks (``_run_chunk``)
+    """The result of one call of ``tool`` through the Dask executor, and the item tasks (``run_chunk``)
     the scheduler ran meanwhile."""
     from distributed import get_task_stream
 
@@ -259,7 +319,7 @@ def _on_cluster(cluster, tool: str, args: dict):
     with get_task_stream(client=client) as stream:
         out = asyncio.run(dispatcher.call(tool, {**args, "wait_s": 600}))
     assert "status" not in out, out  # finished, not still running
-    return out, [t for t in stream.data if str(t["key"]).startswith("_run_chunk")]
+    return out, [t for t in stream.data if str(t["key"]).startswith("run_chunk")]
 
 
 def _under_workdir(path: str) -> bool:

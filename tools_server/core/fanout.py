@@ -5,13 +5,14 @@ returns the results in input order. On one machine, the calling process and a po
 helper processes each take the biggest job left whenever they are free (list scheduling, biggest first).
 When the job runs on a Dask cluster and its tool declared ``items=`` (``@tool(..., items="molecules")``),
 the worker process running the job has a cluster address (:func:`use_cluster`), and the batch becomes
-Dask tasks instead: balanced chunks, biggest first, gathered back in input order. Per-item errors are
+Dask tasks instead: balanced chunks, biggest first, each run in a worker process of the Dask worker that
+takes it (:func:`tools_server.core.jobs.dask.run_chunk`), gathered back in input order. Per-item errors are
 the tool's own business (``func`` returns them as results), so both paths give the same result, item for
 item.
 
 A batch whose items need one large object in common (a docking receptor) passes it as ``shared``: each item
 gets it as ``func``'s first arguments, and on the cluster it travels to each Dask worker once (scattered)
-rather than once per task.
+rather than once per task (each chunk then passes it to the local worker process running its items).
 """
 
 from __future__ import annotations
@@ -190,7 +191,7 @@ def use_cluster(address: str | None, artifact_dir: str | None, cancel_key: str |
     """While the block runs, :func:`map_items` sends batches to the Dask scheduler at ``address`` (the
     worker process of a job that a Dask executor ran, for a tool that declared ``items``).
     ``artifact_dir`` is the job's artifact folder (chunks write into a folder of their own and their files
-    are copied back), ``cancel_key`` names the Dask event that tells chunks to stop between items."""
+    are copied back), ``cancel_key`` names the Dask event that stops the chunks (kills their processes)."""
     saved = dict(_cluster)
     _cluster.update(address=address, artifact_dir=artifact_dir, cancel_key=cancel_key)
     try:
@@ -220,43 +221,6 @@ def _chunks(jobs: list[tuple[Any, ...]], n_chunks: int) -> list[list[int]]:
     return [c for c in chunks if c]
 
 
-def _run_chunk(
-    func: Any,
-    jobs: list[tuple[Any, ...]],
-    artifact_dir: str | None,
-    cancel_key: str | None,
-    shared: tuple[Any, ...] = (),
-) -> tuple[list[Any], dict[str, bytes], bool]:
-    """A chunk on a Dask worker: each job in turn, writing artifacts into a folder of its own (shipped
-    back as bytes, since the worker may be another machine); stops between items once the job is
-    cancelled. Returns (results, files, stopped)."""
-    import shutil
-    import tempfile
-    from pathlib import Path
-
-    local_dir = tempfile.mkdtemp(prefix="spu-chunk-")
-    event = None
-    if cancel_key:
-        from distributed import Event, get_client
-
-        event = Event(cancel_key, client=get_client())
-    results: list[Any] = []
-    try:
-        for job in jobs:
-            if event is not None and event.is_set():
-                return results, {}, True
-            args = tuple(local_dir if artifact_dir is not None and a == artifact_dir else a for a in job)
-            results.append(relocate(func(*shared, *args), local_dir, artifact_dir))
-        files = {
-            p.relative_to(local_dir).as_posix(): p.read_bytes()
-            for p in Path(local_dir).rglob("*")
-            if p.is_file()
-        }
-        return results, files, False
-    finally:
-        shutil.rmtree(local_dir, ignore_errors=True)
-
-
 def relocate(value: Any, old: str, new: str | None) -> Any:
     """``value`` with every string that starts with the folder ``old`` pointing into ``new`` instead."""
     if new is None:
@@ -277,6 +241,8 @@ def _map_on_cluster(
 
     from distributed import as_completed
 
+    from tools_server.core.jobs.dask import run_chunk
+
     client = _client(_cluster["address"])
     threads = sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values()) or 1
     # one item per task up to ONE_TASK_EACH items (Dask hands them out biggest first as threads free up:
@@ -290,7 +256,7 @@ def _map_on_cluster(
     common: Any = client.scatter([shared], hash=False)[0] if shared else ()
     futures = {
         client.submit(
-            _run_chunk,
+            run_chunk,
             func,
             [jobs[k] for k in chunk],
             artifact_dir,

@@ -10,7 +10,10 @@ dask-jobqueue), under the server's rules.
 - **Items fan out**: a tool that declares ``items=`` and gets more than one item (a list of several, or a
   count above one for items it generates) leaves the Dask worker's
   thread pool while it waits (``secede``), and its :func:`~tools_server.core.fanout.map_items` sends the
-  batch to the cluster as balanced chunks, gathered in input order.
+  batch to the cluster as balanced chunks, gathered in input order. Each chunk runs in a worker process of
+  the Dask worker that takes it (:func:`run_chunk`), like a job: a cancellation or the job's time limit
+  kills the process running an item, not only the items after it, and a crash in an item is an
+  ``engine_crashed`` error, not a lost Dask worker.
 - **Files go with the job**: every path-typed argument (``InputPath``, ``InputDir``) has been resolved and
   checked under the server's roots before the job leaves; the server reads it and sends its content,
   which the Dask worker writes into its scratch folder and hands the tool instead. A Dask worker never
@@ -27,17 +30,24 @@ worker that runs it (``"all"`` is all of them). Start the workers with a ``cores
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import logging
 import os
 import shutil
+import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from tools_server.core.errors import ToolError
 from tools_server.core.jobs.model import Finisher, Job
+from tools_server.core.registry import tool
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +102,7 @@ class _RemoteJob:
     """The job as the Dask task sees it: its fields, a cancellation read from the server's Dask event, and
     progress written to a Dask variable (both rate-limited to one scheduler call per :data:`POLL_S`)."""
 
-    def __init__(self, job: dict[str, Any], event: Any, variable: Any) -> None:
+    def __init__(self, job: dict[str, Any], event: Any, variable: Any = None) -> None:
         self.job_id, self.tool, self.module = job["job_id"], job["tool"], job["module"]
         self.params, self.time_limit_s = job["params"], job["time_limit_s"]
         self.progress, self.message = 0.0, None
@@ -103,7 +113,7 @@ class _RemoteJob:
     @property
     def cancel_requested(self) -> bool:
         now = time.monotonic()
-        if not self._cancelled and now - self._checked >= POLL_S:
+        if self._event is not None and not self._cancelled and now - self._checked >= POLL_S:
             self._checked = now
             # a scheduler that is gone leaves the job's own limits in force
             with contextlib.suppress(Exception):
@@ -112,7 +122,7 @@ class _RemoteJob:
 
     def _notify(self) -> None:
         now = time.monotonic()
-        if now - self._sent >= POLL_S or self.progress >= 1.0:
+        if self._variable is not None and (now - self._sent >= POLL_S or self.progress >= 1.0):
             self._sent = now
             with contextlib.suppress(Exception):
                 self._variable.set({"fraction": self.progress, "message": self.message})
@@ -178,6 +188,9 @@ def _dask_task(job: dict[str, Any]) -> dict[str, Any]:
     )
     if outcome.pop("kill", False):
         proc.kill()
+        if job["fan_out"]:  # cancelled, out of time or crashed: the batch's chunks stop too
+            with contextlib.suppress(Exception):
+                remote._event.set()
     else:
         _give_back(proc)
     try:
@@ -188,6 +201,140 @@ def _dask_task(job: dict[str, Any]) -> dict[str, Any]:
         shutil.rmtree(art, ignore_errors=True)
         shutil.rmtree(inputs, ignore_errors=True)
     return {"outcome": outcome, "artifact_root": str(art), "files": files}
+
+
+def _pickled(value: Any) -> str:
+    import cloudpickle
+
+    return base64.b64encode(cloudpickle.dumps(value)).decode("ascii")
+
+
+def _unpickled(text: str) -> Any:
+    import cloudpickle
+
+    return cloudpickle.loads(base64.b64decode(text))
+
+
+class _ItemsInput(BaseModel):
+    payload: str  # (func, shared, jobs), pickled
+
+
+@tool(name="spu_run_items", resource="cpu", cacheable=False)
+def run_items(args: _ItemsInput) -> dict[str, Any]:
+    """A chunk of a batch's items, run by :func:`run_chunk` in a worker process of a Dask worker (an internal
+    job, not a tool the server offers): ``func(*shared, *job)`` for each job, the results pickled."""
+    func, shared, jobs = _unpickled(args.payload)
+    return {"results": _pickled([func(*shared, *job) for job in jobs])}
+
+
+def run_chunk(
+    func: Any,
+    jobs: list[tuple[Any, ...]],
+    artifact_dir: str | None,
+    cancel_key: str | None,
+    shared: tuple[Any, ...] = (),
+) -> tuple[list[Any], dict[str, bytes], bool]:
+    """A chunk of a batch (:func:`~tools_server.core.fanout.map_items`) as a Dask task: its items run in a
+    worker process of this Dask worker, one after the other, writing artifacts into a folder of the chunk's
+    own (shipped back as bytes, since the Dask worker may be another machine). Once the job's cancel event
+    is set (a ``job_cancel``, or the job stopped for its time limit) the process is killed, engine and all.
+    Nothing polls meanwhile: the Dask thread waits on the process's pipe and a helper thread on the event
+    (the scheduler answers it when it is set), so a busy Dask worker spends no CPU on them.
+    Returns (results, files, stopped); a process that dies is raised as ``engine_crashed``."""
+    from distributed import Event, get_client, get_worker
+
+    from tools_server.core.fanout import relocate
+
+    event = Event(cancel_key, client=get_client()) if cancel_key else None
+    if event is not None and event.is_set():
+        return [], {}, True
+    local_dir = tempfile.mkdtemp(prefix="spu-chunk-")
+    try:
+        args = [
+            tuple(local_dir if artifact_dir is not None and a == artifact_dir else a for a in job)
+            for job in jobs
+        ]
+        message = {
+            "job_id": f"chunk-{uuid.uuid4().hex[:12]}",
+            "tool": "spu_run_items",
+            "module": __name__,
+            "params": {"payload": _pickled((func, shared, args))},
+            "threads": 1,
+            "gpu": False,
+        }
+        proc = _take_process(Path(get_worker().local_directory) / "spu-work")
+        if proc is None:
+            raise ToolError("engine_crashed", "The worker process failed to start on the Dask worker.")
+        follow = _Follow(proc, event)
+        reply = follow.run(json.dumps(message).encode() + b"\n")
+        if follow.stopped:
+            return [], {}, True
+        if reply is None:
+            raise ToolError(
+                "engine_crashed",
+                "The worker process running the batch's items died. The server is still running.",
+                stderr_tail=proc.stderr_tail(),
+            )
+        if reply["type"] == "error":
+            raise ToolError.from_dict(reply["error"])
+        results = [relocate(r, local_dir, artifact_dir) for r in _unpickled(reply["result"]["results"])]
+        files = {
+            p.relative_to(local_dir).as_posix(): p.read_bytes()
+            for p in Path(local_dir).rglob("*")
+            if p.is_file()
+        }
+        return results, files, False
+    finally:
+        shutil.rmtree(local_dir, ignore_errors=True)
+
+
+class _Follow:
+    """One message to a worker process, followed to its reply; the process is killed if ``event`` is set
+    meanwhile (then :attr:`stopped`). The process goes back to the idle ones when it answered."""
+
+    #: How long one wait on the event lasts (the scheduler holds it); the helper thread ends within this
+    #: time once the chunk is over.
+    WAIT_S = 5.0
+
+    def __init__(self, proc: Any, event: Any) -> None:
+        self.proc, self.event = proc, event
+        self.stopped = False
+        self._over = False
+        self._lock = threading.Lock()
+
+    def run(self, line: bytes) -> dict[str, Any] | None:
+        if self.event is not None:
+            threading.Thread(target=self._watch, daemon=True, name="spu-chunk-cancel").start()
+        reply = None
+        try:
+            self.proc.send(line)
+            while (reply := self.proc.next_message(None)) is not None:
+                if reply.get("type") in ("result", "error"):
+                    break
+        except OSError:
+            reply = None
+        with self._lock:
+            self._over = True
+        if self.stopped:  # killed by the helper thread
+            return None
+        if reply is None:  # died: reaped here
+            self.proc.kill()
+            return None
+        _give_back(self.proc)
+        return reply
+
+    def _watch(self) -> None:
+        while not self._over:
+            try:
+                if not self.event.wait(timeout=self.WAIT_S):
+                    continue
+            except Exception:  # a scheduler that is gone: the job's own limits stop it
+                return
+            with self._lock:
+                if not self._over:
+                    self.stopped = True
+                    self.proc.kill()
+            return
 
 
 class DaskExecutor:
