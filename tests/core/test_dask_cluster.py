@@ -80,7 +80,7 @@ def test_a_batch_spreads_over_both_workers_with_per_item_errors_kept(cluster):
 def _idle_processes(dask_worker) -> int:
     from tools_server.core.jobs import dask as spu_dask
 
-    return sum(1 for p in spu_dask._idle if p.alive())
+    return sum(1 for p in spu_dask._idle["job"] if p.alive())
 
 
 def test_each_dask_worker_has_a_worker_process_waiting_before_its_first_job(cluster):

@@ -53,35 +53,40 @@ log = logging.getLogger(__name__)
 
 #: How often the task checks for a cancellation, and the server for progress (seconds).
 POLL_S = 0.25
+#: How often a chunk of a batch checks for a cancellation (seconds): a busy Dask worker spends less on it
+#: than on :data:`POLL_S`, and the items still stop well within 2 s.
+CHUNK_POLL_S = 0.5
 #: Artifacts a job may send back from the cluster, and input files it may take along.
 MAX_ARTIFACT_BYTES = 256 * 2**20
 MAX_INPUT_BYTES = 256 * 2**20
 
-_idle: list[Any] = []  # warm worker processes of this Dask worker
+#: Warm worker processes of this Dask worker: those that run jobs, and those that run the chunks of a batch
+#: (kept apart, so the engine a chunk loaded, a protein model say, is there for the next chunk).
+_idle: dict[str, list[Any]] = {"job": [], "items": []}
 _idle_lock = threading.Lock()
 
 
-def _take_process(scratch: Path) -> Any:
-    """An idle worker process of this Dask worker, or a new one (None when it cannot start)."""
+def _take_process(scratch: Path, role: str = "job") -> Any:
+    """An idle worker process of this Dask worker for ``role``, or a new one (None when it cannot start)."""
     from tools_server.core.jobs.local import start_worker
 
     with _idle_lock:
-        while _idle:
-            proc = _idle.pop()
+        while _idle[role]:
+            proc = _idle[role].pop()
             if proc.alive():
                 return proc
     roots = os.pathsep.join(filter(None, [str(scratch / "inputs"), os.environ.get("SPU_INPUT_ROOTS")]))
-    # the Dask client library loads while the process waits for its first job (a batch that fans out
-    # connects to the scheduler from it: about 0.3 s of imports otherwise paid by that job)
     env = {"SPU_WORKDIR": str(scratch), "SPU_INPUT_ROOTS": roots}
-    warm = ["distributed", "tools_server.core.fanout"]
-    proc, _ = start_worker("dask", len(_idle), warm=warm, env_extra=env)
+    # a job's process loads the Dask client library while it waits for its first job (a batch that fans out
+    # connects to the scheduler from it: about 0.3 s of imports otherwise paid by that job)
+    warm = ["distributed", "tools_server.core.fanout"] if role == "job" else []
+    proc, _ = start_worker(f"dask-{role}", len(_idle[role]), warm=warm, env_extra=env)
     return proc
 
 
-def _give_back(proc: Any) -> None:
+def _give_back(proc: Any, role: str = "job") -> None:
     with _idle_lock:
-        _idle.append(proc)
+        _idle[role].append(proc)
 
 
 def _prestart(dask_worker: Any) -> None:
@@ -237,10 +242,9 @@ def run_chunk(
     """A chunk of a batch (:func:`~tools_server.core.fanout.map_items`) as a Dask task: its items run in a
     worker process of this Dask worker, one after the other, writing artifacts into a folder of the chunk's
     own (shipped back as bytes, since the Dask worker may be another machine). Once the job's cancel event
-    is set (a ``job_cancel``, or the job stopped for its time limit) the process is killed, engine and all.
-    Nothing polls meanwhile: the Dask thread waits on the process's pipe and a helper thread on the event
-    (the scheduler answers it when it is set), so a busy Dask worker spends no CPU on them.
-    Returns (results, files, stopped); a process that dies is raised as ``engine_crashed``."""
+    is set (a ``job_cancel``, or the job stopped for its time limit) the process is killed, engine and all,
+    within :data:`CHUNK_POLL_S`. Returns (results, files, stopped); a process that dies is raised as
+    ``engine_crashed``."""
     from distributed import Event, get_client, get_worker
 
     from tools_server.core.fanout import relocate
@@ -262,12 +266,11 @@ def run_chunk(
             "threads": 1,
             "gpu": False,
         }
-        proc = _take_process(Path(get_worker().local_directory) / "spu-work")
+        proc = _take_process(Path(get_worker().local_directory) / "spu-work", "items")
         if proc is None:
             raise ToolError("engine_crashed", "The worker process failed to start on the Dask worker.")
-        follow = _Follow(proc, event)
-        reply = follow.run(json.dumps(message).encode() + b"\n")
-        if follow.stopped:
+        reply, stopped = _follow(proc, json.dumps(message).encode() + b"\n", event)
+        if stopped:
             return [], {}, True
         if reply is None:
             raise ToolError(
@@ -288,53 +291,30 @@ def run_chunk(
         shutil.rmtree(local_dir, ignore_errors=True)
 
 
-class _Follow:
-    """One message to a worker process, followed to its reply; the process is killed if ``event`` is set
-    meanwhile (then :attr:`stopped`). The process goes back to the idle ones when it answered."""
-
-    #: How long one wait on the event lasts (the scheduler holds it); the helper thread ends within this
-    #: time once the chunk is over.
-    WAIT_S = 5.0
-
-    def __init__(self, proc: Any, event: Any) -> None:
-        self.proc, self.event = proc, event
-        self.stopped = False
-        self._over = False
-        self._lock = threading.Lock()
-
-    def run(self, line: bytes) -> dict[str, Any] | None:
-        if self.event is not None:
-            threading.Thread(target=self._watch, daemon=True, name="spu-chunk-cancel").start()
-        reply = None
-        try:
-            self.proc.send(line)
-            while (reply := self.proc.next_message(None)) is not None:
-                if reply.get("type") in ("result", "error"):
-                    break
-        except OSError:
-            reply = None
-        with self._lock:
-            self._over = True
-        if self.stopped:  # killed by the helper thread
-            return None
-        if reply is None:  # died: reaped here
-            self.proc.kill()
-            return None
-        _give_back(self.proc)
-        return reply
-
-    def _watch(self) -> None:
-        while not self._over:
-            try:
-                if not self.event.wait(timeout=self.WAIT_S):
-                    continue
-            except Exception:  # a scheduler that is gone: the job's own limits stop it
-                return
-            with self._lock:
-                if not self._over:
-                    self.stopped = True
-                    self.proc.kill()
-            return
+def _follow(proc: Any, line: bytes, event: Any) -> tuple[dict[str, Any] | None, bool]:
+    """Send one message to a worker process and wait for its reply, reading the cancel ``event`` every
+    :data:`CHUNK_POLL_S` meanwhile; returns (reply, stopped). The process goes back to the idle ones when
+    it answered, and is killed when it died or the event was set (reply None)."""
+    try:
+        proc.send(line)
+    except OSError:
+        proc.kill()
+        return None, False
+    checked = time.monotonic()
+    while True:
+        reply = proc.next_message(CHUNK_POLL_S)
+        if reply is None:  # died
+            proc.kill()
+            return None, False
+        if reply.get("type") in ("result", "error"):
+            _give_back(proc, "items")
+            return reply, False
+        if event is not None and time.monotonic() - checked >= CHUNK_POLL_S:
+            checked = time.monotonic()
+            with contextlib.suppress(Exception):  # a scheduler that is gone: the job's own limits stop it
+                if event.is_set():
+                    proc.kill()
+                    return None, True
 
 
 class DaskExecutor:
