@@ -221,19 +221,6 @@ def _chunks(jobs: list[tuple[Any, ...]], n_chunks: int) -> list[list[int]]:
     return [c for c in chunks if c]
 
 
-def relocate(value: Any, old: str, new: str | None) -> Any:
-    """``value`` with every string that starts with the folder ``old`` pointing into ``new`` instead."""
-    if new is None:
-        return value
-    if isinstance(value, str):
-        return new + value[len(old) :] if value.startswith(old) else value
-    if isinstance(value, dict):
-        return {k: relocate(v, old, new) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(relocate(v, old, new) for v in value)
-    return value
-
-
 def _map_on_cluster(
     func: Any, jobs: list[tuple[Any, ...]], progress: Any, shared: tuple[Any, ...] = ()
 ) -> list[Any]:

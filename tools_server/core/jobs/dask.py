@@ -247,8 +247,6 @@ def run_chunk(
     ``engine_crashed``."""
     from distributed import Event, get_client, get_worker
 
-    from tools_server.core.fanout import relocate
-
     event = Event(cancel_key, client=get_client()) if cancel_key else None
     if event is not None and event.is_set():
         return [], {}, True
@@ -289,6 +287,19 @@ def run_chunk(
         return results, files, False
     finally:
         shutil.rmtree(local_dir, ignore_errors=True)
+
+
+def relocate(value: Any, old: str, new: str | None) -> Any:
+    """``value`` with every string that starts with the folder ``old`` pointing into ``new`` instead."""
+    if new is None:
+        return value
+    if isinstance(value, str):
+        return new + value[len(old) :] if value.startswith(old) else value
+    if isinstance(value, dict):
+        return {k: relocate(v, old, new) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(relocate(v, old, new) for v in value)
+    return value
 
 
 def _follow(proc: Any, line: bytes, event: Any) -> tuple[dict[str, Any] | None, bool]:
@@ -516,7 +527,6 @@ def _fans_out(job: Job) -> bool:
 def _land(job: Job, reply: dict[str, Any]) -> dict[str, Any]:
     """The task's outcome with its artifacts written into the server's work directory."""
     from tools_server.core.context import artifact_dir_for
-    from tools_server.core.fanout import relocate
 
     outcome = reply["outcome"]
     if not reply["files"]:
