@@ -10,14 +10,15 @@ measured in this run:
 1. one ``xtb_run`` call optimising ``--molecules`` drug-size molecules (GFN2, tblite) on 2 one-thread Dask
    workers against 1 (target 1.8x or more), and on the local executor with 2 slots against 1;
 2. ``cancel ... N.N s``: from ``job_cancel`` on a job holding a Dask worker to that worker finishing another
-   job (the engine process killed, the thread free).
+   job (the engine process killed, the thread free); and from ``job_cancel`` on a batch whose items hold
+   both workers to a small batch's result (the processes running the items killed).
 
 The two sizes are measured in turn (a fresh cluster for each call, in the order 1-2, 2-1, ...; the two local
 executors side by side, called in turn), so a shared machine's changing speed falls on both alike; the
 ratio of each pair of calls is printed beside the ratio of the medians. Before a measured call each
-cluster is warmed (engines imported on every Dask worker, the job's worker process started by a small
-call), as on a server that has run before; every call has the cache off (a fresh input each time: the
-molecules' order is rotated).
+cluster is warmed by small calls (the job's worker process has run the tool, and every Dask worker has a
+worker process for batch items with the engine imported), as on a server that has run before; every call
+has the cache off (a fresh input each time: the molecules' order is rotated).
 """
 
 from __future__ import annotations
@@ -115,15 +116,35 @@ def _cancel_to_free(dispatcher, manager) -> float:
     return asyncio.run(scenario())
 
 
-def _warm_imports() -> None:
-    """What a batch item imports on its first run: the engine and the optimiser."""
-    import geometric.engine
-    import geometric.molecule
-    import geometric.optimize  # noqa: F401
-    import tblite.interface  # noqa: F401
+def _cancel_batch_to_free(dispatcher, manager, molecules: list[str]) -> float:
+    """Seconds from cancelling a batch whose items hold every Dask worker to a small batch's result."""
 
-    import tools_server.qc.pipeline
-    import tools_server.qc.xtb  # noqa: F401
+    async def scenario() -> float:
+        held = await dispatcher.call("xtb_run", {"molecules": molecules, "task": "optimize", "wait_s": 0})
+        await asyncio.sleep(3.0)  # its items are running on every worker
+        start = time.perf_counter()
+        manager.cancel(held["job_id"])
+        await dispatcher.call("xtb_run", {"molecules": ["O", "N"], "task": "energy", "wait_s": 120})
+        return time.perf_counter() - start
+
+    return asyncio.run(scenario())
+
+
+def _item_processes(dask_worker) -> int:
+    """The idle worker processes that run batch items on this Dask worker."""
+    from tools_server.core.jobs import dask as spu_dask
+
+    return sum(1 for p in spu_dask._idle["items"] if p.alive())
+
+
+def _warm(dispatcher, client) -> None:
+    """Small calls until every Dask worker has a process that ran batch items (engine imported) and the
+    job's worker process has run the tool, as on a server that has run before."""
+    for _ in range(5):
+        asyncio.run(dispatcher.call("xtb_run", {"molecules": ["C", "O", "N", "CC"], "wait_s": 120}))
+        if all(client.run(_item_processes).values()):
+            return
+    raise RuntimeError("a Dask worker ran no batch item in five warm-up calls")
 
 
 def bench_dask(molecules: list[str], repeats: int) -> dict:
@@ -147,14 +168,14 @@ def bench_dask(molecules: list[str], repeats: int) -> dict:
                 ) as cluster,
                 Client(cluster) as client,
             ):
-                client.run(_warm_imports)  # each Dask worker runs batch items: engines imported
                 dispatcher, manager = _dispatcher(DaskExecutor(client=client))
-                # the job's worker process started and its tool imported, as on a server that ran before
-                asyncio.run(dispatcher.call("xtb_run", {"molecules": ["C", "O", "N", "CC"], "wait_s": 120}))
+                _warm(dispatcher, client)
                 took, out[f"dask_{n_workers}_ok"] = _batch_call(dispatcher, molecules, r + 1)
                 times[n_workers].append(took)
                 if n_workers == 1 and r == 0:
                     out["cancel_to_free_s"] = _cancel_to_free(dispatcher, manager)
+                if n_workers == 2 and r == 0:
+                    out["cancel_batch_to_free_s"] = _cancel_batch_to_free(dispatcher, manager, molecules)
     out["dask_1_s"], out["dask_2_s"] = statistics.median(times[1]), statistics.median(times[2])
     out["dask_pair_ratios"] = [round(a / b, 3) for a, b in zip(times[1], times[2], strict=True)]
     out["dask_speedup"] = out["dask_1_s"] / out["dask_2_s"]
