@@ -226,6 +226,8 @@ def main() -> None:
     print(f"  dask 2 workers vs local 2 slots: {results['local_2_s'] / results['dask_2_s']:.2f}x")
     free_s = results["cancel_to_free_s"]
     print(f"cancel a job holding the only Dask worker, until the next job's result: {free_s:.1f} s")
+    free_s = results["cancel_batch_to_free_s"]
+    print(f"cancel a batch whose items hold both Dask workers, until a small batch's result: {free_s:.1f} s")
 
 
 if __name__ == "__main__":

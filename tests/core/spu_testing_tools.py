@@ -52,11 +52,19 @@ def crash_job(args: CrashInput) -> dict:
 class AllocInput(BaseModel):
     megabytes: int = Field(ge=1)
     hold_s: float = 5
+    in_child: bool = False  # allocate in a process the job starts, as an engine binary would
 
 
 @tool(name="test_allocate", resource="cpu", memory_limit_mb=300, cacheable=False)
 def allocate_job(args: AllocInput) -> dict:
     """Allocate and touch memory, then hold it."""
+    if args.in_child:
+        import subprocess
+        import sys
+
+        code = f"b = bytearray({args.megabytes} * 2**20)\nfor i in range(0, len(b), 4096): b[i] = 1\n"
+        subprocess.run([sys.executable, "-c", code + f"import time; time.sleep({args.hold_s})"], check=True)
+        return {"allocated_mb": args.megabytes}
     block = bytearray(args.megabytes * 2**20)
     for i in range(0, len(block), 4096):
         block[i] = 1

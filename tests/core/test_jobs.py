@@ -85,6 +85,14 @@ def test_memory_limit_stops_the_job(job_server):
     assert job_server.call_ok("test_allocate", {"megabytes": 50, "hold_s": 0})["allocated_mb"] == 50
 
 
+def test_memory_limit_counts_the_processes_a_job_starts(job_server):
+    """An engine binary the tool starts counts against the job's memory limit (the worker's children are
+    looked up again every second)."""
+    err = job_server.call_error("test_allocate", {"megabytes": 600, "hold_s": 10, "in_child": True})
+    assert err["code"] == "engine_crashed"
+    assert "memory limit of 300 MiB" in err["message"]
+
+
 def test_cancel_kills_running_job(job_server):
     out = job_server.call_ok("test_sleep", {"seconds": 20, "wait_s": 0.5, "tag": "cancel"})
     res = job_server.call_ok("job_cancel", {"job_id": out["job_id"]})

@@ -28,6 +28,9 @@ from tools_server.core import hardware, settings
 from tools_server.core.errors import ToolError
 from tools_server.core.jobs.model import Finisher, Job, lost_to_restart
 
+#: How often :meth:`_Worker.rss_mb` looks for the processes a worker started (seconds).
+TREE_REFRESH_S = 1.0
+
 
 class _Worker:
     """One worker process and its protocol stream."""
@@ -66,6 +69,8 @@ class _Worker:
         self._fd = self.proc.stdout.fileno()
         self._buffer = bytearray()
         self._eof = False
+        self._tree: list[psutil.Process] = []  # the worker and its children, for rss_mb
+        self._tree_at: float | None = None
 
     def next_message(self, timeout: float | None) -> dict[str, Any] | None:
         """The worker's next protocol message; ``{}`` when ``timeout`` seconds pass without one, None when
@@ -101,10 +106,19 @@ class _Worker:
             view = view[self.proc.stdin.write(view) :]
 
     def rss_mb(self) -> float:
+        """The memory of the worker and the processes it started. Finding those reads every process on the
+        machine, so the list is refreshed once every :data:`TREE_REFRESH_S`; the memory of each is read at
+        every call (a process the engine starts is counted from the next refresh on)."""
+        now = time.monotonic()
         try:
-            root = psutil.Process(self.proc.pid)
-            procs = [root, *root.children(recursive=True)]
-            return sum(p.memory_info().rss for p in procs) / 2**20
+            if self._tree_at is None or now - self._tree_at >= TREE_REFRESH_S:
+                root = self._tree[0] if self._tree else psutil.Process(self.proc.pid)
+                self._tree, self._tree_at = [root, *root.children(recursive=True)], now
+            total = 0
+            for process in self._tree:
+                with contextlib.suppress(psutil.NoSuchProcess):  # a child that ended since the refresh
+                    total += process.memory_info().rss
+            return total / 2**20
         except psutil.Error:
             return 0.0
 
