@@ -107,7 +107,7 @@ class _RemoteJob:
     """The job as the Dask task sees it: its fields, a cancellation read from the server's Dask event, and
     progress written to a Dask variable (both rate-limited to one scheduler call per :data:`POLL_S`)."""
 
-    def __init__(self, job: dict[str, Any], event: Any, variable: Any = None) -> None:
+    def __init__(self, job: dict[str, Any], event: Any, variable: Any) -> None:
         self.job_id, self.tool, self.module = job["job_id"], job["tool"], job["module"]
         self.params, self.time_limit_s = job["params"], job["time_limit_s"]
         self.progress, self.message = 0.0, None
@@ -118,7 +118,7 @@ class _RemoteJob:
     @property
     def cancel_requested(self) -> bool:
         now = time.monotonic()
-        if self._event is not None and not self._cancelled and now - self._checked >= POLL_S:
+        if not self._cancelled and now - self._checked >= POLL_S:
             self._checked = now
             # a scheduler that is gone leaves the job's own limits in force
             with contextlib.suppress(Exception):
@@ -127,7 +127,7 @@ class _RemoteJob:
 
     def _notify(self) -> None:
         now = time.monotonic()
-        if self._variable is not None and (now - self._sent >= POLL_S or self.progress >= 1.0):
+        if now - self._sent >= POLL_S or self.progress >= 1.0:
             self._sent = now
             with contextlib.suppress(Exception):
                 self._variable.set({"fraction": self.progress, "message": self.message})
