@@ -289,12 +289,16 @@ def test_a_finisher_that_fails_ends_the_job_and_the_slot_lives_on(idle_executor,
 def test_a_worker_that_cannot_be_started_fails_its_job_and_the_slot_lives_on(perf_env):
     # Before, an OSError from starting the worker process (here: no file descriptor left for its pipes)
     # ended the slot's thread: the job never finished and the slot took no more work.
+    import gc
     import resource
 
     executor = LocalExecutor(cpu_slots=1)  # no warm workers: the first job starts one
     try:
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 1, hard))
+        gc.collect()  # files an earlier test left to the collector are closed now, not in the window below
+        lowest_free = os.dup(0)  # a new descriptor takes the lowest free number: no new one below the limit
+        os.close(lowest_free)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (lowest_free, hard))
         try:
             payload = _run(executor, _executor_job("perf_single", tag="no-fds"))
         finally:
