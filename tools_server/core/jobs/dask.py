@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import json
 import logging
 import os
 import shutil
@@ -41,6 +40,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from pydantic import BaseModel
@@ -247,6 +247,9 @@ def run_chunk(
     ``engine_crashed``."""
     from distributed import Event, get_client, get_worker
 
+    from tools_server.core import hardware
+    from tools_server.core.jobs.local import crash_report, job_message
+
     event = Event(cancel_key, client=get_client()) if cancel_key else None
     if event is not None and event.is_set():
         return [], {}, True
@@ -256,26 +259,23 @@ def run_chunk(
             tuple(local_dir if artifact_dir is not None and a == artifact_dir else a for a in job)
             for job in jobs
         ]
-        message = {
-            "job_id": f"chunk-{uuid.uuid4().hex[:12]}",
-            "tool": "spu_run_items",
-            "module": __name__,
-            "params": {"payload": _pickled((func, shared, args))},
-            "threads": 1,
-            "gpu": False,
-        }
+        chunk = SimpleNamespace(
+            job_id=f"chunk-{uuid.uuid4().hex[:12]}",
+            tool="spu_run_items",
+            module=__name__,
+            params={"payload": _pickled((func, shared, args))},
+        )
         proc = _take_process(Path(get_worker().local_directory) / "spu-work", "items")
         if proc is None:
             raise ToolError("engine_crashed", "The worker process failed to start on the Dask worker.")
-        reply, stopped = _follow(proc, json.dumps(message).encode() + b"\n", event)
+        line = job_message(chunk, gpu=False, cores=1, memory_limit_mb=int(hardware.memory_total_mb() * 0.8))
+        reply, stopped = _follow(proc, line, event)
         if stopped:
             return [], {}, True
-        if reply is None:
-            raise ToolError(
-                "engine_crashed",
-                "The worker process running the batch's items died. The server is still running.",
-                stderr_tail=proc.stderr_tail(),
-            )
+        if reply is None:  # it died: the same report as for a job's worker
+            report = crash_report(proc)
+            proc.kill()
+            raise ToolError.from_dict(report["error"])
         if reply["type"] == "error":
             raise ToolError.from_dict(reply["error"])
         results = [relocate(r, local_dir, artifact_dir) for r in _unpickled(reply["result"]["results"])]
@@ -305,17 +305,16 @@ def relocate(value: Any, old: str, new: str | None) -> Any:
 def _follow(proc: Any, line: bytes, event: Any) -> tuple[dict[str, Any] | None, bool]:
     """Send one message to a worker process and wait for its reply, reading the cancel ``event`` every
     :data:`CHUNK_POLL_S` meanwhile; returns (reply, stopped). The process goes back to the idle ones when
-    it answered, and is killed when it died or the event was set (reply None)."""
+    it answered, and is killed when the event was set (reply None, stopped); a process that died (reply
+    None) is the caller's to report."""
     try:
         proc.send(line)
     except OSError:
-        proc.kill()
         return None, False
     checked = time.monotonic()
     while True:
         reply = proc.next_message(CHUNK_POLL_S)
         if reply is None:  # died
-            proc.kill()
             return None, False
         if reply.get("type") in ("result", "error"):
             _give_back(proc, "items")

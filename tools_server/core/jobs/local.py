@@ -485,7 +485,7 @@ def run_job_on(
         try:
             worker.send(message)
         except (BrokenPipeError, OSError):
-            return _crashed(worker)
+            return crash_report(worker)
     deadline = time.monotonic() + job.time_limit_s
     memory_checked = time.monotonic()
     while True:
@@ -493,7 +493,7 @@ def run_job_on(
         if msg is None and closed():  # the server is stopping and took the worker with it
             return {"error": lost_to_restart()}
         if msg is None:
-            return _crashed(worker)
+            return crash_report(worker)
         kind_ = msg.get("type")
         if kind_ == "progress":
             job.progress = msg["fraction"]
@@ -528,7 +528,7 @@ def run_job_on(
             }
 
 
-def _crashed(worker: _Worker) -> dict[str, Any]:
+def crash_report(worker: _Worker) -> dict[str, Any]:
     """The error for a worker whose pipe closed: it died, or (stopped here after 5 s) it lives on without
     its pipe, which no job can come back through."""
     try:
