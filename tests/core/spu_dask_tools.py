@@ -107,3 +107,43 @@ def _crashing_item(value: float) -> dict:
 def items_crash_job(args: ItemsInput, ctx: ToolContext) -> dict:
     """Items; a negative value crashes the process running it (SIGSEGV)."""
     return {"items": map_items(_crashing_item, [(v,) for v in args.values], ctx.threads)}
+
+
+def _crashing_or_held_item(value: float, pid_dir: str, seconds: float) -> dict:
+    if value < 0:
+        time.sleep(1)  # the other items have started
+        _crashing_item(value)
+    return _held_item(value, pid_dir, seconds)
+
+
+@tool(name="dask_items_crash_held", resource="cpu", threads="all", items="values", cacheable=False)
+def items_crash_held_job(args: HeldItemsInput, ctx: ToolContext) -> dict:
+    """As dask_items_hold, but a negative value crashes the process running it (SIGSEGV) after 1 s."""
+    jobs = [(v, args.pid_dir, args.seconds) for v in args.values]
+    return {"items": map_items(_crashing_or_held_item, jobs, ctx.threads)}
+
+
+def _hog_item(value: float, megabytes: int, seconds: float) -> dict:
+    block = b"\1" * (megabytes * 2**20)  # written, so every page is resident
+    time.sleep(seconds)
+    return {"ok": True, "value": value, "megabytes": len(block) // 2**20}
+
+
+class HogInput(BaseModel):
+    values: list[float] = Field(min_length=1, max_length=20)
+    megabytes: int = Field(ge=0, le=4096)
+    seconds: float = Field(0, ge=0, le=600)
+
+
+@tool(
+    name="dask_items_hog",
+    resource="cpu",
+    threads="all",
+    items="values",
+    cacheable=False,
+    memory_limit_mb=500,
+)
+def items_hog_job(args: HogInput, ctx: ToolContext) -> dict:
+    """Each item holds `megabytes` of memory for `seconds`; the job's memory limit is 500 MiB."""
+    jobs = [(v, args.megabytes, args.seconds) for v in args.values]
+    return {"items": map_items(_hog_item, jobs, ctx.threads)}

@@ -206,6 +206,40 @@ def test_a_crash_in_an_item_fails_the_call_and_the_dask_workers_live_on(cluster)
     assert set(client.scheduler_info()["workers"]) == workers, "a Dask worker was lost and replaced"
 
 
+def test_a_batch_that_fails_stops_its_other_items(cluster, tmp_path):
+    """When one item's crash fails the call, the items still running in other chunks are stopped as well
+    (they used to run to their end, holding their Dask workers)."""
+    from tools_server.core.errors import ToolError
+
+    dispatcher, _, _ = cluster
+    with pytest.raises(ToolError) as err:
+        args = {"values": [1, -1], "pid_dir": str(tmp_path), "seconds": 300, "wait_s": 120}
+        asyncio.run(dispatcher.call("dask_items_crash_held", args))
+    assert err.value.code == "engine_crashed", err.value.to_dict()
+    pids = _item_pids(tmp_path, 1)
+    assert len(pids) == 1
+    # a no-hang bound, not a speed: without the stop the item would sleep for 300 s
+    assert _gone_within(pids, 30), "the process running the other item outlived the failed call"
+
+
+def test_an_item_over_the_jobs_memory_limit_is_stopped(cluster):
+    """The job's memory limit (500 MiB here) holds for the processes running its items too: an item that
+    takes 1.5 GiB is killed and the call fails as ``engine_crashed`` (the items used to run to their end,
+    as large as they grew), while the same batch within the limit comes back whole."""
+    from tools_server.core.errors import ToolError
+
+    dispatcher, _, _ = cluster
+    small = asyncio.run(dispatcher.call("dask_items_hog", {"values": [1, 2], "megabytes": 50, "wait_s": 120}))
+    assert [it["megabytes"] for it in small["items"]] == [50, 50]
+    with pytest.raises(ToolError) as err:  # without the limit the items hold for 60 s and come back whole
+        args = {"values": [1, 2], "megabytes": 1536, "seconds": 60, "wait_s": 120}
+        asyncio.run(dispatcher.call("dask_items_hog", args))
+    assert err.value.code == "engine_crashed", err.value.to_dict()
+    assert err.value.details["memory_limit_mb"] == 500 and err.value.details["memory_mb"] > 500
+    quick = asyncio.run(dispatcher.call("dask_items", {"values": [5, 6], "seconds": 0, "wait_s": 60}))
+    assert [it["square"] for it in quick["items"]] == [25, 36]
+
+
 def test_doctor_reports_the_scheduler_and_its_workers(cluster, monkeypatch):
     from tools_server.core.doctor import run_doctor
 

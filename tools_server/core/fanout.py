@@ -182,18 +182,26 @@ def map_items(
 #: in the order given.
 ONE_TASK_EACH = 64
 
-_cluster: dict[str, Any] = {"address": None, "artifact_dir": None, "cancel_key": None}
+_cluster: dict[str, Any] = dict.fromkeys(("address", "artifact_dir", "cancel_key", "memory_limit_mb"))
 _clients: dict[str, Any] = {}
 
 
 @contextmanager
-def use_cluster(address: str | None, artifact_dir: str | None, cancel_key: str | None) -> Iterator[None]:
+def use_cluster(
+    address: str | None,
+    artifact_dir: str | None,
+    cancel_key: str | None,
+    memory_limit_mb: int | None = None,
+) -> Iterator[None]:
     """While the block runs, :func:`map_items` sends batches to the Dask scheduler at ``address`` (the
     worker process of a job that a Dask executor ran, for a tool that declared ``items``).
     ``artifact_dir`` is the job's artifact folder (chunks write into a folder of their own and their files
-    are copied back), ``cancel_key`` names the Dask event that stops the chunks (kills their processes)."""
+    are copied back), ``cancel_key`` names the Dask event that stops the chunks (kills their processes),
+    ``memory_limit_mb`` is the job's memory limit, which each process running a chunk is held to."""
     saved = dict(_cluster)
-    _cluster.update(address=address, artifact_dir=artifact_dir, cancel_key=cancel_key)
+    _cluster.update(
+        address=address, artifact_dir=artifact_dir, cancel_key=cancel_key, memory_limit_mb=memory_limit_mb
+    )
     try:
         yield
     finally:
@@ -249,6 +257,7 @@ def _map_on_cluster(
             artifact_dir,
             cancel_key,
             common,
+            _cluster["memory_limit_mb"],
             pure=False,
             priority=sum(job_size(jobs[k]) for k in chunk),
         ): chunk

@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -40,7 +41,6 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 from pydantic import BaseModel
@@ -105,29 +105,30 @@ def _prestart(dask_worker: Any) -> None:
 
 class _RemoteJob:
     """The job as the Dask task sees it: its fields, a cancellation read from the server's Dask event, and
-    progress written to a Dask variable (both rate-limited to one scheduler call per :data:`POLL_S`)."""
+    progress written to a Dask variable (both rate-limited to one scheduler call per ``poll_s``). A chunk of
+    a batch (:func:`run_chunk`) is one too, with no variable."""
 
-    def __init__(self, job: dict[str, Any], event: Any, variable: Any) -> None:
+    def __init__(self, job: dict[str, Any], event: Any, variable: Any = None, poll_s: float = POLL_S) -> None:
         self.job_id, self.tool, self.module = job["job_id"], job["tool"], job["module"]
         self.params, self.time_limit_s = job["params"], job["time_limit_s"]
         self.progress, self.message = 0.0, None
-        self._event, self._variable = event, variable
+        self._event, self._variable, self._poll_s = event, variable, poll_s
         self._checked = self._sent = 0.0
-        self._cancelled = False
+        self.cancelled = False
 
     @property
     def cancel_requested(self) -> bool:
         now = time.monotonic()
-        if not self._cancelled and now - self._checked >= POLL_S:
+        if self._event is not None and not self.cancelled and now - self._checked >= self._poll_s:
             self._checked = now
             # a scheduler that is gone leaves the job's own limits in force
             with contextlib.suppress(Exception):
-                self._cancelled = bool(self._event.is_set())
-        return self._cancelled
+                self.cancelled = bool(self._event.is_set())
+        return self.cancelled
 
     def _notify(self) -> None:
         now = time.monotonic()
-        if now - self._sent >= POLL_S or self.progress >= 1.0:
+        if self._variable is not None and (now - self._sent >= self._poll_s or self.progress >= 1.0):
             self._sent = now
             with contextlib.suppress(Exception):
                 self._variable.set({"fraction": self.progress, "message": self.message})
@@ -193,11 +194,11 @@ def _dask_task(job: dict[str, Any]) -> dict[str, Any]:
     )
     if outcome.pop("kill", False):
         proc.kill()
-        if job["fan_out"]:  # cancelled, out of time or crashed: the batch's chunks stop too
-            with contextlib.suppress(Exception):
-                remote._event.set()
     else:
         _give_back(proc)
+    if job["fan_out"] and "error" in outcome:  # cancelled, out of time, crashed or failed in one chunk:
+        with contextlib.suppress(Exception):  # the batch's chunks still running stop too
+            remote._event.set()
     try:
         files = _artifacts(art) if "result" in outcome else {}
     except ToolError as exc:
@@ -238,20 +239,34 @@ def run_chunk(
     artifact_dir: str | None,
     cancel_key: str | None,
     shared: tuple[Any, ...] = (),
+    memory_limit_mb: int | None = None,
 ) -> tuple[list[Any], dict[str, bytes], bool]:
     """A chunk of a batch (:func:`~tools_server.core.fanout.map_items`) as a Dask task: its items run in a
     worker process of this Dask worker, one after the other, writing artifacts into a folder of the chunk's
-    own (shipped back as bytes, since the Dask worker may be another machine). Once the job's cancel event
-    is set (a ``job_cancel``, or the job stopped for its time limit) the process is killed, engine and all,
-    within :data:`CHUNK_POLL_S`. Returns (results, files, stopped); a process that dies is raised as
-    ``engine_crashed``."""
+    own (shipped back as bytes, since the Dask worker may be another machine). The process is followed as a
+    job's is (:func:`~tools_server.core.jobs.local.run_job_on`): once the job's cancel event is set (a
+    ``job_cancel``, or the job stopped for its time limit) it is killed, engine and all, within
+    :data:`CHUNK_POLL_S`, and so it is when it uses more than the job's ``memory_limit_mb`` (each process
+    running a chunk is held to the job's limit). Returns (results, files, stopped); a process that dies or
+    goes over the memory limit is raised as ``engine_crashed``."""
     from distributed import Event, get_client, get_worker
 
     from tools_server.core import hardware
-    from tools_server.core.jobs.local import crash_report, job_message
+    from tools_server.core.jobs.local import run_job_on
 
     event = Event(cancel_key, client=get_client()) if cancel_key else None
-    if event is not None and event.is_set():
+    chunk = _RemoteJob(
+        {
+            "job_id": f"chunk-{uuid.uuid4().hex[:12]}",
+            "tool": "spu_run_items",
+            "module": __name__,
+            "params": None,  # below
+            "time_limit_s": math.inf,  # the job's own limit stops the chunk through the event
+        },
+        event,
+        poll_s=CHUNK_POLL_S,
+    )
+    if chunk.cancel_requested:
         return [], {}, True
     local_dir = tempfile.mkdtemp(prefix="spu-chunk-")
     try:
@@ -259,23 +274,18 @@ def run_chunk(
             tuple(local_dir if artifact_dir is not None and a == artifact_dir else a for a in job)
             for job in jobs
         ]
-        chunk = SimpleNamespace(
-            job_id=f"chunk-{uuid.uuid4().hex[:12]}",
-            tool="spu_run_items",
-            module=__name__,
-            params={"payload": _pickled((func, shared, args))},
-        )
+        chunk.params = {"payload": _pickled((func, shared, args))}
         proc = _take_process(Path(get_worker().local_directory) / "spu-work", "items")
         if proc is None:
             raise ToolError("engine_crashed", "The worker process failed to start on the Dask worker.")
-        line = job_message(chunk, gpu=False, cores=1, memory_limit_mb=int(hardware.memory_total_mb() * 0.8))
-        reply, stopped = _follow(proc, line, event)
-        if stopped:
-            return [], {}, True
-        if reply is None:  # it died: the same report as for a job's worker
-            report = crash_report(proc)
+        limit = memory_limit_mb or int(hardware.memory_total_mb() * 0.8)
+        reply = run_job_on(proc, chunk, gpu=False, cores=1, memory_limit_mb=limit)
+        if reply.pop("kill", False):  # cancelled, over the memory limit, or died
             proc.kill()
-            raise ToolError.from_dict(report["error"])
+            if chunk.cancelled:
+                return [], {}, True
+            raise ToolError.from_dict(reply["error"])
+        _give_back(proc, "items")
         if reply["type"] == "error":
             raise ToolError.from_dict(reply["error"])
         results = [relocate(r, local_dir, artifact_dir) for r in _unpickled(reply["result"]["results"])]
@@ -300,31 +310,6 @@ def relocate(value: Any, old: str, new: str | None) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(relocate(v, old, new) for v in value)
     return value
-
-
-def _follow(proc: Any, line: bytes, event: Any) -> tuple[dict[str, Any] | None, bool]:
-    """Send one message to a worker process and wait for its reply, reading the cancel ``event`` every
-    :data:`CHUNK_POLL_S` meanwhile; returns (reply, stopped). The process goes back to the idle ones when
-    it answered, and is killed when the event was set (reply None, stopped); a process that died (reply
-    None) is the caller's to report."""
-    try:
-        proc.send(line)
-    except OSError:
-        return None, False
-    checked = time.monotonic()
-    while True:
-        reply = proc.next_message(CHUNK_POLL_S)
-        if reply is None:  # died
-            return None, False
-        if reply.get("type") in ("result", "error"):
-            _give_back(proc, "items")
-            return reply, False
-        if event is not None and time.monotonic() - checked >= CHUNK_POLL_S:
-            checked = time.monotonic()
-            with contextlib.suppress(Exception):  # a scheduler that is gone: the job's own limits stop it
-                if event.is_set():
-                    proc.kill()
-                    return None, True
 
 
 class DaskExecutor:
