@@ -130,19 +130,19 @@ def _cancel_batch_to_free(dispatcher, manager, molecules: list[str]) -> float:
     return asyncio.run(scenario())
 
 
-def _item_processes(dask_worker) -> int:
-    """The idle worker processes that run batch items on this Dask worker."""
-    from tools_server.core.jobs import dask as spu_dask
-
-    return sum(1 for p in spu_dask._idle["items"] if p.alive())
+def _ran_items(dask_worker) -> bool:
+    """Whether this Dask worker has run a chunk of batch items (its items process has the engine imported;
+    an idle one alone proves nothing: one starts on every Dask worker when the executor connects)."""
+    elapsed = dask_worker.state.task_counter.cumulative_elapsed()
+    return any(prefix == "run_chunk" and state == "executing" for prefix, state in elapsed)
 
 
 def _warm(dispatcher, client) -> None:
-    """Small calls until every Dask worker has a process that ran batch items (engine imported) and the
-    job's worker process has run the tool, as on a server that has run before."""
+    """Small calls until every Dask worker has run batch items (engine imported) and the job's worker
+    process has run the tool, as on a server that has run before."""
     for _ in range(5):
         asyncio.run(dispatcher.call("xtb_run", {"molecules": ["C", "O", "N", "CC"], "wait_s": 120}))
-        if all(client.run(_item_processes).values()):
+        if all(client.run(_ran_items).values()):
             return
     raise RuntimeError("a Dask worker ran no batch item in five warm-up calls")
 

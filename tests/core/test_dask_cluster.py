@@ -77,24 +77,25 @@ def test_a_batch_spreads_over_both_workers_with_per_item_errors_kept(cluster):
         assert path.read_text() == f"{it['value'] ** 2}\n"
 
 
-def _idle_processes(dask_worker) -> int:
+def _idle_processes(dask_worker) -> tuple[int, int]:
     from tools_server.core.jobs import dask as spu_dask
 
-    return sum(1 for p in spu_dask._idle["job"] if p.alive())
+    return tuple(sum(1 for p in spu_dask._idle[role] if p.alive()) for role in ("job", "items"))
 
 
-def test_each_dask_worker_has_a_worker_process_waiting_before_its_first_job(cluster):
-    """The executor starts one worker process on every Dask worker when it connects, so a Dask worker's first
-    job does not wait for one (about 0.4 s, with the imports a batch needs to fan out)."""
+def test_each_dask_worker_has_worker_processes_waiting_before_its_first_job(cluster):
+    """The executor starts one worker process for jobs and one for batch items on every Dask worker when it
+    connects, so neither a Dask worker's first job nor its first chunk of a batch waits for one (about 0.4 s
+    each)."""
     _, _, client = cluster
-    deadline = time.monotonic() + 60  # bounds the wait for two process starts; no speed is asserted
+    deadline = time.monotonic() + 60  # bounds the wait for four process starts; no speed is asserted
     counts: dict = {}
     while time.monotonic() < deadline:
         counts = client.run(_idle_processes)
-        if len(counts) == 2 and all(n >= 1 for n in counts.values()):
+        if len(counts) == 2 and all(n == (1, 1) for n in counts.values()):
             break
         time.sleep(0.2)
-    assert len(counts) == 2 and all(n == 1 for n in counts.values()), counts
+    assert len(counts) == 2 and all(tuple(n) == (1, 1) for n in counts.values()), counts
 
 
 def test_a_repeated_batch_is_a_cache_hit_written_by_the_server(cluster):
