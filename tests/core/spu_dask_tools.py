@@ -135,15 +135,8 @@ class HogInput(BaseModel):
     seconds: float = Field(0, ge=0, le=600)
 
 
-@tool(
-    name="dask_items_hog",
-    resource="cpu",
-    threads="all",
-    items="values",
-    cacheable=False,
-    memory_limit_mb=500,
-)
+@tool(name="dask_items_hog", resource="cpu", threads="all", items="values", cacheable=False)
 def items_hog_job(args: HogInput, ctx: ToolContext) -> dict:
-    """Each item holds `megabytes` of memory for `seconds`; the job's memory limit is 500 MiB."""
+    """Each item holds `megabytes` of memory for `seconds`."""
     jobs = [(v, args.megabytes, args.seconds) for v in args.values]
     return {"items": map_items(_hog_item, jobs, ctx.threads)}

@@ -223,12 +223,14 @@ def test_a_batch_that_fails_stops_its_other_items(cluster, tmp_path):
     assert _gone_within(pids, 30), "the process running the other item outlived the failed call"
 
 
-def test_an_item_over_the_jobs_memory_limit_is_stopped(cluster):
-    """The job's memory limit (500 MiB here) holds for the processes running its items too: an item that
+def test_an_item_over_the_jobs_memory_limit_is_stopped(cluster, monkeypatch):
+    """The job's memory limit (the server's SPU_JOB_MEMORY_MB, 500 MiB, set after the Dask workers started,
+    so it can only reach them with the job) holds for the processes running its items too: an item that
     takes 1.5 GiB is killed and the call fails as ``engine_crashed`` (the items used to run to their end,
     as large as they grew), while the same batch within the limit comes back whole."""
     from tools_server.core.errors import ToolError
 
+    monkeypatch.setenv("SPU_JOB_MEMORY_MB", "500")
     dispatcher, _, _ = cluster
     small = asyncio.run(dispatcher.call("dask_items_hog", {"values": [1, 2], "megabytes": 50, "wait_s": 120}))
     assert [it["megabytes"] for it in small["items"]] == [50, 50]

@@ -39,6 +39,12 @@ def memory_total_mb() -> int:
     return total // 2**20
 
 
+def job_memory_limit_mb() -> int:
+    """The memory limit of a job whose tool declares none: ``SPU_JOB_MEMORY_MB``, else 80% of this machine's
+    memory."""
+    return int(os.environ.get("SPU_JOB_MEMORY_MB") or 0) or int(memory_total_mb() * 0.8)
+
+
 @functools.cache
 def gpus() -> list[dict[str, str]]:
     """NVIDIA GPUs as reported by nvidia-smi (name, memory, driver); empty without one.

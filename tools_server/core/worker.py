@@ -92,7 +92,7 @@ def main() -> None:
                 spec = specs[job["tool"], job["module"]] = resolve(job["tool"], job["module"])
             cluster = job.get("cluster")  # a Dask job's batch may fan out (the artifact folder is for that)
             artifacts = str(artifact_dir_for(job["tool"], job_id)) if cluster else None
-            with use_cluster(cluster, artifacts, job.get("cancel_key"), job.get("memory_limit_mb")):
+            with use_cluster(cluster, artifacts, job.get("cancel_key"), job.get("items_memory_limit_mb")):
                 out = run_tool(
                     spec,
                     job["params"],

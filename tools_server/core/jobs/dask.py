@@ -187,10 +187,12 @@ def _dask_task(job: dict[str, Any]) -> dict[str, Any]:
         remote,
         gpu=job["resource"] == "gpu" and hardware.has_gpu(),
         cores=cores,
-        memory_limit_mb=job["memory_limit_mb"] or int(hardware.memory_total_mb() * 0.8),
+        memory_limit_mb=job["memory_limit_mb"] or hardware.job_memory_limit_mb(),
         extra={
             "cluster": worker.scheduler.address if job["fan_out"] else None,
             "cancel_key": job["cancel_key"],
+            # the limit for the processes running its items: undeclared, each machine's default there
+            "items_memory_limit_mb": job["memory_limit_mb"],
         },
     )
     if outcome.pop("kill", False):
@@ -279,7 +281,7 @@ def run_chunk(
         proc = _take_process(Path(get_worker().local_directory) / "spu-work", "items")
         if proc is None:
             raise ToolError("engine_crashed", "The worker process failed to start on the Dask worker.")
-        limit = memory_limit_mb or int(hardware.memory_total_mb() * 0.8)
+        limit = memory_limit_mb or hardware.job_memory_limit_mb()
         reply = run_job_on(proc, chunk, gpu=False, cores=1, memory_limit_mb=limit)
         if reply.pop("kill", False):  # cancelled, over the memory limit, or died
             proc.kill()
@@ -356,7 +358,8 @@ class DaskExecutor:
             "resource": job.resource,
             "threads": job.threads,
             "time_limit_s": job.time_limit_s,
-            "memory_limit_mb": job.memory_limit_mb,
+            # the tool's limit, else the server's SPU_JOB_MEMORY_MB, else the Dask worker's own default
+            "memory_limit_mb": job.memory_limit_mb or int(os.environ.get("SPU_JOB_MEMORY_MB") or 0) or None,
             "fan_out": _fans_out(job),
             "inputs": inputs,
             "cancel_key": cancel_key,

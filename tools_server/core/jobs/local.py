@@ -274,8 +274,7 @@ class LocalExecutor:
         every engine costs memory: about a gigabyte with torch); the others start bare."""
         self.cpu_slots = cpu_slots or hardware.cpu_count()
         self.gpu_slots = (1 if hardware.has_gpu() else 0) if gpu_slots is None else gpu_slots
-        default_mem = int(os.environ.get("SPU_JOB_MEMORY_MB") or 0) or int(hardware.memory_total_mb() * 0.8)
-        self.memory_limit_mb = memory_limit_mb or default_mem
+        self.memory_limit_mb = memory_limit_mb or hardware.job_memory_limit_mb()
         self.cores = CoreBudget(self.cpu_slots)
         self.warm = warm
         self.warm_cpu_workers = warm_cpu_workers
