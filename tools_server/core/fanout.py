@@ -197,7 +197,8 @@ def use_cluster(
     worker process of a job that a Dask executor ran, for a tool that declared ``items``).
     ``artifact_dir`` is the job's artifact folder (chunks write into a folder of their own and their files
     are copied back), ``cancel_key`` names the Dask event that stops the chunks (kills their processes),
-    ``memory_limit_mb`` is the job's memory limit, which each process running a chunk is held to."""
+    ``memory_limit_mb`` is the limit each process running a chunk is held to (None: the default of the
+    machine it runs on, :func:`~tools_server.core.hardware.job_memory_limit_mb`)."""
     saved = dict(_cluster)
     _cluster.update(
         address=address, artifact_dir=artifact_dir, cancel_key=cancel_key, memory_limit_mb=memory_limit_mb

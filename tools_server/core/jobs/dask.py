@@ -18,6 +18,8 @@ dask-jobqueue), under the server's rules.
   checked under the server's roots before the job leaves; the server reads it and sends its content,
   which the Dask worker writes into its scratch folder and hands the tool instead. A Dask worker never
   opens a path of the server's machine, whatever its own roots allow.
+- **The memory limit goes with the job**: the tool's, else the server's ``SPU_JOB_MEMORY_MB``; the Dask
+  worker holds the job's process to it, and each process running a chunk of its batch.
 - **Progress** goes through a Dask variable the server reads while it waits.
 - **Artifacts come back**: the worker process writes them into the Dask worker's scratch folder; the task
   returns them as bytes and the server writes them into its own work directory, with the paths in the
