@@ -147,6 +147,41 @@ def test_cancel_stops_the_worker_process_and_frees_the_worker(cluster, tmp_path)
     assert stopped_s < 30 and quick["items"][0]["square"] == 81 and freed_s < 60
 
 
+def _scheduler_events(dask_scheduler) -> list[str]:
+    return list(dask_scheduler.extensions["events"]._events)
+
+
+def test_the_cancel_events_of_ended_jobs_are_cleared_on_the_scheduler(cluster, tmp_path, monkeypatch):
+    """A cancel sets the job's Dask event, which the scheduler would keep for good (one per cancelled or
+    failed job, for the life of the cluster): it is cleared EVENT_TTL_S later (2 s here), at the next job
+    that does not end well."""
+    from tools_server.core.jobs import dask as spu_dask
+
+    monkeypatch.setattr(spu_dask, "EVENT_TTL_S", 2.0, raising=False)
+    dispatcher, manager, client = cluster
+
+    def hold_and_cancel(name: str) -> str:
+        pid_file = tmp_path / f"{name}.pid"
+        args = {"pid_file": str(pid_file), "seconds": 300, "wait_s": 0}
+        job_id = asyncio.run(dispatcher.call("dask_hold", args))["job_id"]
+        deadline = time.monotonic() + 60  # bounds the wait for the job to start
+        while not pid_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        manager.cancel(job_id)
+        assert _gone_within([int(pid_file.read_text())], 30)
+        while manager.lookup(job_id).status == "running" and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return job_id
+
+    first = hold_and_cancel("first")
+    assert f"spu-cancel-{first}" in client.run_on_scheduler(_scheduler_events)
+    time.sleep(2.5)
+    second = hold_and_cancel("second")
+    events = client.run_on_scheduler(_scheduler_events)
+    assert f"spu-cancel-{first}" not in events, "the first job's event outlived its time"
+    assert f"spu-cancel-{second}" in events  # not yet due: its task and chunks may still read it
+
+
 def _item_pids(pid_dir: Path, n: int) -> list[int]:
     deadline = time.monotonic() + 60  # bounds the wait for the items to start
     while len(list(pid_dir.glob("*.pid"))) < n and time.monotonic() < deadline:

@@ -33,6 +33,7 @@ worker that runs it (``"all"`` is all of them). Start the workers with a ``cores
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import logging
 import math
@@ -58,6 +59,9 @@ POLL_S = 0.25
 #: How often a chunk of a batch checks for a cancellation (seconds): a busy Dask worker spends less on it
 #: than on :data:`POLL_S`, and the items still stop well within 2 s.
 CHUNK_POLL_S = 0.5
+#: How long a job's cancel event outlives a job that did not end well (seconds): its task and the chunks of
+#: its batch read it within a second, and the scheduler would keep a set event for good.
+EVENT_TTL_S = 60.0
 #: Artifacts a job may send back from the cluster, and input files it may take along.
 MAX_ARTIFACT_BYTES = 256 * 2**20
 MAX_INPUT_BYTES = 256 * 2**20
@@ -324,6 +328,9 @@ class DaskExecutor:
         from distributed import Client
 
         self.client = client or Client(address)
+        #: (when, event): the cancel events of jobs that ended in an error or a cancel, cleared once due
+        self._expiring: collections.deque[tuple[float, Any]] = collections.deque()
+        self._expiring_lock = threading.Lock()
         workers = self.client.scheduler_info().get("workers", {}).values()
         declared = [w.get("resources", {}).get("cores") for w in workers]
         #: the most ``cores`` one worker declares, or None when the workers declare none
@@ -404,6 +411,21 @@ class DaskExecutor:
         finally:
             with contextlib.suppress(Exception):
                 variable.delete()
+            if job.status != "done":  # its event may be set (a cancel, or a batch that failed)
+                self._retire(event)
+
+    def _retire(self, event: Any) -> None:
+        """Clear ``event`` :data:`EVENT_TTL_S` from now (at the next job that does not end well), and the
+        events now due."""
+        now = time.monotonic()
+        with self._expiring_lock:
+            self._expiring.append((now + EVENT_TTL_S, event))
+            due = []
+            while self._expiring and self._expiring[0][0] <= now:
+                due.append(self._expiring.popleft()[1])
+        for old in due:
+            with contextlib.suppress(Exception):
+                old.clear()
 
     @staticmethod
     def _read_progress(job: Job, variable: Any) -> None:
