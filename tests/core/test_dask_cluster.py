@@ -108,12 +108,13 @@ def test_a_repeated_batch_is_a_cache_hit_written_by_the_server(cluster):
 
 
 def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not; nor does a process reaped while its state is read)."""
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().split(")")[-1].split()[0] != "Z"
+    except (ProcessLookupError, FileNotFoundError):
         return False
-    with open(f"/proc/{pid}/stat") as handle:
-        return handle.read().split(")")[-1].split()[0] != "Z"
 
 
 def test_cancel_stops_the_worker_process_and_frees_the_worker(cluster, tmp_path):
