@@ -39,10 +39,15 @@ def memory_total_mb() -> int:
     return total // 2**20
 
 
+def job_memory_setting_mb() -> int | None:
+    """``SPU_JOB_MEMORY_MB``, the memory limit set for jobs whose tool declares none (None when unset)."""
+    return int(os.environ.get("SPU_JOB_MEMORY_MB") or 0) or None
+
+
 def job_memory_limit_mb() -> int:
     """The memory limit of a job whose tool declares none: ``SPU_JOB_MEMORY_MB``, else 80% of this machine's
     memory."""
-    return int(os.environ.get("SPU_JOB_MEMORY_MB") or 0) or int(memory_total_mb() * 0.8)
+    return job_memory_setting_mb() or int(memory_total_mb() * 0.8)
 
 
 @functools.cache

@@ -48,6 +48,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from tools_server.core import hardware
 from tools_server.core.errors import ToolError
 from tools_server.core.jobs.model import Finisher, Job
 from tools_server.core.registry import tool
@@ -163,7 +164,7 @@ def _dask_task(job: dict[str, Any]) -> dict[str, Any]:
     "files"}``."""
     from distributed import Event, Variable, get_client, get_worker, secede
 
-    from tools_server.core import hardware, settings
+    from tools_server.core import settings
     from tools_server.core.context import artifact_dir_for
     from tools_server.core.jobs.local import run_job_on
 
@@ -260,7 +261,6 @@ def run_chunk(
     goes over the memory limit is raised as ``engine_crashed``."""
     from distributed import Event, get_client, get_worker
 
-    from tools_server.core import hardware
     from tools_server.core.jobs.local import run_job_on
 
     event = Event(cancel_key, client=get_client()) if cancel_key else None
@@ -368,7 +368,7 @@ class DaskExecutor:
             "threads": job.threads,
             "time_limit_s": job.time_limit_s,
             # the tool's limit, else the server's SPU_JOB_MEMORY_MB, else the Dask worker's own default
-            "memory_limit_mb": job.memory_limit_mb or int(os.environ.get("SPU_JOB_MEMORY_MB") or 0) or None,
+            "memory_limit_mb": job.memory_limit_mb or hardware.job_memory_setting_mb(),
             "fan_out": _fans_out(job),
             "inputs": inputs,
             "cancel_key": cancel_key,
