@@ -57,7 +57,7 @@ def _local_result(values: list[float]) -> list[dict]:
 def test_a_batch_spreads_over_both_workers_with_per_item_errors_kept(cluster):
     dispatcher, _, _ = cluster
     values = [1, 2, 3, -1, 4, 5, 6, 7]
-    out = asyncio.run(dispatcher.call("dask_items", {"values": values, "seconds": 0.3}))
+    out = asyncio.run(dispatcher.call("dask_items", {"values": values, "seconds": 0.3, "wait_s": 600}))
     items = out["items"]
     assert [it["value"] for it in items] == values  # input order
     assert out["n_ok"] == 7 and items[3] == {
@@ -100,7 +100,7 @@ def test_each_dask_worker_has_worker_processes_waiting_before_its_first_job(clus
 
 def test_a_repeated_batch_is_a_cache_hit_written_by_the_server(cluster):
     dispatcher, _, _ = cluster
-    args = {"values": [1, 2, 3], "seconds": 0}
+    args = {"values": [1, 2, 3], "seconds": 0, "wait_s": 600}
     first = asyncio.run(dispatcher.call("dask_items", args))
     again = asyncio.run(dispatcher.call("dask_items", args))
     assert first["provenance"]["cache"] == "miss" and again["provenance"]["cache"] == "hit"
@@ -315,7 +315,7 @@ def test_files_are_checked_and_read_by_the_server_and_sent_as_content(cluster, t
     inside = work / "inputs" / "data.txt"
     inside.parent.mkdir(parents=True, exist_ok=True)
     inside.write_bytes(b"measured on the server's machine\n")
-    out = asyncio.run(dispatcher.call("dask_read", {"path": str(inside)}))
+    out = asyncio.run(dispatcher.call("dask_read", {"path": str(inside), "wait_s": 600}))
     assert out["sha256"] == hashlib.sha256(inside.read_bytes()).hexdigest()
     assert not Path(out["path"]).resolve().is_relative_to(work.resolve()), "the worker read its own copy"
     outside = tmp_path / "elsewhere" / "secret.txt"  # outside the server's roots, inside the workers'
@@ -334,7 +334,7 @@ def test_batch_tools_give_the_local_result_item_for_item(cluster, monkeypatch):
 
     dispatcher, _, _ = cluster
     args = {"molecules": ["CCO", "c1ccccc1O", "CC(=O)O", "not a molecule"], "n_conformers": 4, "seed": 7}
-    remote = asyncio.run(dispatcher.call("chem_conformers", args))
+    remote = asyncio.run(dispatcher.call("chem_conformers", {**args, "wait_s": 600}))
     local = chem_conformers(
         ConformerInput(**args), ToolContext("chem_conformers", "local-conformers", threads=1)
     )
@@ -356,7 +356,8 @@ def test_mlip_tools_on_the_cluster_equal_one_process(cluster):
 
     dispatcher, _, _ = cluster
     args = {"molecules": ["O", "CCO", "[Og]", "C"], "engine": "sevennet", "task": "energy"}
-    remote = asyncio.run(dispatcher.call("mlip_run", args))
+    remote = asyncio.run(dispatcher.call("mlip_run", {**args, "wait_s": 600}))
+    assert "status" not in remote, remote  # finished, not still running (the default wait is 40 s)
     local = mlip_run(MlipInput(**args), ToolContext("mlip_run", "local-mlip", threads=1))
     assert [it["ok"] for it in remote["items"]] == [True, True, False, True]
     assert remote["items"][2]["error"]["code"] == "unsupported_element"
