@@ -21,29 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
-
-
-class Provenance(BaseModel):
-    """Added by the server to every result: what computed it, with which inputs, how long it took."""
-
-    model_config = ConfigDict(extra="allow")  # engine facts a tool adds (device_reason, n_basis, cost ...)
-
-    tool: str
-    tool_version: str
-    server_version: str
-    engine: str | None = None
-    engine_version: str | None = None
-    engines: dict[str, str | None] = {}
-    device: str | None = None
-    params: dict[str, Any] = {}
-    params_sha256: str
-    input_hash: str
-    wall_s: float
-    cache: Literal["hit", "miss"]
-    job_id: str | None = None
-    finished_at: str | None = None
-    computed_at: str | None = None
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class ToolResult(BaseModel):
@@ -54,7 +32,11 @@ class ToolResult(BaseModel):
 
     #: quality warnings (SCF not converged, imaginary modes, a record or cache write that failed ...)
     warnings: list[str] | None = None
-    provenance: Provenance | None = None
+    #: added by the server (docs/server.md): tool and version, engines and versions, device, parameters,
+    #: input hash, wall time, cache hit or miss, job id; one function writes it for every tool
+    provenance: dict[str, Any] | None = Field(
+        None, description="Added by the server: what computed the result, from which inputs, how fast."
+    )
     #: set when the result was over the size budget: the whole result is in this JSON file
     result_artifact: str | None = None
     note: str | None = None
@@ -141,12 +123,14 @@ def output_schema(model: type[BaseModel], *, job: bool) -> dict[str, Any]:
 
 def _compact(node: Any, root: bool = False) -> Any:
     """The schema without what only repeats the key (pydantic's per-field ``title``) or says nothing
-    (``"default": null``): the tool list is sent to every client at start."""
+    (``"default": null``), and an optional scalar as ``{"type": ["string", "null"]}`` rather than an
+    ``anyOf`` of two schemas: the tool list is sent to every client at start, and a client validates every
+    result against it (an ``anyOf`` per optional field made that twice as slow)."""
     if isinstance(node, list):
         return [_compact(v) for v in node]
     if not isinstance(node, dict):
         return node
-    out = {}
+    out: dict[str, Any] = {}
     for key, value in node.items():
         if key == "properties" and isinstance(value, dict):
             out[key] = {name: _compact(sub) for name, sub in value.items()}
@@ -154,4 +138,13 @@ def _compact(node: Any, root: bool = False) -> Any:
             continue
         else:
             out[key] = _compact(value)
+    branches = out.get("anyOf")
+    if isinstance(branches, list) and branches and all(set(b) == {"type"} for b in branches):
+        del out["anyOf"]
+        out["type"] = [b["type"] for b in branches]
+    elif isinstance(branches, list) and len(branches) == 2 and {"type": "null"} in branches:
+        other = branches[0] if branches[1] == {"type": "null"} else branches[1]
+        if isinstance(other.get("type"), str) and not {"$ref", "anyOf", "enum", "const"} & set(other):
+            del out["anyOf"]
+            out.update({**other, "type": [other["type"], "null"]})
     return out

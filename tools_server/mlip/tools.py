@@ -227,15 +227,17 @@ def mlip_item(
     title="Machine-learned potentials: energies, optimisation, MD",
 )
 def mlip_run(args: MlipInput, ctx: ToolContext) -> MlipResult:
-    """Energies and forces, BFGS geometry optimisation, or short Langevin NVT dynamics of 1-1000 molecules
-    with a machine-learned interatomic potential (ASE calculators): ANI-2x, AIMNet2, MACE-OFF23 or
-    SevenNet-0. Elements and charge are checked against the model before anything runs (ANI-2x: H C N O F
-    S Cl, neutral only). Per molecule: energy_ev and energy_hartree (total energies on the model's own
-    scale: compare only between molecules with the same atoms, e.g. conformers or isomers, and only within
-    one model), max/rms force (eV/Å; forces inline up to 50 atoms), optimization {converged, n_steps},
-    geometry_xyz / geometry_sdf artifacts, md {temperature_mean_second_half_k, epot_mean_ev, series} and a
-    trajectory_xyz artifact. Weights come from SPU_WEIGHTS_DIR (docs/weights.md); a missing model is
-    weights_missing. Errors: unsupported_element, unsupported_charge, weights_missing, engine_unavailable."""
+    """Energies and forces, BFGS geometry optimisation, harmonic frequencies with thermochemistry, or short
+    Langevin NVT dynamics of 1-1000 molecules with a machine-learned interatomic potential (ASE
+    calculators): ANI-2x, AIMNet2, MACE-OFF23 or SevenNet-0. Elements and charge are checked against the
+    model before anything runs (ANI-2x: H C N O F S Cl, neutral only). Per molecule: energy_hartree and
+    energy_ev (total energies on the model's own scale: compare only between molecules with the same atoms,
+    e.g. conformers or isomers, and only within one model), max/rms force (eV/Å; forces inline up to 50
+    atoms), optimization {converged, n_steps}, geometry_xyz / geometry_sdf artifacts, frequencies
+    {n_imaginary, wavenumbers_cm1} and thermo (as xtb_run), md {temperature_mean_second_half_k,
+    epot_mean_ev, series} and a trajectory_xyz artifact. Weights come from SPU_WEIGHTS_DIR
+    (docs/weights.md); a missing model is weights_missing. Errors: unsupported_element, unsupported_charge,
+    weights_missing, engine_unavailable."""
 
     from tools_server.core.fanout import map_items
 

@@ -245,7 +245,11 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> XtbResult:
 
 
 class XtbConformerInput(BaseModel):
-    molecule: str = Field(..., description="One molecule with bonds: SMILES, molblock or SDF path.")
+    molecule: str = Field(
+        ...,
+        description="One molecule with bonds: SMILES, molblock or SDF path (a multi-record SDF of conformers "
+        "of one molecule is used as the conformer set).",
+    )
     n_conformers: int = Field(
         30, ge=1, le=500, description="ETKDG conformers embedded before xTB optimisation."
     )
@@ -297,10 +301,12 @@ def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> XtbConformersRe
     """Conformer ensemble of one molecule: ETKDG conformers (MMFF-relaxed) optimised with GFN2-xTB in
     parallel, duplicates removed (energy within energy_threshold_kcal_mol AND heavy-atom RMSD below
     rmsd_threshold_angstrom), kept within energy_window_kcal_mol, Boltzmann-weighted at temperature_k.
-    Output: n_embedded, n_unique, lowest_energy_hartree, boltzmann_average_energy_hartree, conformers
-    [{rank, energy_hartree, relative_energy_kcal_mol, boltzmann_weight, converged, gap_ev, dipole_debye}]
-    (first 50), sdf (artifact with all unique conformers, sorted; pass 'sdf#0' to dft_run to refine the
-    lowest). This is a quick ETKDG-based search, not an exhaustive metadynamics (CREST) search."""
+    A multi-record SDF path is taken as the conformer set as it is. Output: n_conformers, n_unique,
+    lowest_energy_hartree, boltzmann_average_energy_hartree, conformers [{rank (from 0), input_index,
+    energy_hartree, relative_energy_kcal_mol, boltzmann_weight, converged, n_steps, gap_ev, dipole_debye}]
+    (first 50), sdf (artifact with all unique conformers in rank order: record k is rank k; pass 'sdf#0'
+    to dft_run to refine the lowest). This is a quick ETKDG-based search, not an exhaustive metadynamics
+    (CREST) search."""
     from tools_server.engines import conformers
     from tools_server.engines.task import TaskOptions, tool_errors
     from tools_server.qc.xtb import calculator_options, engine_version
