@@ -19,6 +19,7 @@ for a result over the size budget, ``result_artifact`` and ``note``, are part of
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -108,7 +109,7 @@ def output_schema(model: type[BaseModel], *, job: bool) -> dict[str, Any]:
     if required:
         schema["anyOf"] = [{"required": required}, {"required": [BUDGET_KEY]}]
     if job:
-        status = JobStatus.model_json_schema(mode="serialization")
+        status = _job_status_schema()
         schema = {
             "type": "object",
             "title": schema.get("title"),
@@ -119,6 +120,11 @@ def output_schema(model: type[BaseModel], *, job: bool) -> dict[str, Any]:
     if defs:
         schema["$defs"] = defs
     return _compact(schema, root=True)
+
+
+@cache
+def _job_status_schema() -> dict[str, Any]:
+    return JobStatus.model_json_schema(mode="serialization")
 
 
 def _compact(node: Any, root: bool = False) -> Any:
