@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from tools_server.core.results import ToolResult
 from tools_server.engines.calculator import CalculatorError
@@ -32,6 +32,36 @@ class SearchOptions:
     rmsd_threshold_angstrom: float = 0.125
     energy_threshold_kcal_mol: float = 0.1
     temperature_k: float = 298.15
+
+    @classmethod
+    def of(cls, args: Any) -> SearchOptions:
+        """The options of a conformer tool's input (a :class:`SearchInput` with ``temperature_k``)."""
+        return cls(
+            args.energy_window_kcal_mol,
+            args.rmsd_threshold_angstrom,
+            args.energy_threshold_kcal_mol,
+            args.temperature_k,
+        )
+
+
+class SearchInput(BaseModel):
+    """The input fields every conformer tool shares: the window and the duplicate criteria."""
+
+    energy_window_kcal_mol: float = Field(
+        6.0, gt=0, le=100, description="Keep conformers within this window."
+    )
+    rmsd_threshold_angstrom: float = Field(
+        0.125,
+        ge=0,
+        le=3,
+        description="Heavy-atom RMSD under which two conformers of near-equal energy are duplicates (Å).",
+    )
+    energy_threshold_kcal_mol: float = Field(
+        0.1,
+        ge=0,
+        le=5,
+        description="Energy difference under which two conformers may be duplicates (kcal/mol).",
+    )
 
 
 class ConformerRow(BaseModel):

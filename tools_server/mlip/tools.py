@@ -12,7 +12,7 @@ from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.core.registry import tool
 from tools_server.core.results import BatchResult
-from tools_server.engines.conformers import ConformerSearchResult
+from tools_server.engines.conformers import ConformerSearchResult, SearchInput
 
 Engine = Literal["ani2x", "aimnet2", "mace_off", "sevennet"]
 
@@ -277,7 +277,7 @@ def mlip_run(args: MlipInput, ctx: ToolContext) -> MlipResult:
 # --------------------------------------------------------------------------------------------------
 
 
-class MlipConformersInput(BaseModel):
+class MlipConformersInput(SearchInput):
     molecule: str = Field(
         ...,
         description="SMILES or molblock (conformers embedded with RDKit ETKDG), or a multi-record .sdf path "
@@ -290,21 +290,6 @@ class MlipConformersInput(BaseModel):
     fmax_ev_a: float = Field(0.02, gt=0, le=1, description="convergence: max force (eV/Å)")
     max_steps: int = Field(300, ge=1, le=5000)
     temperature_k: float = Field(298.15, gt=0, le=3000, description="for the Boltzmann weights")
-    energy_window_kcal_mol: float = Field(
-        6.0, gt=0, le=100, description="Keep conformers within this window."
-    )
-    rmsd_threshold_angstrom: float = Field(
-        0.125,
-        ge=0,
-        le=3,
-        description="Heavy-atom RMSD under which two conformers of near-equal energy are duplicates (Å).",
-    )
-    energy_threshold_kcal_mol: float = Field(
-        0.1,
-        ge=0,
-        le=5,
-        description="Energy difference under which two conformers may be duplicates (kcal/mol).",
-    )
     seed: int = Field(42, ge=0, le=2**31 - 1, description="ETKDG seed")
 
 
@@ -369,12 +354,7 @@ def mlip_conformers(args: MlipConformersInput, ctx: ToolContext) -> MlipConforme
             task_options=TaskOptions(
                 task="optimize", optimizer="bfgs", fmax_ev_a=args.fmax_ev_a, max_steps=args.max_steps
             ),
-            options=conformers.SearchOptions(
-                energy_window_kcal_mol=args.energy_window_kcal_mol,
-                rmsd_threshold_angstrom=args.rmsd_threshold_angstrom,
-                energy_threshold_kcal_mol=args.energy_threshold_kcal_mol,
-                temperature_k=args.temperature_k,
-            ),
+            options=conformers.SearchOptions.of(args),
             out_path=ctx.artifact("conformers_ranked.sdf"),
             processes=1,
             progress=ctx.progress,

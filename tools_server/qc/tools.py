@@ -15,7 +15,7 @@ from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.core.registry import tool
 from tools_server.core.results import BatchResult, ToolResult
-from tools_server.engines.conformers import ConformerSearchResult
+from tools_server.engines.conformers import ConformerSearchResult, SearchInput
 from tools_server.engines.optimize import OptimizationReport
 from tools_server.engines.task import FrequencyReport
 from tools_server.qc.inputs import _MOL_DESC, DftInput
@@ -244,7 +244,7 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> XtbResult:
 # --------------------------------------------------------------------------------------------------
 
 
-class XtbConformerInput(BaseModel):
+class XtbConformerInput(SearchInput):
     molecule: str = Field(
         ...,
         description="One molecule with bonds: SMILES, molblock or SDF path (a multi-record SDF of conformers "
@@ -260,21 +260,6 @@ class XtbConformerInput(BaseModel):
     charge: int | None = Field(None, ge=-20, le=20)
     multiplicity: int | None = Field(None, ge=1, le=11)
     temperature_k: float = Field(298.15, gt=0, le=5000, description="Temperature for Boltzmann weights (K).")
-    energy_window_kcal_mol: float = Field(
-        6.0, gt=0, le=100, description="Keep conformers within this window."
-    )
-    rmsd_threshold_angstrom: float = Field(
-        0.125,
-        ge=0,
-        le=3,
-        description="Heavy-atom RMSD under which two conformers of near-equal energy are duplicates (Å).",
-    )
-    energy_threshold_kcal_mol: float = Field(
-        0.1,
-        ge=0,
-        le=5,
-        description="Energy difference under which two conformers may be duplicates (kcal/mol).",
-    )
     seed: int = 42
     max_steps: int = Field(300, ge=1, le=2000)
     accuracy: float = Field(1.0, gt=0, le=100)
@@ -338,12 +323,7 @@ def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> XtbConformersRe
             engine="xtb",
             calc_options={**calculator_options(settings), "inline_charges": False},
             task_options=TaskOptions(task="optimize", max_steps=args.max_steps),
-            options=conformers.SearchOptions(
-                energy_window_kcal_mol=args.energy_window_kcal_mol,
-                rmsd_threshold_angstrom=args.rmsd_threshold_angstrom,
-                energy_threshold_kcal_mol=args.energy_threshold_kcal_mol,
-                temperature_k=args.temperature_k,
-            ),
+            options=conformers.SearchOptions.of(args),
             out_path=ctx.artifact("ensemble_conformers.sdf"),
             processes=ctx.threads,
             row_properties=("gap_ev", "dipole_debye"),
