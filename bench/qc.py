@@ -74,9 +74,9 @@ def bench_overhead(repeats: int) -> dict:
     import numpy as np
     from tblite.interface import Calculator
 
+    from tools_server.engines.units import bohr_per_angstrom
     from tools_server.molecules import load_molecule
     from tools_server.qc import tools as Q
-    from tools_server.qc.pipeline import bohr_per_angstrom
 
     mol = load_molecule(CAFFEINE)
     xyz = mol.to_xyz()
@@ -173,8 +173,8 @@ def bench_mcp(repeats: int) -> dict:
     import numpy as np
     from tblite.interface import Calculator
 
+    from tools_server.engines.units import bohr_per_angstrom
     from tools_server.molecules import load_molecule
-    from tools_server.qc.pipeline import bohr_per_angstrom
 
     sizes = {}
     for name, smiles in MCP_SIZES.items():

@@ -2,7 +2,7 @@
 
 ::
 
-    from tools_server.plugin import DoctorCheck, Domain, Engine, ToolContext, ToolError, tool
+    from tools_server.plugin import DoctorCheck, Domain, Engine, ToolContext, ToolError, ToolResult, tool
 
 A plugin (a third-party package named in the ``spu.tools`` entry points, or a module named in
 ``SPU_TOOL_MODULES``) imports only this module, so the server's core can change beneath it.
@@ -10,6 +10,7 @@ A plugin (a third-party package named in the ``spu.tools`` entry points, or a mo
 
 * :func:`tool` makes a function an MCP tool (its name, resource class, annotations, engines, limits);
 * :class:`ToolContext`, the tool's view of the server (progress, artifacts, warnings, engine facts);
+* :class:`ToolResult`, the base of a tool's declared result type (its ``outputSchema``);
 * :class:`ToolError`, the one exception a tool raises (a stable code, a message, a recovery hint);
   :data:`ERROR_CODES`, the codes known so far with their hints;
 * :class:`Domain`, :class:`Engine` and :class:`DoctorCheck`, what a package declares: its tool modules,
@@ -26,6 +27,7 @@ from tools_server.core.domain import DoctorCheck, Domain, Engine
 from tools_server.core.errors import ERROR_CODES, ToolError
 from tools_server.core.paths import InputDir, InputPath
 from tools_server.core.registry import Resource, tool
+from tools_server.core.results import ToolResult
 
 __all__ = [
     "ERROR_CODES",
@@ -37,5 +39,6 @@ __all__ = [
     "Resource",
     "ToolContext",
     "ToolError",
+    "ToolResult",
     "tool",
 ]

@@ -13,6 +13,7 @@ from spu_common.console import fail
 
 if TYPE_CHECKING:
     from environment.task import Task
+    from scaffold.agent.config import AgentConfig
     from scaffold.agent.models import ModelSpec
 
 DEMO_SLUG = "aromatic-acidity"
@@ -28,7 +29,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(agent_app, name="agent")
 
 
-def _config(config_file: Path | None, overrides: list[str] | None) -> dict:
+def _config(config_file: Path | None, overrides: list[str] | None) -> AgentConfig:
     from scaffold.agent.config import ConfigError, load_config
 
     try:
@@ -81,7 +82,7 @@ def run_command(
             adapter_class(spec.provider)
     except (TaskError, ValueError) as exc:
         raise fail(str(exc)) from None
-    size = max(ensemble, int(config["ensemble"]["size"]))
+    size = max(ensemble, config.ensemble.size)
     if size > 1 or len(specs) > 1:
         _run_ensemble(loaded, out, specs, size, config, base_url, as_json)
         return
@@ -89,7 +90,7 @@ def run_command(
 
 
 def _run_single(
-    task: Task, out: Path, spec: ModelSpec, config: dict, base_url: str | None, as_json: bool
+    task: Task, out: Path, spec: ModelSpec, config: AgentConfig, base_url: str | None, as_json: bool
 ) -> int:
     from scaffold.agent.runner import exit_code, run_agent
 
@@ -114,7 +115,7 @@ def _run_ensemble(
     out: Path,
     specs: list[ModelSpec],
     size: int,
-    config: dict,
+    config: AgentConfig,
     base_url: str | None,
     as_json: bool,
 ) -> None:

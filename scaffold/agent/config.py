@@ -1,11 +1,14 @@
 """The agent's configuration: embedded YAML defaults, a user file merged over them, ``-c key=value`` on top.
 
-:class:`AgentConfig` declares every key (``default_config.yaml`` holds the defaults and says what each
-means). A key it does not declare is refused with the nearest known key (``-c limits.stpe_limit=40``:
-did you mean ``limits.step_limit``?), wherever it came from; values are checked against their types.
-The result is a plain nested dict so a config file, a trajectory record and ``-c`` all speak the same
-language. ``-c`` values are parsed as YAML (``-c limits.step_limit=40`` gives an int, ``-c
-tools.builtin=[bash,python]`` a list, ``-c model.prompt_cache_key=false`` a bool).
+:class:`AgentConfig` declares every key with its type and bounds; ``default_config.yaml`` holds every
+default (the one place they live) and says what each means. A key the model does not declare is refused
+with the nearest known key (``-c limits.stpe_limit=40``: did you mean ``limits.step_limit``?), wherever it
+came from; values are checked against their types and bounds (an explicit ``0`` means "none" where the
+YAML says so, and is refused where it would make no sense, never silently replaced by a default).
+:func:`load_config` returns the validated :class:`AgentConfig`, which travels to every use site;
+``model_dump()`` gives the plain dict a trajectory records. ``-c`` values are parsed as YAML (``-c
+limits.step_limit=40`` gives an int, ``-c tools.builtin=[bash,python]`` a list, ``-c
+model.prompt_cache_key=false`` a bool).
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ import copy
 import difflib
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 DEFAULT_CONFIG_FILE = "default_config.yaml"
 
@@ -30,45 +33,52 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+Share = Annotated[float, Field(ge=0)]  # of a budget; above 1: never reached
+PositiveInt = Annotated[int, Field(gt=0)]
+PositiveFloat = Annotated[float, Field(gt=0)]
+Count = Annotated[int, Field(ge=0)]  # a limit: 0 = none
+Amount = Annotated[float, Field(ge=0)]  # a limit: 0 = none
+
+
 class Limits(_Section):
-    step_limit: int = 150
-    wall_time_limit_s: float = 28800
-    token_limit: int = 0
-    cost_limit_usd: float = 25.0
-    draft_reminder_fraction: float = 0.25
-    wrapup_reminder_fraction: float = 0.85
-    max_nudges: int = 3
-    max_format_errors: int = 5
+    step_limit: Count
+    wall_time_limit_s: Amount
+    token_limit: Count
+    cost_limit_usd: Amount
+    draft_reminder_fraction: Share
+    wrapup_reminder_fraction: Share
+    max_nudges: Count
+    max_format_errors: Count
 
 
 class Retry(_Section):
-    max_attempts: int = 8
-    backoff_initial_s: float = 2.0
-    backoff_max_s: float = 120.0
-    retry_after_max_s: float = 600.0
+    max_attempts: PositiveInt
+    backoff_initial_s: Amount
+    backoff_max_s: Amount
+    retry_after_max_s: Amount
 
 
 class ModelSection(_Section):
-    temperature: float | None = None
-    max_output_tokens: int = 16384
-    reasoning_effort: str | None = None
-    thinking_budget_tokens: int | None = None
-    context_window_tokens: int = 128000
-    timeout_s: float = 600
-    api_key_env: str | None = None
-    prompt_cache_key: bool | str | None = "auto"
-    anthropic_version: str = "2023-06-01"
-    extra_body: dict[str, Any] = {}
-    retry: Retry = Retry()
+    temperature: float | None
+    max_output_tokens: PositiveInt
+    reasoning_effort: str | None
+    thinking_budget_tokens: Count | None  # 0 or null: no extended thinking
+    context_window_tokens: PositiveInt
+    timeout_s: PositiveFloat
+    api_key_env: str | None
+    prompt_cache_key: bool | str | None
+    anthropic_version: str
+    extra_body: dict[str, Any]
+    retry: Retry
 
 
 class Price(_Section):
     """USD per million tokens; cache reads and writes cost the input price unless given."""
 
-    input: float = 0.0
-    output: float = 0.0
-    cache_read: float | None = None
-    cache_write: float | None = None
+    input: float = Field(0.0, ge=0)
+    output: float = Field(0.0, ge=0)
+    cache_read: float | None = Field(None, ge=0)
+    cache_write: float | None = Field(None, ge=0)
 
     @model_validator(mode="after")
     def _cache_prices(self) -> Price:
@@ -80,51 +90,55 @@ class Price(_Section):
 
 
 class McpSection(_Section):
-    enabled: bool = True
-    required: bool = False
-    command: list[str] | str | None = None
-    url: str | None = None
-    workdir: str | None = None
-    call_timeout_s: float = 900
-    include: list[str] | None = None
-    exclude: list[str] = []
-    compact_descriptions: bool | Literal["auto"] = "auto"
+    enabled: bool
+    required: bool
+    command: list[str] | str | None
+    url: str | None
+    workdir: str | None
+    call_timeout_s: PositiveFloat
+    include: list[str] | None
+    exclude: list[str]
+    compact_descriptions: bool | Literal["auto"]
 
 
 class ToolsSection(_Section):
-    mcp: McpSection = McpSection()
-    builtin: list[str] = ["bash", "python", "read_file", "write_file", "submit_rankings"]
-    command_timeout_s: float = 600
-    max_output_chars: int = 20000
+    mcp: McpSection
+    builtin: list[str]
+    command_timeout_s: PositiveFloat
+    max_output_chars: PositiveInt
 
 
 class ContextSection(_Section):
-    trigger_fraction: float = 0.85
-    target_fraction: float = 0.6
-    keep_recent_turns: int = 6
-    chars_per_token: float = 3.5
+    trigger_fraction: Annotated[float, Field(gt=0, le=1)]
+    target_fraction: Annotated[float, Field(gt=0, le=1)]
+    keep_recent_turns: Count
+    chars_per_token: PositiveFloat
 
 
 class PromptsSection(_Section):
-    dir: str | None = None
+    dir: str | None
 
 
 class EnsembleSection(_Section):
-    size: int = 1
+    size: PositiveInt
 
 
 class AgentConfig(_Section):
-    limits: Limits = Limits()
-    model: ModelSection = ModelSection()
-    prices: dict[str, Price] = {}
-    tools: ToolsSection = ToolsSection()
-    context: ContextSection = ContextSection()
-    prompts: PromptsSection = PromptsSection()
-    ensemble: EnsembleSection = EnsembleSection()
+    """The whole configuration. Every field is required here: its default is in ``default_config.yaml``
+    (:func:`load_config` starts from it), so no default is written twice."""
+
+    limits: Limits
+    model: ModelSection
+    prices: dict[str, Price]
+    tools: ToolsSection
+    context: ContextSection
+    prompts: PromptsSection
+    ensemble: EnsembleSection
 
 
 def _section_class(annotation: Any) -> type[BaseModel] | None:
-    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    section = isinstance(annotation, type) and issubclass(annotation, _Section) and annotation is not Price
+    return annotation if section else None
 
 
 def known_keys(model: type[BaseModel] = AgentConfig, prefix: str = "") -> list[str]:
@@ -219,10 +233,10 @@ def set_dotted(config: dict[str, Any], path: list[str], value: Any) -> None:
     node[path[-1]] = value
 
 
-def validate_config(config: dict[str, Any]) -> dict[str, Any]:
-    """``config`` checked against :class:`AgentConfig`, every key present, as a plain dict."""
+def validate_config(config: dict[str, Any]) -> AgentConfig:
+    """``config`` (the defaults merged with the user's keys) checked against :class:`AgentConfig`."""
     try:
-        return AgentConfig.model_validate(config).model_dump()
+        return AgentConfig.model_validate(config)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()[:5]
@@ -230,9 +244,7 @@ def validate_config(config: dict[str, Any]) -> dict[str, Any]:
         raise ConfigError(f"invalid config: {problems}") from None
 
 
-def load_config(
-    file: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()
-) -> dict[str, Any]:
+def load_config(file: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> AgentConfig:
     """Defaults, then ``file`` (YAML), then each ``key=value`` override in order; unknown keys refused."""
     config = default_config()
     if file is not None:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from scaffold.agent.config import ContextSection
+
 KEEP_TOOLS = frozenset({"submit_rankings"})
 
 
@@ -30,12 +32,12 @@ def request_chars(messages: list[dict[str, Any]], tools: list[Any]) -> int:
 
 
 class ContextWindow:
-    def __init__(self, config: dict[str, Any], window_tokens: int) -> None:
-        self.window_tokens = int(window_tokens)
-        self.trigger_fraction = float(config.get("trigger_fraction", 0.85))
-        self.target_fraction = float(config.get("target_fraction", 0.6))
-        self.keep_recent_turns = int(config.get("keep_recent_turns", 6))
-        self.chars_per_token = float(config.get("chars_per_token", 3.5))
+    def __init__(self, config: ContextSection, window_tokens: int) -> None:
+        self.window_tokens = window_tokens
+        self.trigger_fraction = config.trigger_fraction
+        self.target_fraction = config.target_fraction
+        self.keep_recent_turns = config.keep_recent_turns
+        self.chars_per_token = config.chars_per_token
         self.elided_total = 0
 
     def calibrate(self, chars: int, prompt_tokens: int) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from environment.consensus import ConsensusError, consensus_details
 from environment.submission import fallback_submission, validate_submission, write_submission_atomic
 from environment.task import Task
+from scaffold.agent.config import AgentConfig
 from scaffold.agent.loop import RunOutcome
 from scaffold.agent.models import ModelSpec
 from scaffold.agent.runner import run_agent
@@ -25,7 +26,7 @@ def run_ensemble(
     out: str | Path,
     model_specs: list[str | ModelSpec],
     size: int,
-    config: dict[str, Any],
+    config: AgentConfig,
     *,
     base_url: str | None = None,
     on_member: Any = None,

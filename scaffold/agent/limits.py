@@ -8,13 +8,13 @@ Cost is priced from the config's table (USD per million tokens; ``input``, ``out
 from __future__ import annotations
 
 import time
-from typing import Any
 
+from scaffold.agent.config import Limits, Price
 from scaffold.agent.endings import LimitReached
 from scaffold.agent.models.base import Usage
 
 
-def find_price(prices: dict[str, Any], model: str) -> dict[str, float] | None:
+def find_price(prices: dict[str, Price], model: str) -> Price | None:
     for name in (model, model.rsplit("/", 1)[-1]):
         if name in prices:
             return prices[name]
@@ -24,24 +24,25 @@ def find_price(prices: dict[str, Any], model: str) -> dict[str, float] | None:
     return None
 
 
-def cost_usd(usage: Usage, price: dict[str, float] | None) -> float:
-    if not price:
+def cost_usd(usage: Usage, price: Price | None) -> float:
+    if price is None:
         return 0.0
-    input_price = float(price.get("input", 0.0))
     return (
-        usage.input_tokens * input_price
-        + usage.output_tokens * float(price.get("output", 0.0))
-        + usage.cache_read_tokens * float(price.get("cache_read", input_price))
-        + usage.cache_write_tokens * float(price.get("cache_write", input_price))
+        usage.input_tokens * price.input
+        + usage.output_tokens * price.output
+        + usage.cache_read_tokens * price.cache_read
+        + usage.cache_write_tokens * price.cache_write
     ) / 1e6
 
 
 class Budget:
-    def __init__(self, limits: dict[str, Any], price: dict[str, float] | None) -> None:
-        self.step_limit = int(limits.get("step_limit") or 0)
-        self.wall_time_limit_s = float(limits.get("wall_time_limit_s") or 0)
-        self.token_limit = int(limits.get("token_limit") or 0)
-        self.cost_limit_usd = float(limits.get("cost_limit_usd") or 0)
+    """The ``limits`` section in force (0: no such limit) and what the run has used."""
+
+    def __init__(self, limits: Limits, price: Price | None) -> None:
+        self.step_limit = limits.step_limit
+        self.wall_time_limit_s = limits.wall_time_limit_s
+        self.token_limit = limits.token_limit
+        self.cost_limit_usd = limits.cost_limit_usd
         self.price = price
         self.started = time.monotonic()
         self.steps = 0

@@ -18,9 +18,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+from scaffold.agent.config import AgentConfig
 from scaffold.agent.context import ContextWindow, request_chars
 from scaffold.agent.endings import ModelFailed, ModelGaveUp, RunEnded, Submitted
 from scaffold.agent.limits import Budget
+from scaffold.agent.models import Model
 from scaffold.agent.models.base import ContextOverflow, ModelError, ModelTurn, ToolDef
 from scaffold.agent.rundir import RunDir
 from scaffold.agent.templates import Templates
@@ -75,9 +77,9 @@ class Agent:
         self,
         *,
         rundir: RunDir,
-        model: Any,
+        model: Model,
         tools: Toolbox,
-        config: dict[str, Any],
+        config: AgentConfig,
         budget: Budget,
         templates: Templates | None = None,
         run_id: str | None = None,
@@ -88,10 +90,10 @@ class Agent:
         self.tools = tools
         self.tool_defs: list[Any] = []
         self.config = config
-        self.limits = config["limits"]
+        self.limits = config.limits
         self.budget = budget
-        self.templates = templates or Templates(config.get("prompts", {}).get("dir"))
-        self.context = ContextWindow(config["context"], config["model"]["context_window_tokens"])
+        self.templates = templates or Templates(config.prompts.dir)
+        self.context = ContextWindow(config.context, config.model.context_window_tokens)
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.trajectory = TrajectoryWriter(rundir.trajectory)
         self.messages: list[dict[str, Any]] = []
@@ -126,7 +128,7 @@ class Agent:
                 "task_id": self.task.task_id,
                 "task_version": self.task.task_version,
                 "model": self.model.name,
-                "config": self.config,
+                "config": self.config.model_dump(mode="json"),
                 "task_dir": str(self.task.root),
                 "out_dir": str(self.rundir.root),
                 "work_dir": str(self.rundir.work),
@@ -146,9 +148,9 @@ class Agent:
         """Before the first request: make it fit the model's window (compact MCP tool descriptions when
         ``tools.mcp.compact_descriptions`` allows) or stop with an error that says what to change."""
         window = self.context.window_tokens
-        reserve = min(int(self.config["model"].get("max_output_tokens") or 0), window // 4)
+        reserve = min(self.config.model.max_output_tokens, window // 4)
         limit = window - reserve
-        mode = str(((self.config.get("tools") or {}).get("mcp") or {}).get("compact_descriptions", "auto"))
+        mode = str(self.config.tools.mcp.compact_descriptions)
         mcp_names = set(self.tools.mcp_names)
         before = self.context.estimate_tokens(self.messages, self.tool_defs)
         if mcp_names and (mode.lower() == "true" or (mode.lower() == "auto" and before > limit)):
@@ -213,7 +215,7 @@ class Agent:
         self.trajectory.checkpoint()
         usable = [c for c in calls if not c.get("error") and c.get("name") in self.tools.names]
         self.format_errors = 0 if usable else self.format_errors + 1
-        if self.format_errors >= int(self.limits["max_format_errors"]):
+        if self.format_errors >= self.limits.max_format_errors:
             raise ModelGaveUp(f"{self.format_errors} turns in a row without a usable tool call")
         if any(r.final for r in results):
             raise Submitted("the model submitted its final ranking")
@@ -278,7 +280,7 @@ class Agent:
         if self.rundir.n_drafts:
             raise Submitted("the model stopped calling tools after a valid draft")
         self.nudges += 1
-        remaining = int(self.limits["max_nudges"]) - self.nudges
+        remaining = self.limits.max_nudges - self.nudges
         if remaining <= 0:  # max_nudges replies without a tool call end the run (docs/agent.md)
             raise ModelGaveUp(f"{self.nudges} replies without a tool call and no valid ranking")
         self.add_message(
@@ -292,14 +294,14 @@ class Agent:
         if (
             "draft" not in self.reminded
             and not self.rundir.n_drafts
-            and used >= float(self.limits["draft_reminder_fraction"])
+            and used >= self.limits.draft_reminder_fraction
         ):
             self.reminded.add("draft")
             text = self.templates.render(
                 "reminder_draft.md.jinja", used_fraction=used, budget=self.budget.describe()
             )
             self.add_message("user", text, kind="reminder_draft")
-        if "wrapup" not in self.reminded and used >= float(self.limits["wrapup_reminder_fraction"]):
+        if "wrapup" not in self.reminded and used >= self.limits.wrapup_reminder_fraction:
             self.reminded.add("wrapup")
             text = self.templates.render(
                 "reminder_wrapup.md.jinja",

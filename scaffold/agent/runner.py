@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from environment.task import Task
+from scaffold.agent.config import AgentConfig, ModelSection
 from scaffold.agent.endings import Interrupted
 from scaffold.agent.limits import Budget, find_price
 from scaffold.agent.loop import Agent, RunOutcome
@@ -29,9 +30,9 @@ EXIT_CODES = {"submitted": 0, "limit_reached": 0, "model_gave_up": 1, "model_err
 SIGNAL_EXIT_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130}
 
 
-def prompt_cache_key(config: dict[str, Any], task: Task) -> str | None:
+def prompt_cache_key(config: ModelSection, task: Task) -> str | None:
     """One key per task: every run on a task shares the system prompt, tools and task message."""
-    value = config.get("prompt_cache_key", "auto")
+    value = config.prompt_cache_key
     if value in (None, False, "", "false", "none"):
         return None
     if value == "auto":
@@ -43,7 +44,7 @@ def run_agent(
     task: Task,
     out: str | Path,
     model_spec: str | ModelSpec,
-    config: dict[str, Any],
+    config: AgentConfig,
     *,
     base_url: str | None = None,
     run_id: str | None = None,
@@ -51,30 +52,30 @@ def run_agent(
     """Run the agent on ``task`` (``environment.task.load_task``) with ``config``
     (``scaffold.agent.config.load_config``)."""
     spec = model_spec if isinstance(model_spec, ModelSpec) else ModelSpec.parse(model_spec)
-    mcp_cfg = config["tools"]["mcp"]
-    rundir = RunDir(out, task, server_workdir=mcp_cfg.get("workdir"))
+    mcp_cfg = config.tools.mcp
+    rundir = RunDir(out, task, server_workdir=mcp_cfg.workdir)
     rundir.create()
     paths = {"TASK_DIR": str(task.root), "OUT_DIR": str(rundir.root), "WORK_DIR": str(rundir.work)}
     model = make_model(
         spec,
-        config["model"],
+        config.model,
         base_url=base_url,
-        cache_key=prompt_cache_key(config["model"], task),
+        cache_key=prompt_cache_key(config.model, task),
         paths=paths,
     )
-    budget = Budget(config["limits"], find_price(config.get("prices") or {}, spec.model))
-    builtin = BuiltinTools(rundir, config["tools"], list(config["tools"].get("builtin") or []))
+    budget = Budget(config.limits, find_price(config.prices, spec.model))
+    builtin = BuiltinTools(rundir, config.tools)
     builtin.time_left = budget.wall_time_left_s
     mcp = None
-    if mcp_cfg.get("enabled", True):
+    if mcp_cfg.enabled:
         mcp = McpTools(
             mcp_cfg,
             workdir=rundir.spu_work,
             cwd=rundir.work,
             input_roots=(task.root, rundir.root),  # ranking_check reads the task and the drafts
-            max_output_chars=int(config["tools"].get("max_output_chars") or 20000),
+            max_output_chars=config.tools.max_output_chars,
         )
-    tools = Toolbox(builtin, mcp, mcp_required=bool(mcp_cfg.get("required", False)))
+    tools = Toolbox(builtin, mcp, mcp_required=mcp_cfg.required)
     agent = Agent(rundir=rundir, model=model, tools=tools, config=config, budget=budget, run_id=run_id)
     try:
         with interrupts_end_the_run(agent):

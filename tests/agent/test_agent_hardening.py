@@ -137,13 +137,14 @@ AGENT_WITH_SLEEPER = textwrap.dedent(
     import sys, time
     from pathlib import Path
     from scaffold.agent.rundir import RunDir
+    from scaffold.agent.config import load_config
     from scaffold.agent.tools.builtin import BuiltinTools
     from environment.task import load_task
 
     task_dir, out, marker = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     rundir = RunDir(out, load_task(task_dir))
     rundir.create()
-    tools = BuiltinTools(rundir, {"command_timeout_s": 600, "max_output_chars": 2000})
+    tools = BuiltinTools(rundir, load_config(None, ["tools.max_output_chars=2000"]).tools)
     # a command whose shell starts a grandchild: both must die with this process
     tools.call("bash", {"command": f"sleep 300 & echo $! > {marker}; sleep 300"})
     """

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from environment.task import load_task
+from scaffold.agent.config import load_config
 from scaffold.agent.rundir import RunDir
 from scaffold.agent.tools.builtin import BuiltinTools
 from scaffold.agent.tools.output import cut_middle
@@ -18,7 +19,8 @@ from scaffold.agent.tools.output import cut_middle
 def tools(tmp_path, demo_task):
     rundir = RunDir(tmp_path / "out", load_task(demo_task))
     rundir.create()
-    return BuiltinTools(rundir, {"command_timeout_s": 30, "max_output_chars": 1000})
+    config = load_config(None, ["tools.command_timeout_s=30", "tools.max_output_chars=1000"])
+    return BuiltinTools(rundir, config.tools)
 
 
 def alive(pid: int) -> bool:

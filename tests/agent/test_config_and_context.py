@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,29 +31,78 @@ def test_defaults_file_and_overrides_merge_in_order(tmp_path):
             "model.extra_body.top_k=20",
         ],
     )
-    assert config["limits"]["step_limit"] == 40  # from the file
-    assert config["limits"]["wall_time_limit_s"] == 28800  # default kept beside it
-    assert config["model"]["temperature"] == 0.2  # -c beats the file
-    assert config["tools"]["builtin"] == ["bash", "python"]
-    assert config["model"]["prompt_cache_key"] is False
+    assert config.limits.step_limit == 40  # from the file
+    assert config.limits.wall_time_limit_s == 28800  # default kept beside it
+    assert config.model.temperature == 0.2  # -c beats the file
+    assert config.tools.builtin == ["bash", "python"]
+    assert config.model.prompt_cache_key is False
     # open mappings take the user's own keys; a price without cache prices charges the input price
-    assert config["prices"]["my-model"] == {
+    assert config.prices["my-model"].model_dump() == {
         "input": 0.5,
         "output": 1.5,
         "cache_read": 0.5,
         "cache_write": 0.5,
     }
-    assert config["model"]["extra_body"] == {"top_k": 20}
+    assert config.model.extra_body == {"top_k": 20}
 
 
-def test_the_declared_config_matches_the_shipped_defaults():
-    from scaffold.agent.config import AgentConfig, default_config, validate_config
+def test_the_defaults_live_in_the_shipped_file_alone():
+    """Every key's default is in default_config.yaml; the declaration holds types and bounds, no second
+    default: without the file nothing validates, with it everything does."""
+    from scaffold.agent.config import AgentConfig, default_config, known_keys, validate_config
 
-    assert validate_config(default_config()) == AgentConfig().model_dump() | {
-        "prices": validate_config(default_config())["prices"]
-    }
-    assert validate_config({}) == AgentConfig().model_dump()
-    assert set(validate_config(default_config())["prices"]) == set(default_config()["prices"])
+    config = validate_config(default_config())
+    assert isinstance(config, AgentConfig) and set(config.prices) == set(default_config()["prices"])
+    with pytest.raises(ConfigError, match="Field required"):
+        validate_config({})
+    sections = [AgentConfig, *(type(getattr(config, k)) for k in ("limits", "model", "tools", "context"))]
+    assert all(f.is_required() for model in sections for f in model.model_fields.values())
+    assert len(known_keys()) > 40
+
+
+@pytest.mark.parametrize(
+    ("override", "kept"),
+    [
+        ("limits.step_limit=0", ("limits", "step_limit", 0)),  # 0 = no step limit, as documented
+        ("limits.cost_limit_usd=0", ("limits", "cost_limit_usd", 0)),
+        ("model.thinking_budget_tokens=0", ("model", "thinking_budget_tokens", 0)),
+        ("limits.max_nudges=0", ("limits", "max_nudges", 0)),
+    ],
+)
+def test_an_explicit_zero_is_honoured(override, kept):
+    section, key, value = kept
+    assert getattr(getattr(load_config(None, [override]), section), key) == value
+
+
+@pytest.mark.parametrize(
+    "override",
+    [
+        "tools.command_timeout_s=0",  # was replaced by 600 s in the built-in tools
+        "tools.max_output_chars=0",  # was replaced by 20,000
+        "tools.mcp.call_timeout_s=0",  # was replaced by 900 s
+        "model.max_output_tokens=0",  # was replaced by 16,384 in every adapter
+        "model.timeout_s=0",
+        "model.retry.max_attempts=0",
+        "context.chars_per_token=0",
+        "ensemble.size=0",
+        "limits.step_limit=-1",
+    ],
+)
+def test_a_zero_that_means_nothing_is_refused_not_replaced(override):
+    key = re.escape(override.split("=")[0])
+    with pytest.raises(ConfigError, match=rf"invalid config: {key}: Input should be"):
+        load_config(None, [override])
+
+
+def test_the_builtin_tools_use_the_configured_timeout_and_cap(tmp_path, demo_task):
+    """The validated section reaches the tools as it is: no default stands in for a configured value."""
+    from environment.task import load_task
+    from scaffold.agent.rundir import RunDir
+    from scaffold.agent.tools.builtin import BuiltinTools
+
+    config = load_config(None, ["tools.command_timeout_s=7", "tools.max_output_chars=123"])
+    tools = BuiltinTools(RunDir(tmp_path / "o", load_task(demo_task)), config.tools)
+    assert (tools.timeout_s, tools.max_chars) == (7, 123)
 
 
 @pytest.mark.parametrize(
@@ -115,10 +165,9 @@ def test_bad_overrides_say_why(bad):
 
 
 def test_price_lookup_and_cost():
-    prices = {
-        "gpt-4.1": {"input": 2.0, "output": 8.0, "cache_read": 0.5},
-        "gpt-4.1-mini": {"input": 0.4, "output": 1.6},
-    }
+    prices = load_config(
+        None, ["prices={gpt-4.1: {input: 2.0, output: 8.0, cache_read: 0.5}, gpt-4.1-mini: {input: 0.4}}"]
+    ).prices
     assert find_price(prices, "gpt-4.1-mini-2025-04-14") == prices["gpt-4.1-mini"]  # longest prefix wins
     assert find_price(prices, "openai/gpt-4.1") == prices["gpt-4.1"]
     assert find_price(prices, "llama-3") is None
@@ -145,11 +194,19 @@ def conversation(n_turns: int, output_chars: int = 1000) -> list[dict]:
     return messages
 
 
+SECTION = load_config(
+    None,
+    [
+        "context.trigger_fraction=0.8",
+        "context.target_fraction=0.5",
+        "context.keep_recent_turns=2",
+        "context.chars_per_token=1.0",
+    ],
+).context
+
+
 def test_elision_keeps_system_task_drafts_and_recent_turns():
-    window = ContextWindow(
-        {"trigger_fraction": 0.8, "target_fraction": 0.5, "keep_recent_turns": 2, "chars_per_token": 1.0},
-        window_tokens=8000,
-    )
+    window = ContextWindow(SECTION, window_tokens=8000)
     messages = conversation(10)  # about 11,000 characters = tokens here
     elided = window.fit(messages, [])
     tool_outputs = [m for m in messages if m["role"] == "tool"]
@@ -163,10 +220,7 @@ def test_elision_keeps_system_task_drafts_and_recent_turns():
 
 
 def test_no_elision_below_the_trigger_and_forced_after_an_overflow():
-    window = ContextWindow(
-        {"trigger_fraction": 0.8, "target_fraction": 0.5, "keep_recent_turns": 2, "chars_per_token": 1.0},
-        window_tokens=100_000,
-    )
+    window = ContextWindow(SECTION, window_tokens=100_000)
     messages = conversation(6)
     assert window.fit(messages, []) == 0
     assert window.fit(messages, [], overflowed=True) >= 1  # the provider said no: elide anyway
@@ -174,7 +228,7 @@ def test_no_elision_below_the_trigger_and_forced_after_an_overflow():
 
 
 def test_calibration_from_reported_usage():
-    window = ContextWindow({}, window_tokens=1000)
+    window = ContextWindow(load_config().context, window_tokens=1000)
     window.calibrate(chars=40_000, prompt_tokens=10_000)
     assert window.chars_per_token == 4.0
     assert window.estimate_tokens([{"role": "user", "content": "x" * 4000}], []) == 1000

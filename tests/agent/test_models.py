@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import itertools
 import json
+from typing import Any
 
 import pytest
 
+from scaffold.agent.config import load_config
 from scaffold.agent.models import PROVIDERS as REGISTERED
 from scaffold.agent.models import make_model
 from scaffold.agent.models.base import (
@@ -32,8 +34,8 @@ def conversation() -> list[dict]:
     return [{"role": "system", "content": "You are a scientist."}, {"role": "user", "content": "Rank these."}]
 
 
-def model_for(provider: str, server, config: dict, **kw):
-    model = make_model(f"{provider}:scripted-1", config["model"], base_url=server.url, **kw)
+def model_for(provider: str, server, config, **kw):
+    model = make_model(f"{provider}:scripted-1", config.model, base_url=server.url, **kw)
     model.sleep = lambda s: model.slept.append(s)  # record retry waits instead of sleeping
     model.slept = []
     return model
@@ -330,7 +332,7 @@ class EchoModel:
 
     provider = "echo"
 
-    def __init__(self, model: str, config: dict) -> None:
+    def __init__(self, model: str, config: Any) -> None:
         self.model, self.config = model, config
 
     @classmethod
@@ -356,7 +358,7 @@ def test_every_registered_provider_names_its_adapter():
         cls = adapter_class(name)
         assert cls.provider == name  # the trajectory's provider field is the registry's name
         assert callable(cls.from_spec) and callable(cls.query)
-    assert isinstance(make_model("replay:demo-aromatic-acidity", {}), Model)
+    assert isinstance(make_model("replay:demo-aromatic-acidity", load_config().model), Model)
 
 
 def test_an_import_path_names_an_adapter_of_ones_own():
@@ -364,8 +366,9 @@ def test_an_import_path_names_an_adapter_of_ones_own():
 
     spec = ModelSpec.parse(f"{__name__}:EchoModel:tiny-1")
     assert (spec.provider, spec.model) == (f"{__name__}:EchoModel", "tiny-1")
-    model = make_model(spec, {"temperature": 0.1})
+    model = make_model(spec, load_config(None, ["model.temperature=0.1"]).model)
     assert isinstance(model, EchoModel) and model.name == "echo:tiny-1"
+    assert model.config.temperature == 0.1  # the validated section, attributes and all
 
 
 @pytest.mark.parametrize(
@@ -379,7 +382,7 @@ def test_an_import_path_names_an_adapter_of_ones_own():
 )
 def test_an_unknown_provider_says_which_exist(spec, message):
     with pytest.raises(ValueError, match=message):
-        make_model(spec, {})
+        make_model(spec, load_config().model)
 
 
 def test_provider_lists_outside_the_registry_agree_with_it():

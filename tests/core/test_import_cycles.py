@@ -1,10 +1,14 @@
 """No import cycle inside the server: the graph of ``tools_server`` modules, read from every ``import``
-statement (module level or in a function, as in test_layers.py), has no strongly connected component of
-more than one module. ``core/server.py`` and ``core/serve_cli.py`` once formed one over the bind rules."""
+statement (module level or in a function, as in test_layers.py) and from every string that imports a
+project module (``"tools_server.x.y:function"``, or the name given to ``importlib.import_module``), has
+no strongly connected component of more than one module. ``core/server.py`` and ``core/serve_cli.py`` once
+formed one over the bind rules; ``qc/calculator.py`` named ``"tools_server.mlip.models:make_calculator"``
+in a string while ``mlip`` imported ``qc.calculator``, a cycle the import statements alone did not show."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,9 +26,34 @@ def module_graph(root: Path, package: str = "tools_server") -> dict[str, set[str
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+                # ``from package import submodule`` is an import of the submodule (its package is loaded
+                # first by any import of it); ``from module import name`` one of the module
+                subs = [f"{node.module}.{alias.name}" for alias in node.names]
+                targets = [s for s in subs if s in modules] or [node.module]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and ":" in node.value:
+                targets = [string_import(node.value)]
+            elif isinstance(node, ast.Call) and _call_name(node) in ("import_module", "__import__"):
+                first = node.args[0] if node.args else None
+                if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                    targets = [string_import(first.value)]
             graph[name] |= {t for t in targets if t in modules and t != name}
     return graph
+
+
+def string_import(text: str) -> str:
+    """The module a string names for ``importlib`` (``"a.b"`` or ``"a.b:function"``), else ``""``."""
+    module, _, attribute = text.partition(":")
+    if attribute and not attribute.isidentifier():
+        return ""
+    return module if _DOTTED.fullmatch(module) else ""
+
+
+def _call_name(node: ast.Call) -> str:
+    func = node.func
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -73,6 +102,21 @@ def test_the_server_has_no_import_cycle():
     graph = module_graph(ROOT)
     assert "tools_server.core.bind" in graph and len(graph) > 50
     assert cycles(graph) == []
+
+
+def test_a_module_named_in_a_string_is_an_edge(tmp_path):
+    """A factory table naming ``"pkg.b:make"`` while ``pkg.b`` imports ``pkg.a`` is a cycle."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text(
+        'FACTORIES = {"b": "pkg.b:make"}\nimport importlib\nimportlib.import_module("pkg.c")\n'
+    )
+    (pkg / "c.py").write_text("")
+    (pkg / "b.py").write_text("def make():\n    from pkg.a import FACTORIES\n    return FACTORIES\n")
+    graph = module_graph(tmp_path, "pkg")
+    assert graph["pkg.a"] == {"pkg.b", "pkg.c"} and graph["pkg.b"] == {"pkg.a"}
+    assert cycles(graph) == [["pkg.a", "pkg.b"]]
 
 
 def test_the_cycle_check_sees_a_cycle():

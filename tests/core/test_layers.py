@@ -6,7 +6,8 @@
 * the agent (``scaffold``) reaches the server only over MCP: it imports no ``tools_server`` module;
 * only the root command (``spu``) mounts all parts, and ``spu serve`` loads neither agent nor statistics;
 * the server's core never imports the benchmark side;
-* no domain is named in the core, and nothing points at files outside the repository.
+* no domain is named in the core, and nothing points at files outside the repository;
+* the procedure layer every engine shares (``tools_server.engines``) imports no domain: domains use it.
 """
 
 from __future__ import annotations
@@ -96,14 +97,20 @@ def test_the_layer_check_sees_a_violation(tmp_path):
     assert imports_of(bad) == [(2, "tools_server.core")]
 
 
-def test_core_names_no_domain():
+#: the packages of ``tools_server`` that are no domain: the server's mechanism and the procedure layer
+SHARED_PACKAGES = ("core", "engines")
+
+
+@pytest.mark.parametrize("shared", SHARED_PACKAGES)
+def test_shared_layers_name_no_domain(shared):
     domains = sorted(
-        p.name for p in (ROOT / "tools_server").iterdir() if p.is_dir() and (p / "__init__.py").exists()
+        p.name
+        for p in (ROOT / "tools_server").iterdir()
+        if p.is_dir() and (p / "__init__.py").exists() and p.name not in SHARED_PACKAGES
     )
-    domains.remove("core")
-    assert {"chem", "qc", "web", "md", "protein", "ranking"} <= set(domains)
+    assert {"chem", "qc", "web", "md", "protein", "ranking", "mlip"} <= set(domains)
     named = []
-    for path in sorted((ROOT / "tools_server" / "core").rglob("*.py")):
+    for path in sorted((ROOT / "tools_server" / shared).rglob("*.py")):
         for lineno, module in imports_of(path):
             parts = module.split(".")
             if parts[0] == "tools_server" and len(parts) > 1 and parts[1] in domains:
@@ -115,7 +122,9 @@ def test_no_domain_imports_another_domains_private_names():
     """Shared helpers (molecule input, element symbols, file fingerprints) live in ``tools_server.molecules``
     and the weights lookup in ``tools_server.core.settings``; a domain never reaches into another's ``_``
     names."""
-    domains = {p.name for p in (ROOT / "tools_server").iterdir() if (p / "__init__.py").exists()} - {"core"}
+    domains = {p.name for p in (ROOT / "tools_server").iterdir() if (p / "__init__.py").exists()} - set(
+        SHARED_PACKAGES
+    )
     found = []
     for domain in sorted(domains):
         for path in sorted((ROOT / "tools_server" / domain).rglob("*.py")):
@@ -140,7 +149,7 @@ def test_every_domain_registers_through_an_entry_point():
     domains = {
         p.name
         for p in (ROOT / "tools_server").iterdir()
-        if p.is_dir() and (p / "__init__.py").exists() and p.name != "core"
+        if p.is_dir() and (p / "__init__.py").exists() and p.name not in SHARED_PACKAGES
     }
     assert {name: f"tools_server.{name}:DOMAIN" for name in domains}.items() <= declared.items()
 

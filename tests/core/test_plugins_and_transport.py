@@ -44,6 +44,8 @@ def test_example_plugin_appears_and_runs(spu_env, plugin_dir, start_mcp_server):
     assert {"example_buffer_ph", "example_molar_volume"} <= set(tools)
     assert tools["example_buffer_ph"].annotations.read_only_hint is True
     assert "wait_s" in tools["example_molar_volume"].input_schema["properties"]
+    result_branch = tools["example_molar_volume"].output_schema["anyOf"][0]  # or a job still running
+    assert result_branch["properties"]["molar_volume_l_per_mol"] == {"type": "number"}
     assert (
         server.call_ok("example_buffer_ph", {"pka": 4.76, "acid_molar": 0.1, "base_molar": 0.1})["ph"] == 4.76
     )

@@ -13,6 +13,7 @@ from tools_server.core.domain import Domain, Engine
 from tools_server.core.errors import ERROR_CODES, ToolError
 from tools_server.core.jobs import Job, JobManager, JobStore
 from tools_server.core.registry import Registry, load_registry, tool
+from tools_server.core.results import ToolResult
 from tools_server.core.waits import WAIT_S_DEFAULT, parse_wait_s
 
 
@@ -187,3 +188,40 @@ def test_finished_jobs_are_pruned_from_memory_and_disk(tmp_path):
     assert set(manager.jobs) == {"test_square-0002"}
     assert not (tmp_path / "test_square-0001.json").exists()
     assert (tmp_path / "test_square-0002.json").exists()
+
+
+class Total(ToolResult):  # module level, as a tool's result type is (annotations are resolved by name)
+    total_mol: float
+
+
+def test_the_result_type_is_the_output_schema_and_a_result_that_drifts_is_refused():
+    @tool(name="t_typed")
+    def typed(args: Number) -> Total:
+        """Doc."""
+        return Total(total_mol=args.x)
+
+    @tool(name="t_drifted", resource="cpu")
+    def drifted(args: Number) -> Total:
+        """Doc."""
+        return {"total_moles": args.x}
+
+    @tool(name="t_untyped")
+    def untyped(args: Number) -> dict:
+        """Doc."""
+        return {"anything": args.x}
+
+    spec = typed.__spu_tool__
+    schema = spec.output_schema()
+    assert schema["properties"]["total_mol"] == {"type": "number"} and schema["additionalProperties"] is False
+    assert {"provenance", "warnings", "result_artifact"} <= set(schema["properties"])
+    assert spec.call(Number(x=2)) == {"total_mol": 2.0}
+    # a job's schema also admits the answer of a job still running
+    assert drifted.__spu_tool__.output_schema()["anyOf"][1]["properties"]["status"]["enum"] == [
+        "queued",
+        "running",
+    ]
+    with pytest.raises(ToolError) as err:
+        drifted.__spu_tool__.call(Number(x=1))
+    assert err.value.code == "internal_error" and "total_moles" in err.value.message
+    assert untyped.__spu_tool__.output_schema() is None
+    assert untyped.__spu_tool__.call(Number(x=1)) == {"anything": 1.0}

@@ -61,9 +61,8 @@ def test_a_non_finite_energy_from_a_real_ase_calculator_is_an_engine_error():
     infinity/NaN, as SevenNet did for coincident atoms: the single point refuses to report it."""
     from ase.calculators.lj import LennardJones
 
-    from tools_server.mlip import run
+    from tools_server.engines.calculator import AseCalculator, CalculatorError
 
-    atoms = run.atoms_from([18, 18], [[0, 0, 0], [0, 0, 0]])
-    with pytest.raises(ToolError) as err:
-        run.energy(atoms, LennardJones(), inline_forces=True)
+    with pytest.raises(CalculatorError) as err:
+        AseCalculator(LennardJones(), [18, 18]).single_point([[0, 0, 0], [0, 0, 0]])
     assert err.value.code == "engine_error"

@@ -1,4 +1,4 @@
-"""One calculator interface (tools_server.qc.calculator) under one pipeline (tools_server.qc.pipeline):
+"""One calculator interface (tools_server.engines.calculator) under one procedure layer (engines):
 the same frequency call runs on GFN2-xTB or on ANI-2x by changing one argument, and each gives the numbers
 its own tool reports."""
 
@@ -10,19 +10,20 @@ from tools_server.core.context import ToolContext
 
 
 def test_one_argument_switches_the_shared_pipeline_from_xtb_to_an_ml_potential(tiny_ani2x, ctx):
+    from tools_server.engines.calculator import get_calculator
+    from tools_server.engines.optimize import optimize
+    from tools_server.engines.thermo import frequencies
     from tools_server.mlip.tools import MlipInput, mlip_run
     from tools_server.molecules import load_molecule
-    from tools_server.qc import pipeline
-    from tools_server.qc.calculator import get_calculator
     from tools_server.qc.tools import XtbInput, xtb_run
 
     mol = load_molecule("O")
     results = {}
     for engine in ("xtb", "ani2x"):
         calc = get_calculator(engine, mol)
-        results[engine] = pipeline.frequencies(calc, mol, temperature_k=298.15)
+        results[engine] = frequencies(calc, mol, temperature_k=298.15)
         assert len(results[engine].wavenumbers_cm1) == 3  # 3N - 6 for water, whatever the model
-        opt = pipeline.optimize(calc, mol.numbers, mol.coords_angstrom, max_steps=3)
+        opt = optimize(calc, mol.numbers, mol.coords_angstrom, max_steps=3)
         assert opt.n_steps >= 1 and opt.energies_hartree[0] == pytest.approx(results[engine].energy_hartree)
 
     xtb = xtb_run(
@@ -39,8 +40,8 @@ def test_one_argument_switches_the_shared_pipeline_from_xtb_to_an_ml_potential(t
 
 
 def test_an_unknown_engine_is_named():
+    from tools_server.engines.calculator import CalculatorError, get_calculator
     from tools_server.molecules import load_molecule
-    from tools_server.qc.calculator import CalculatorError, get_calculator
 
     with pytest.raises(CalculatorError) as err:
         get_calculator("gfn-ff", load_molecule("O"))

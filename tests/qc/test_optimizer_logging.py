@@ -8,7 +8,7 @@ import logging
 
 import numpy as np
 
-from tools_server.qc.optimizer import optimize
+from tools_server.engines.geometric import optimize
 
 
 def _harmonic_h2(coords_bohr):

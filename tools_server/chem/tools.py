@@ -15,12 +15,49 @@ from pydantic import BaseModel, Field
 from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.core.registry import tool
+from tools_server.core.results import BatchResult, ItemsResult, ToolResult
 
 MoleculeList = list[str]
 _MOL_DESC = (
     "Molecules: SMILES, molblock, XYZ text, or a path to an .sdf/.mol/.xyz file (an earlier tool's artifact; "
     "'file.sdf#3' picks record 3, counting from 0)."
 )
+
+
+class ParseResult(BatchResult):
+    pass
+
+
+class DescriptorsResult(BatchResult):
+    preset: str | None
+    units: dict[str, str]
+
+
+class SimilarityResult(ItemsResult):
+    fingerprint: str
+    metric: str
+    n_molecules: int
+    n_references: int
+    matrix: list[list[float | None]] | None = None
+    matrix_csv: str | None = None
+    reference_errors: list[dict[str, Any]] | None = None
+
+
+class SubstructureResult(ItemsResult):
+    n_molecules: int
+    n_matching: dict[str, int]
+
+
+class ConformersResult(ItemsResult):
+    n_molecules: int
+
+
+class DepictResult(ToolResult):
+    png: str
+    width_px: int
+    height_px: int
+    n_drawn: int
+    errors: list[dict[str, Any]]
 
 
 def _keys(molecules: list[str]) -> list[str]:
@@ -146,7 +183,7 @@ def parse_one(index: int, mol: Any, warnings: list[str]) -> dict[str, Any]:
     canonicalize=lambda a: {"molecules": [m.strip() for m in a.molecules]},
     title="Parse and check molecules",
 )
-def chem_parse(args: ParseInput, ctx: ToolContext) -> dict:
+def chem_parse(args: ParseInput, ctx: ToolContext) -> ParseResult:
     """Parse molecules and report identity: canonical SMILES, InChIKey, Hill formula, average mass (g/mol),
     monoisotopic mass (Da), formal charge (e), heavy atoms, fragments, radical electrons, stereo counts
     (tetrahedral centres and double bonds, assigned and unassigned) and warnings (RDKit sanitisation,
@@ -202,7 +239,7 @@ def _descriptor_key(args: DescriptorInput) -> dict[str, Any]:
     canonicalize=_descriptor_key,
     title="Molecular descriptors",
 )
-def chem_descriptors(args: DescriptorInput, ctx: ToolContext) -> dict:
+def chem_descriptors(args: DescriptorInput, ctx: ToolContext) -> DescriptorsResult:
     """Compute RDKit descriptors for up to 10,000 molecules. Presets: `physchem` (mol_weight_g_mol,
     exact_mass_da, logp_crippen, tpsa_a2 in Å², hbd, hba, rotatable_bonds, rings, fraction_csp3, qed ...),
     `lipinski` (rule-of-five terms and violations, Veber), `all` (every RDKit descriptor under its RDKit
@@ -292,7 +329,7 @@ def _similarity_key(args: SimilarityInput) -> dict[str, Any]:
     canonicalize=_similarity_key,
     title="Fingerprint similarity",
 )
-def chem_similarity(args: SimilarityInput, ctx: ToolContext) -> dict:
+def chem_similarity(args: SimilarityInput, ctx: ToolContext) -> SimilarityResult:
     """Fingerprint similarity (Tanimoto or Dice, 0-1) with Morgan (radius, n_bits), MACCS, RDKit path or
     atom-pair fingerprints. Without `references`: the all-pairs matrix of `molecules`; with them: each
     molecule against every reference. Output per molecule: its `top_k` most similar partners (index,
@@ -391,7 +428,7 @@ def _substructure_key(args: SubstructureInput) -> dict[str, Any]:
     canonicalize=_substructure_key,
     title="SMARTS substructure counts",
 )
-def chem_substructure(args: SubstructureInput, ctx: ToolContext) -> dict:
+def chem_substructure(args: SubstructureInput, ctx: ToolContext) -> SubstructureResult:
     """Count SMARTS substructure matches in each molecule. Output: per molecule `counts` {pattern name:
     number of matches}; `n_matching` {pattern name: molecules with at least one match}. An invalid SMARTS
     fails the call (invalid_input); an invalid molecule is an item with ok=false."""
@@ -456,21 +493,6 @@ def _conformer_key(args: ConformerInput) -> dict[str, Any]:
     return {**args.model_dump(), "molecules": _keys(args.molecules)}
 
 
-def embed_conformers(rdmol: Any, n: int, seed: int, prune_rms: float, threads: int = 1) -> list[int]:
-    """ETKDGv3 conformer ids on a hydrogen-complete Mol."""
-    from rdkit.Chem import AllChem
-
-    params = AllChem.ETKDGv3()
-    params.randomSeed = seed
-    params.pruneRmsThresh = prune_rms
-    params.numThreads = threads
-    ids = list(AllChem.EmbedMultipleConfs(rdmol, numConfs=n, params=params))
-    if not ids:
-        params.useRandomCoords = True
-        ids = list(AllChem.EmbedMultipleConfs(rdmol, numConfs=n, params=params))
-    return ids
-
-
 def force_field_energies(rdmol: Any, force_field: str, threads: int = 1) -> tuple[str, list[float]]:
     """Optimise every conformer; returns the force field used and energies in kcal/mol."""
     from rdkit.Chem import AllChem
@@ -498,13 +520,14 @@ def conformer_item(
     """One molecule of ``chem_conformers``: its item (or its error item), the SDF written into ``out_dir``."""
     from rdkit import Chem
 
+    from tools_server.engines.conformers import etkdg
     from tools_server.molecules import parse_rdkit
 
     try:
         mol, _ = parse_rdkit(text)
         mol_h = Chem.AddHs(mol, addCoords=mol.GetNumConformers() > 0)
         mol_h.RemoveAllConformers()
-        ids = embed_conformers(mol_h, n_conformers, seed, prune_rms, threads)
+        ids = etkdg(mol_h, n_conformers, seed, prune_rms, threads)
         if not ids:
             error = {"code": "invalid_input", "message": "ETKDG could not embed any conformer"}
             return {"index": i, "ok": False, "error": error}
@@ -547,7 +570,7 @@ def conformer_item(
     canonicalize=_conformer_key,
     title="Force-field conformers",
 )
-def chem_conformers(args: ConformerInput, ctx: ToolContext) -> dict:
+def chem_conformers(args: ConformerInput, ctx: ToolContext) -> ConformersResult:
     """Generate 3D conformers with RDKit ETKDGv3 and optimise them with MMFF94 (or UFF). Output per
     molecule: `n_conformers`, `energies_kcal_mol` (force-field energy, ascending),
     `relative_energies_kcal_mol`,
@@ -600,7 +623,7 @@ class DepictInput(BaseModel):
     canonicalize=lambda a: {**a.model_dump(), "molecules": _keys(a.molecules)},
     title="Draw molecules",
 )
-def chem_depict(args: DepictInput, ctx: ToolContext) -> dict:
+def chem_depict(args: DepictInput, ctx: ToolContext) -> DepictResult:
     """Draw up to 200 molecules as one PNG grid (2D depictions; optional SMARTS highlight). Output: `png`
     (artifact path), `width_px`, `height_px`, `n_drawn`, and per-item errors for unreadable inputs
     (drawn as empty panels)."""

@@ -1,16 +1,22 @@
 """The tool registry: how a function becomes an MCP tool.
 
 A tool is a plain function taking a pydantic input model (and optionally a :class:`ToolContext`) and
-returning a JSON-serialisable ``dict``::
+returning its declared result type, a :class:`~tools_server.core.results.ToolResult` (or a ``dict`` of
+that shape)::
 
     class AddInput(BaseModel):
         a: float = Field(description="first addend")
         b: float = Field(description="second addend")
 
+    class AddResult(ToolResult):
+        sum: float
+
     @tool(name="demo_add", resource="instant", read_only=True, idempotent=True)
-    def demo_add(args: AddInput) -> dict:
+    def demo_add(args: AddInput) -> AddResult:
         \"\"\"Add two numbers. Written for the model: say what it returns, with units.\"\"\"
-        return {"sum": args.a + args.b}
+        return AddResult(sum=args.a + args.b)
+
+The return annotation becomes the tool's ``outputSchema``; a tool annotated ``-> dict`` has none.
 
 A tool that wants the server's help (progress, artifacts, warnings, engine facts) declares a parameter
 annotated :class:`~tools_server.core.context.ToolContext`; it is found by its annotation, whatever its name.
@@ -36,10 +42,11 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from tools_server.core.domain import DoctorCheck, Domain, Engine
 from tools_server.core.errors import ToolError
+from tools_server.core.results import output_schema
 from tools_server.core.waits import WAIT_S_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -82,6 +89,8 @@ class ToolSpec:
     #: the server's own tools (system_info, job tools): called with the dispatcher, results passed through
     server_tool: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    #: the declared result type (the return annotation), a :class:`~tools_server.core.results.ToolResult`
+    output_model: type[BaseModel] | None = None
 
     @property
     def is_job(self) -> bool:
@@ -95,16 +104,46 @@ class ToolSpec:
             schema["properties"] = {**schema.get("properties", {}), "wait_s": WAIT_S_SCHEMA}
         return schema
 
+    def output_schema(self) -> dict[str, Any] | None:
+        """The ``outputSchema`` sent in ``tools/list``: the result type's JSON schema (for a job, or
+        ``job_wait``, also the answer of a job still running); None for a tool that declares none."""
+        if self.output_model is None:
+            return None
+        return output_schema(self.output_model, job=self.is_job or bool(self.extra.get("job_answer")))
+
     def threads_for(self, args: BaseModel) -> int | str:
         """The reservation of one call: ``"all"`` or a number of cores (1 for ``"single"``)."""
         value = self.threads(args) if callable(self.threads) else self.threads
         return _check_threads(self.name, value)
 
     def call(self, args: BaseModel, context: Any = None) -> Any:
-        """Call the function, passing ``context`` to the parameter annotated for it, if any."""
+        """Call the function, passing ``context`` to the parameter annotated for it, if any; a result of
+        the declared type comes back as its JSON dict, a dict is checked against the type."""
         if self.context_param is None:
-            return self.fn(args)
-        return self.fn(args, **{self.context_param: context})
+            result = self.fn(args)
+        else:
+            result = self.fn(args, **{self.context_param: context})
+        return self.conform(result)
+
+    def conform(self, result: Any) -> Any:
+        """``result`` as the dict the server sends: a model is dumped (the fields it was given), a dict is
+        validated against :attr:`output_model`; a result that does not fit its type is an
+        ``internal_error`` naming the fields."""
+        if isinstance(result, BaseModel):
+            return result.model_dump(mode="json", exclude_unset=True)
+        if self.output_model is not None and isinstance(result, dict):
+            try:
+                self.output_model.model_validate(result)
+            except ValidationError as exc:
+                problems = "; ".join(
+                    f"{'.'.join(map(str, e['loc'])) or '(result)'}: {e['msg']}" for e in exc.errors()[:5]
+                )
+                raise ToolError(
+                    "internal_error",
+                    f"tool {self.name} returned a result that does not fit its declared type "
+                    f"{self.output_model.__name__}: {problems}",
+                ) from None
+        return result
 
 
 def tool(
@@ -168,6 +207,8 @@ def tool(
         doc = inspect.cleandoc(fn.__doc__ or "")
         if not doc:
             raise TypeError(f"tool {name}: write a docstring for the model")
+        returns = hints.get("return")
+        output_model = returns if isinstance(returns, type) and issubclass(returns, BaseModel) else None
         spec = ToolSpec(
             name=name,
             fn=fn,
@@ -189,6 +230,7 @@ def tool(
             canonicalize=canonicalize,
             threads=threads,
             items=items,
+            output_model=output_model,
         )
         if items is not None and items not in model.model_fields:
             raise TypeError(f"tool {name}: items={items!r} is not a field of {model.__name__}")

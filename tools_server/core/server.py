@@ -38,6 +38,7 @@ def mcp_tool(spec: ToolSpec) -> Tool:
         title=spec.title,
         description=spec.description,
         input_schema=spec.input_schema(),
+        output_schema=spec.output_schema(),
         annotations=ToolAnnotations(
             title=spec.title,
             read_only_hint=spec.read_only,

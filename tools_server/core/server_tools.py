@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 from tools_server import __version__
 from tools_server.core import hardware, settings
 from tools_server.core.registry import ToolSpec
+from tools_server.core.results import OpenResult, ToolResult
 from tools_server.core.waits import WAIT_S_DEFAULT, WaitSeconds
 
 if TYPE_CHECKING:
@@ -25,9 +26,17 @@ if TYPE_CHECKING:
 
 
 def _server_tool(
-    name: str, fn: Any, model: type[BaseModel], *, passthrough: bool = True, **flags: bool
+    name: str,
+    fn: Any,
+    model: type[BaseModel],
+    result: type[BaseModel],
+    *,
+    passthrough: bool = True,
+    job_answer: bool = False,
+    **flags: bool,
 ) -> ToolSpec:
-    """``passthrough``: the result is another tool's (job tools) and is returned as it is."""
+    """``result``: the declared result type. ``passthrough``: the result is another tool's (job tools) and
+    is returned as it is; ``job_answer``: it may be the answer of a job still running."""
     return ToolSpec(
         name=name,
         fn=fn,
@@ -46,12 +55,39 @@ def _server_tool(
         module=__name__,
         context_param=None,
         server_tool=True,
-        extra={"passthrough": passthrough},
+        extra={"passthrough": passthrough, "job_answer": job_answer},
+        output_model=result,
     )
 
 
 class NoInput(BaseModel):
     pass
+
+
+class SystemInfo(ToolResult):
+    server_version: str
+    python: str
+    platform: str
+    cpu_cores: int
+    memory_total_mb: int | None
+    gpus: list[dict[str, Any]]
+    cuda_available: bool
+    cuda_visible_devices: str | None
+    engines: dict[str, dict[str, Any]]
+    domains: list[str]
+    workdir: str
+    cache_dir: str
+    weights_dir: str
+
+
+class JobCancelResult(ToolResult):
+    job_id: str
+    status: str
+    cancelled: bool
+
+
+class JobList(ToolResult):
+    jobs: list[dict[str, Any]]
 
 
 async def system_info(args: NoInput, dispatcher: Dispatcher) -> dict[str, Any]:
@@ -112,8 +148,8 @@ async def jobs(args: NoInput, dispatcher: Dispatcher) -> dict[str, Any]:
 
 
 SERVER_TOOLS: tuple[ToolSpec, ...] = (
-    _server_tool("system_info", system_info, NoInput, passthrough=False),
-    _server_tool("job_wait", job_wait, JobWaitInput),
-    _server_tool("job_cancel", job_cancel, JobIdInput, read_only=False, destructive=True),
-    _server_tool("jobs", jobs, NoInput),
+    _server_tool("system_info", system_info, NoInput, SystemInfo, passthrough=False),
+    _server_tool("job_wait", job_wait, JobWaitInput, OpenResult, job_answer=True),
+    _server_tool("job_cancel", job_cancel, JobIdInput, JobCancelResult, read_only=False, destructive=True),
+    _server_tool("jobs", jobs, NoInput, JobList),
 )

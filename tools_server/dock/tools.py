@@ -13,11 +13,23 @@ from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.core.paths import InputPath
 from tools_server.core.registry import tool
+from tools_server.core.results import Item, ToolResult
 
 _LIGAND_DESC = (
     "SMILES (protonated as written: give the charge state you want, e.g. 'CC(=O)[O-]'), a molblock, or an "
     ".sdf/.mol path ('file.sdf#k' = record k)"
 )
+
+
+class DockResult(ToolResult):
+    scoring_function: str
+    seed: int
+    exhaustiveness: int
+    box: dict[str, Any]
+    receptor: dict[str, Any]
+    n_ligands: int
+    n_ok: int
+    ligands: list[Item]
 
 
 class DockInput(BaseModel):
@@ -98,7 +110,7 @@ def _check_engines() -> None:
     canonicalize=_key,
     title="AutoDock Vina docking",
 )
-def dock(args: DockInput, ctx: ToolContext) -> dict:
+def dock(args: DockInput, ctx: ToolContext) -> DockResult:
     """Dock 1-50 small molecules into a protein with AutoDock Vina (Vina scoring function).
 
     Receptor: PDB/mmCIF file or text (a pdb_lookup artifact works), cleaned with PDBFixer (heterogens and

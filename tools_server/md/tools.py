@@ -12,9 +12,40 @@ from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.core.paths import InputPath
 from tools_server.core.registry import tool
+from tools_server.core.results import ToolResult
 from tools_server.molecules import file_fingerprint
 
 MAX_ATOMS = 300_000
+
+
+class MdResult(ToolResult):
+    n_atoms: int
+    degrees_of_freedom: int
+    device: str
+    minimization: dict[str, Any]
+    production: dict[str, Any]
+    ns_per_day: float | None
+    wall_s: float
+    nve_check: dict[str, Any] | None = None
+    artifacts: dict[str, str]
+    system: str | dict[str, Any]
+    protocol: dict[str, Any]
+    estimated_s: float
+
+
+class MdAnalysis(ToolResult):
+    n_frames: int
+    n_atoms: int
+    selection: str
+    frame_interval_ps: float | None = None
+    rmsd: dict[str, Any] | None = None
+    rmsf: dict[str, Any] | None = None
+    rg: dict[str, Any] | None = None
+    sasa: dict[str, Any] | None = None
+    hbonds: dict[str, Any] | None = None
+    density: dict[str, Any] | None = None
+    diffusion: dict[str, Any] | None = None
+    series_csv: str | None = None
 
 
 class LiquidComponent(BaseModel):
@@ -104,7 +135,7 @@ def _md_analyze_cache_key(args: MdAnalyzeInput) -> dict[str, Any]:
     engines=("openmm", "pdbfixer", "rdkit"),
     canonicalize=lambda args: _md_run_cache_key(args),
 )
-def md_run(args: MdRunInput, ctx: ToolContext) -> dict:
+def md_run(args: MdRunInput, ctx: ToolContext) -> MdResult:
     """Molecular dynamics with OpenMM: a protein (PDB/mmCIF file or text) or a liquid/solution from SMILES.
 
     Proteins are repaired with PDBFixer (missing atoms, internal loops, hydrogens at `ph`; ligands and
@@ -246,7 +277,7 @@ class MdAnalyzeInput(BaseModel):
     engines=("mdtraj",),
     canonicalize=lambda args: _md_analyze_cache_key(args),
 )
-def md_analyze(args: MdAnalyzeInput, ctx: ToolContext) -> dict:
+def md_analyze(args: MdAnalyzeInput, ctx: ToolContext) -> MdAnalysis:
     """Analyse an MD trajectory with mdtraj.
 
     rmsd: backbone RMSD to the first frame (nm; heavy atoms when there is no protein); rmsf: per-residue

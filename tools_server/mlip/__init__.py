@@ -1,7 +1,20 @@
 """Machine-learned interatomic potentials (ANI-2x, AIMNet2, MACE-OFF, SevenNet) through ASE calculators."""
 
+from typing import Any
+
 from tools_server.core.domain import Domain, Engine
+from tools_server.engines.calculator import register_calculator
 from tools_server.mlip.checks import CHECKS
+
+
+def _mlip_calculator(mol: Any, **options: Any) -> Any:
+    from tools_server.mlip.models import make_calculator
+
+    return make_calculator(mol, **options)
+
+
+for _engine in ("ani2x", "aimnet2", "mace_off", "sevennet"):
+    register_calculator(_engine, _mlip_calculator)
 
 DOMAIN = Domain(
     name="mlip",

@@ -220,12 +220,17 @@ def _calculator_cached(engine: str, name: str, path: str, mtime: float, device: 
 
 
 def make_calculator(
-    mol: Any, engine: str = "aimnet2", model: str | None = None, device: str = "cpu", **_: Any
+    mol: Any,
+    engine: str = "aimnet2",
+    model: str | None = None,
+    device: str = "cpu",
+    *,
+    inline_forces: bool = False,
 ) -> Any:
-    """The :class:`~tools_server.qc.calculator.Calculator` of an ML potential for ``mol``, after the
-    element, charge and structure checks ``mlip_run`` makes."""
+    """The :class:`~tools_server.engines.calculator.Calculator` of an ML potential for ``mol``, after the
+    element, charge and structure checks ``mlip_run`` makes (the model is loaded once per process)."""
+    from tools_server.engines.calculator import AseCalculator
     from tools_server.molecules import check_geometry
-    from tools_server.qc.calculator import AseCalculator
 
     check_engine(engine)
     name = model or DEFAULT_MODEL[engine]
@@ -234,7 +239,9 @@ def make_calculator(
     check_geometry(mol)
     calc = load_calculator(engine, name, device, charge=mol.charge)
     check_model_species(engine, calc, mol.numbers)
-    return AseCalculator(calc, mol.numbers, name=f"{INFO[engine].label} ({name})")
+    return AseCalculator(
+        calc, mol.numbers, name=f"{INFO[engine].label} ({name})", inline_forces=inline_forces
+    )
 
 
 def engine_version(engine: str) -> str | None:

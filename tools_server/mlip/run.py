@@ -1,4 +1,5 @@
-"""Single points, optimisations and Langevin MD with an ASE calculator (one molecule at a time)."""
+"""Langevin MD with an ASE calculator (one molecule at a time); single points and optimisations are the
+shared task procedure's (:mod:`tools_server.engines.task`)."""
 
 from __future__ import annotations
 
@@ -6,29 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-EV_PER_HARTREE = 27.211386245988
-KCAL_PER_EV = 23.060547830619026
-
 
 def atoms_from(numbers: list[int], coords: Any) -> Any:
     import numpy as np
     from ase import Atoms
 
     return Atoms(numbers=list(numbers), positions=np.asarray(coords, dtype=float))
-
-
-def _forces_summary(forces: Any, inline: bool) -> dict[str, Any]:
-    import numpy as np
-
-    f = np.asarray(forces, dtype=float)
-    norms = np.linalg.norm(f, axis=1) if len(f) else np.zeros(0)
-    out: dict[str, Any] = {
-        "max_force_ev_a": round(float(norms.max()) if len(norms) else 0.0, 6),
-        "rms_force_ev_a": round(float(np.sqrt((f**2).sum(axis=1).mean())) if len(f) else 0.0, 6),
-    }
-    if inline:
-        out["forces_ev_a"] = [[round(float(x), 6) for x in row] for row in f]
-    return out
 
 
 def check_finite(energy_ev: float, forces: Any, what: str) -> None:
@@ -39,52 +23,6 @@ def check_finite(energy_ev: float, forces: Any, what: str) -> None:
     bad = first_non_finite({"energy": energy_ev, "forces": forces})
     if bad is not None:
         raise ToolError("engine_error", f"the model returned a non-finite {bad} ({what})")
-
-
-def energy(atoms: Any, calc: Any, inline_forces: bool) -> dict[str, Any]:
-    atoms.calc = calc
-    e = float(atoms.get_potential_energy())
-    forces = atoms.get_forces()
-    check_finite(e, forces, "single point")
-    return {
-        "energy_ev": round(e, 6),
-        "energy_hartree": round(e / EV_PER_HARTREE, 8),
-        **_forces_summary(forces, inline_forces),
-    }
-
-
-def optimize(
-    atoms: Any, calc: Any, fmax: float, max_steps: int, progress: Callable[[int], None] | None = None
-) -> dict[str, Any]:
-    """BFGS to ``fmax`` eV/Å through the shared pipeline (:func:`tools_server.qc.pipeline.optimize`);
-    ``atoms`` end at the optimised geometry."""
-    from tools_server.core.errors import ToolError
-    from tools_server.qc import pipeline
-    from tools_server.qc.calculator import AseCalculator, CalculatorError
-
-    numbers = list(atoms.get_atomic_numbers())
-    try:
-        opt = pipeline.optimize(
-            AseCalculator(calc, numbers),
-            numbers,
-            atoms.get_positions(),
-            optimizer="bfgs",
-            fmax_ev_a=fmax,
-            max_steps=max_steps,
-            step_callback=(lambda k, e: progress(k)) if progress is not None else None,
-        )
-    except CalculatorError as exc:
-        raise ToolError(exc.code, exc.message) from None
-    atoms.positions = opt.coords_angstrom
-    atoms.calc = calc
-    e = float(atoms.get_potential_energy())
-    check_finite(e, atoms.get_forces(), f"after {opt.n_steps} optimisation steps")
-    return {
-        "energy_ev": round(e, 6),
-        "energy_hartree": round(e / EV_PER_HARTREE, 8),
-        "optimization": {"converged": opt.converged, "n_steps": opt.n_steps, "fmax_ev_a": fmax},
-        **_forces_summary(atoms.get_forces(), False),
-    }
 
 
 def langevin(

@@ -11,6 +11,8 @@ from pydantic import BaseModel, Field
 from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.core.registry import tool
+from tools_server.core.results import BatchResult
+from tools_server.engines.conformers import ConformerSearchResult, SearchInput
 
 Engine = Literal["ani2x", "aimnet2", "mace_off", "sevennet"]
 
@@ -25,6 +27,20 @@ _ENGINE_DESC = (
 )
 
 
+class MlipResult(BatchResult):
+    engine: str
+    model: str
+    reference_method: str
+    device: str
+    task: str
+
+
+class MlipConformersResult(ConformerSearchResult):
+    engine: str
+    model: str
+    reference_method: str
+
+
 class MlipInput(BaseModel):
     molecules: list[str] = Field(..., min_length=1, max_length=1000, description=_MOL_DESC)
     engine: Engine = Field("aimnet2", description=_ENGINE_DESC)
@@ -34,15 +50,19 @@ class MlipInput(BaseModel):
         description="weights file name in SPU_WEIGHTS_DIR (default per engine: ani2x, aimnet2_wb97m_d3_0, "
         "MACE-OFF23_small, 7net-0)",
     )
-    task: Literal["energy", "optimize", "md"] = Field(
-        "energy", description="energy: single point with forces; optimize: BFGS to fmax; md: Langevin NVT"
+    task: Literal["energy", "optimize", "frequencies", "md"] = Field(
+        "energy",
+        description="energy: single point with forces; optimize: BFGS to fmax; frequencies: BFGS to fmax, "
+        "then harmonic frequencies and thermochemistry at temperature_k; md: Langevin NVT",
     )
     charge: int | None = Field(None, ge=-10, le=10, description="total charge; default from the SMILES")
     fmax_ev_a: float = Field(0.01, gt=0, le=1, description="optimisation: max force at convergence (eV/Å)")
     max_steps: int = Field(500, ge=1, le=10000, description="optimisation steps")
     md_steps: int = Field(1000, ge=1, le=200_000, description="MD steps")
     timestep_fs: float = Field(0.5, gt=0, le=2.0, description="MD timestep (fs); 0.5 fs with hydrogens")
-    temperature_k: float = Field(300.0, gt=0, le=3000)
+    temperature_k: float = Field(
+        300.0, gt=0, le=3000, description="MD thermostat, and the thermochemistry of task=frequencies (K)"
+    )
     friction_per_fs: float = Field(0.01, gt=0, le=1, description="Langevin friction (1/fs)")
     report_every: int = Field(10, ge=1, le=10000, description="MD frame interval (steps)")
     seed: int = Field(1, ge=0, le=2**31 - 1, description="MD velocity and thermostat seed")
@@ -72,9 +92,11 @@ def _run_key(args: MlipInput) -> dict[str, Any]:
     data["molecules"] = _mol_key(args.molecules)
     data["weights"] = _weights_stamp(args.engine, args.model)
     if args.task != "md":
-        for k in ("md_steps", "timestep_fs", "temperature_k", "friction_per_fs", "report_every", "seed"):
+        for k in ("md_steps", "timestep_fs", "friction_per_fs", "report_every", "seed"):
             data.pop(k)
-    if args.task != "optimize":
+    if args.task not in ("md", "frequencies"):
+        data.pop("temperature_k")
+    if args.task not in ("optimize", "frequencies"):
         data.pop("fmax_ev_a")
         data.pop("max_steps")
     return data
@@ -132,27 +154,14 @@ def _prepare(args: Any, ctx: ToolContext) -> tuple[Any, str, str]:
     return models, name, device
 
 
-def _write_geometry(out_dir: Path, stem: str, mol: Any, atoms: Any, title: str) -> dict[str, str]:
-    from ase.io import write
-
-    out = {}
-    xyz = out_dir / f"{stem}.xyz"
-    write(str(xyz), atoms, format="xyz", comment=title)
-    out["geometry_xyz"] = str(xyz)
-    block = mol.with_coords(atoms.get_positions()).to_molblock(title)
-    if block is not None:
-        sdf = out_dir / f"{stem}.sdf"
-        sdf.write_text(block + "$$$$\n")
-        out["geometry_sdf"] = str(sdf)
-    return out
-
-
 def mlip_item(
     i: int, text: str, opts: dict[str, Any], out_dir: str, n: int, progress: Any = None
 ) -> dict[str, Any]:
     """One molecule of ``mlip_run`` (``opts``: its arguments with the model's ``name`` and ``device``):
     its item, or its error item; artifacts go to ``out_dir``. ``weights_missing`` and
     ``engine_unavailable`` are raised (the whole call fails), as is any error of a single molecule."""
+    from tools_server.engines.calculator import AseCalculator
+    from tools_server.engines.task import TaskOptions, run_task, tool_errors
     from tools_server.mlip import models, run
 
     engine, name, device = opts["engine"], opts["name"], opts["device"]
@@ -162,40 +171,43 @@ def mlip_item(
         _check_structure(mol.numbers, mol.coords_angstrom, "coordinates")
         calc = models.load_calculator(engine, name, device, charge=mol.charge)  # cached per process
         models.check_model_species(engine, calc, mol.numbers)
-        atoms = run.atoms_from(mol.numbers, mol.coords_angstrom)
+
+        def tick(fraction: float, message: str) -> None:
+            if progress is not None:
+                progress(fraction, f"molecule {i + 1}/{n}: {message}")
+
+        if opts["task"] != "md":
+            label = f"{models.INFO[engine].label} ({name})"
+            model = AseCalculator(calc, mol.numbers, label, inline_forces=mol.n_atoms <= 50 and n <= 20)
+            options = TaskOptions(
+                task=opts["task"],
+                optimizer="bfgs",
+                max_steps=opts["max_steps"],
+                fmax_ev_a=opts["fmax_ev_a"],
+                temperature_k=opts["temperature_k"],
+            )
+            with tool_errors():
+                done = run_task(model, mol, options, Path(out_dir), f"mol{i}", tick)
+            return {"index": i, "ok": True, **done.as_item()}
         item: dict[str, Any] = {"index": i, "ok": True, "formula": mol.formula(), "n_atoms": mol.n_atoms}
         if mol.smiles:
             item["smiles"] = mol.smiles
-
-        def tick(step: int, total: int) -> None:
-            if progress is not None:
-                progress(min(1.0, step / max(1, total)), f"molecule {i + 1}/{n}, step {step}")
-
-        if opts["task"] == "energy":
-            item.update(run.energy(atoms, calc, inline_forces=mol.n_atoms <= 50 and n <= 20))
-        elif opts["task"] == "optimize":
-            steps = opts["max_steps"]
-            item.update(run.optimize(atoms, calc, opts["fmax_ev_a"], steps, lambda s: tick(s, steps)))
-            item.update(_write_geometry(Path(out_dir), f"opt_{i}", mol, atoms, f"{name} optimised"))
-            if not item["optimization"]["converged"]:
-                item["warnings"] = [f"not converged to fmax {opts['fmax_ev_a']} eV/Å in {steps} steps"]
-        else:
-            traj = Path(out_dir) / f"md_{i}.xyz"
-            item.update(
-                run.langevin(
-                    atoms,
-                    calc,
-                    steps=opts["md_steps"],
-                    timestep_fs=opts["timestep_fs"],
-                    temperature_k=opts["temperature_k"],
-                    friction_per_fs=opts["friction_per_fs"],
-                    seed=opts["seed"],
-                    report_every=opts["report_every"],
-                    trajectory=traj,
-                    progress=lambda s: tick(s, opts["md_steps"]),
-                )
+        traj = Path(out_dir) / f"md_{i}.xyz"
+        item.update(
+            run.langevin(
+                run.atoms_from(mol.numbers, mol.coords_angstrom),
+                calc,
+                steps=opts["md_steps"],
+                timestep_fs=opts["timestep_fs"],
+                temperature_k=opts["temperature_k"],
+                friction_per_fs=opts["friction_per_fs"],
+                seed=opts["seed"],
+                report_every=opts["report_every"],
+                trajectory=traj,
+                progress=lambda s: tick(min(1.0, s / max(1, opts["md_steps"])), f"step {s}"),
             )
-            item["trajectory_xyz"] = str(traj)
+        )
+        item["trajectory_xyz"] = str(traj)
     except ToolError as err:
         if n == 1 or err.code in ("weights_missing", "engine_unavailable"):
             raise
@@ -214,16 +226,18 @@ def mlip_item(
     canonicalize=_run_key,
     title="Machine-learned potentials: energies, optimisation, MD",
 )
-def mlip_run(args: MlipInput, ctx: ToolContext) -> dict:
-    """Energies and forces, BFGS geometry optimisation, or short Langevin NVT dynamics of 1-1000 molecules
-    with a machine-learned interatomic potential (ASE calculators): ANI-2x, AIMNet2, MACE-OFF23 or
-    SevenNet-0. Elements and charge are checked against the model before anything runs (ANI-2x: H C N O F
-    S Cl, neutral only). Per molecule: energy_ev and energy_hartree (total energies on the model's own
-    scale: compare only between molecules with the same atoms, e.g. conformers or isomers, and only within
-    one model), max/rms force (eV/Å; forces inline up to 50 atoms), optimization {converged, n_steps},
-    geometry_xyz / geometry_sdf artifacts, md {temperature_mean_second_half_k, epot_mean_ev, series} and a
-    trajectory_xyz artifact. Weights come from SPU_WEIGHTS_DIR (docs/weights.md); a missing model is
-    weights_missing. Errors: unsupported_element, unsupported_charge, weights_missing, engine_unavailable."""
+def mlip_run(args: MlipInput, ctx: ToolContext) -> MlipResult:
+    """Energies and forces, BFGS geometry optimisation, harmonic frequencies with thermochemistry, or short
+    Langevin NVT dynamics of 1-1000 molecules with a machine-learned interatomic potential (ASE
+    calculators): ANI-2x, AIMNet2, MACE-OFF23 or SevenNet-0. Elements and charge are checked against the
+    model before anything runs (ANI-2x: H C N O F S Cl, neutral only). Per molecule: energy_hartree and
+    energy_ev (total energies on the model's own scale: compare only between molecules with the same atoms,
+    e.g. conformers or isomers, and only within one model), max/rms force (eV/Å; forces inline up to 50
+    atoms), optimization {converged, n_steps}, geometry_xyz / geometry_sdf artifacts, frequencies
+    {n_imaginary, wavenumbers_cm1} and thermo (as xtb_run), md {temperature_mean_second_half_k,
+    epot_mean_ev, series} and a trajectory_xyz artifact. Weights come from SPU_WEIGHTS_DIR
+    (docs/weights.md); a missing model is weights_missing. Errors: unsupported_element, unsupported_charge,
+    weights_missing, engine_unavailable."""
 
     from tools_server.core.fanout import map_items
 
@@ -263,11 +277,11 @@ def mlip_run(args: MlipInput, ctx: ToolContext) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
-class MlipConformersInput(BaseModel):
+class MlipConformersInput(SearchInput):
     molecule: str = Field(
         ...,
-        description="SMILES (conformers embedded with RDKit ETKDG), or a multi-record .sdf path of "
-        "conformers of one molecule (e.g. the sdf artifact of xtb_conformers; every record is used)",
+        description="SMILES or molblock (conformers embedded with RDKit ETKDG), or a multi-record .sdf path "
+        "of conformers of one molecule (e.g. the sdf artifact of xtb_conformers; every record is used)",
     )
     n_conformers: int = Field(20, ge=1, le=300, description="conformers embedded from a SMILES")
     engine: Engine = Field("aimnet2", description=_ENGINE_DESC)
@@ -289,52 +303,6 @@ def _conformers_key(args: MlipConformersInput) -> dict[str, Any]:
     return data
 
 
-def _conformer_set(args: MlipConformersInput) -> tuple[Any, list[Any], str]:
-    """An RDKit Mol with explicit H and its conformers, and where they came from."""
-    from rdkit import Chem
-
-    path = Path(args.molecule).expanduser()
-    if path.suffix.lower() == ".sdf" and path.is_file():
-        mols = [m for m in Chem.SDMolSupplier(str(path), removeHs=False) if m is not None]
-        if not mols:
-            raise ToolError("invalid_input", f"No readable record in {args.molecule!r}.")
-        base = Chem.Mol(mols[0])
-        ref = Chem.MolToSmiles(Chem.RemoveHs(base))
-        for m in mols[1:]:
-            if Chem.MolToSmiles(Chem.RemoveHs(m)) != ref or m.GetNumAtoms() != base.GetNumAtoms():
-                raise ToolError("invalid_input", "The SDF records are not conformers of one molecule.")
-        base.RemoveAllConformers()
-        for m in mols:
-            base.AddConformer(Chem.Conformer(m.GetConformer()), assignId=True)
-        return base, list(base.GetConformers()), f"{len(mols)} records of {path.name}"
-    from tools_server.molecules import MoleculeError, parse_rdkit
-
-    try:
-        rdmol, _ = parse_rdkit(args.molecule)
-    except MoleculeError as exc:
-        raise ToolError(exc.code, exc.message) from None
-    from tools_server.qc.pipeline import embed_conformers
-
-    mol = Chem.AddHs(rdmol)
-    ids = embed_conformers(mol, args.n_conformers, args.seed, prune_rms=0.3, relax=False)
-    if not ids:
-        raise ToolError("invalid_input", "RDKit could not embed any conformer (ETKDG failed).")
-    return mol, list(mol.GetConformers()), f"{len(ids)} RDKit ETKDG conformers (seed {args.seed})"
-
-
-def mlip_conformer_item(
-    k: int, numbers: list[int], positions: list[list[float]], opts: dict[str, Any]
-) -> dict[str, Any]:
-    """One conformer of ``mlip_conformers``, optimised: its optimisation result and final ``positions``
-    (Å). The model is loaded once per process (cached); an error fails the whole call, as it always has."""
-    from tools_server.mlip import models, run
-
-    calc = models.load_calculator(opts["engine"], opts["name"], opts["device"], charge=opts["charge"])
-    atoms = run.atoms_from(numbers, positions)
-    res = run.optimize(atoms, calc, opts["fmax_ev_a"], opts["max_steps"])
-    return {"input_index": k, **res, "positions": atoms.get_positions().tolist()}
-
-
 @tool(
     name="mlip_conformers",
     resource="gpu",
@@ -346,86 +314,54 @@ def mlip_conformer_item(
     canonicalize=_conformers_key,
     title="Rank conformers with a machine-learned potential",
 )
-def mlip_conformers(args: MlipConformersInput, ctx: ToolContext) -> dict:
-    """Optimise every conformer of one molecule with a machine-learned potential and rank them by energy.
-
-    Conformers come from a SMILES (RDKit ETKDG, pruned at 0.3 Å RMSD) or from a multi-record SDF such as
-    xtb_conformers' artifact. Returns conformers sorted by energy: [{rank, input_index,
-    relative_energy_kcal_mol, energy_ev, boltzmann_weight, converged, n_steps}], the lowest energy, and an
-    SDF artifact with the optimised conformers in that order (relative energy in each record). Relative
-    energies are electronic energies at 0 K of optimised structures (no zero-point, thermal or entropy
-    terms, gas phase); differences below ~0.5 kcal/mol are within the models' error."""
-    from rdkit import Chem
-    from rdkit.Geometry import Point3D
-
-    from tools_server.core.fanout import map_items
-    from tools_server.mlip import run
-    from tools_server.qc import pipeline
+def mlip_conformers(args: MlipConformersInput, ctx: ToolContext) -> MlipConformersResult:
+    """Conformer ensemble of one molecule ranked with a machine-learned potential: the same search as
+    xtb_conformers with the model's energies. Conformers come from a SMILES (RDKit ETKDG, pruned at 0.3 Å
+    RMSD) or from a multi-record SDF such as xtb_conformers' artifact; each is optimised (BFGS to
+    fmax_ev_a), duplicates removed (energy within energy_threshold_kcal_mol AND heavy-atom RMSD below
+    rmsd_threshold_angstrom), kept within energy_window_kcal_mol, Boltzmann-weighted at temperature_k.
+    Output: n_conformers, n_unique, lowest_energy_hartree, boltzmann_average_energy_hartree, conformers
+    [{rank (from 0), input_index, energy_hartree, relative_energy_kcal_mol, boltzmann_weight, converged,
+    n_steps}] (first 50) and sdf (artifact, ranked order: record k is rank k). Relative energies are
+    electronic energies at 0 K of optimised structures (no zero-point, thermal or entropy terms, gas
+    phase); differences below ~0.5 kcal/mol are within the models' error."""
+    from tools_server.engines import conformers
+    from tools_server.engines.task import TaskOptions, tool_errors
 
     models, name, device = _prepare(args, ctx)
-    mol, conformers, source = _conformer_set(args)
-    numbers = [a.GetAtomicNum() for a in mol.GetAtoms()]
-    for k, conf in enumerate(conformers):
-        _check_structure(numbers, conf.GetPositions(), f"coordinates of conformer {k}")
-    charge = args.charge if args.charge is not None else Chem.GetFormalCharge(mol)
-    n_radical = sum(a.GetNumRadicalElectrons() for a in mol.GetAtoms())
-    models.check_molecule(args.engine, numbers, charge, n_radical + 1)
-    calc = models.load_calculator(args.engine, name, device, charge=charge)
-    models.check_model_species(args.engine, calc, numbers)
-    n = len(conformers)
-    opts = {
-        "engine": args.engine,
-        "name": name,
-        "device": device,
-        "charge": charge,
-        "fmax_ev_a": args.fmax_ev_a,
-        "max_steps": args.max_steps,
-    }
-    jobs = [(i, numbers, conf.GetPositions().tolist(), opts) for i, conf in enumerate(conformers)]
-    # the conformers are the items (one process here, the model loaded once; on a Dask cluster they become
-    # tasks); the ranking, Boltzmann weights and SDF couple them, so they are computed once all are back
-    optimised = map_items(
-        mlip_conformer_item, jobs, 1, lambda d, total: ctx.progress(d / total, f"conformer {d}/{total}")
-    )
-    rows = []
-    for conf, res in zip(conformers, optimised, strict=True):
-        pos = res.pop("positions")
-        for k in range(len(numbers)):
-            conf.SetAtomPosition(k, Point3D(*(float(x) for x in pos[k])))
-        rows.append({**res, "conf_id": conf.GetId()})
-    ranked = pipeline.rank_conformers(
-        rows, [r["energy_ev"] / run.EV_PER_HARTREE for r in rows], args.temperature_k
-    )
-    e0 = ranked[0].item["energy_ev"]
-    out_rows = []
-    records = []
-    for c in ranked:
-        r, rel = c.item, c.relative_energy_kcal_mol
-        out_rows.append(
-            {
-                "rank": c.rank + 1,
-                "input_index": r["input_index"],
-                "relative_energy_kcal_mol": round(rel, 3),
-                "energy_ev": r["energy_ev"],
-                "boltzmann_weight": round(c.boltzmann_weight, 4),
-                "converged": r["optimization"]["converged"],
-                "n_steps": r["optimization"]["n_steps"],
-            }
+    with tool_errors():
+        base, rdmol, source = conformers.conformer_set(
+            args.molecule,
+            n_conformers=args.n_conformers,
+            seed=args.seed,
+            charge=args.charge,
+            multiplicity=None,
+            prune_rms=0.3,
+            relax=False,
         )
-        props = {"relative_energy_kcal_mol": f"{rel:.3f}", "energy_ev": f"{r['energy_ev']:.6f}"}
-        records.append((Chem.MolToMolBlock(mol, confId=r["conf_id"]), f"rank {c.rank + 1}", props))
-    sdf_path = pipeline.write_conformer_sdf(ctx.artifact("conformers_ranked.sdf"), records)
-    not_conv = sum(1 for r in out_rows if not r["converged"])
-    if not_conv:
-        ctx.warn(f"{not_conv} of {n} conformers did not reach fmax {args.fmax_ev_a} eV/Å")
+    # the model's element, charge and species checks (and weights_missing) before anything is fanned out
+    models.check_molecule(args.engine, base.numbers, base.charge, base.multiplicity)
+    calc = models.load_calculator(args.engine, name, device, charge=base.charge)
+    models.check_model_species(args.engine, calc, base.numbers)
+    with tool_errors():
+        # one process (the model loaded once); on a Dask cluster the conformers become tasks
+        found = conformers.search(
+            base,
+            rdmol,
+            source,
+            engine=args.engine,
+            calc_options={"model": name, "device": device},
+            task_options=TaskOptions(
+                task="optimize", optimizer="bfgs", fmax_ev_a=args.fmax_ev_a, max_steps=args.max_steps
+            ),
+            options=conformers.SearchOptions.of(args),
+            out_path=ctx.artifact("conformers_ranked.sdf"),
+            processes=1,
+            progress=ctx.progress,
+        )
     return {
         "engine": args.engine,
         "model": name,
         "reference_method": models.INFO[args.engine].level,
-        "source": source,
-        "n_conformers": n,
-        "lowest_energy_ev": e0,
-        "conformers": out_rows,
-        "conformers_sdf": str(sdf_path),
-        "note": "Relative electronic energies of optimised conformers (0 K, gas phase, no ZPE or entropy).",
+        **found.model_dump(mode="json", exclude_none=True),
     }

@@ -10,6 +10,20 @@ from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.core.paths import InputPath
 from tools_server.core.registry import tool
+from tools_server.core.results import ToolResult
+
+
+class PkaResult(ToolResult):
+    ph: float
+    n_groups: int
+    pi_folded: float | None
+    pi_unfolded: float | None
+    folding_free_energy_kcal_mol: float | None
+    groups: list[dict[str, Any]]
+    artifacts: dict[str, str]
+    states: list[dict[str, Any]] | None = None
+    net_charge_e: float | None = None
+    large_shifts: list[str] | None = None
 
 
 class ProteinPkaInput(BaseModel):
@@ -50,7 +64,7 @@ def _key(args: ProteinPkaInput) -> dict[str, Any]:
     canonicalize=_key,
     title="Protein pKa values (PROPKA) and protonation states (PDB2PQR)",
 )
-def protein_pka(args: ProteinPkaInput, ctx: ToolContext) -> dict:
+def protein_pka(args: ProteinPkaInput, ctx: ToolContext) -> PkaResult:
     """Per-residue pKa values of a protein structure with PROPKA 3 (empirical, structure-based), the folded
     and unfolded isoelectric points, and (protonation_states=true) the protonation state of each titratable
     residue at `ph` from PDB2PQR using those pKa values, with a protonated PQR and PDB as artifacts.

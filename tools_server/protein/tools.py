@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.core.registry import tool
+from tools_server.core.results import ItemsResult, ToolResult
 from tools_server.protein.sequences import (
     EXTENDED_AMINO_ACIDS,
     STANDARD_AMINO_ACIDS,
@@ -20,6 +21,59 @@ from tools_server.protein.sequences import (
 
 MAX_PROTPARAM_LENGTH = 100_000
 MAX_ALIGN_LENGTH = 10_000
+
+
+class ProteinPropertiesResult(ItemsResult):
+    ph: float
+
+
+class AlignmentResult(ToolResult):
+    score: float
+    mode: str
+    alignment_length: int
+    identical: int
+    identity: float
+    identity_over_reference: float
+    substitutions: list[str]
+    deletions: list[str]
+    insertions: list[str]
+    variant: str | None = None
+    alignment: str | None = None
+
+
+class NumberingResult(ItemsResult):
+    scheme: str
+
+
+class EmbeddingResult(ToolResult):
+    model: str
+    n_sequences: int
+    embedding_dim: int
+    names: list[str]
+    norms: list[float]
+    artifacts: dict[str, str]
+    cosine_similarity: list[list[float]] | None = None
+
+
+class VariantScoresResult(ItemsResult):
+    models: list[str]
+    method: str
+    units: str
+    wild_type_length: int
+    ranking_high_to_low: list[str]
+    n_errors: int
+
+
+class FoldResult(ToolResult):
+    length: int
+    model: str
+    mean_plddt: float
+    ptm: float
+    plddt_per_residue: list[float]
+    low_confidence_residues: list[int]
+    memory_estimate_gb: float
+    chunk_size: int | None
+    artifacts: dict[str, str]
 
 
 def _version(dist: str) -> str | None:
@@ -39,7 +93,7 @@ class ProteinPropertiesInput(BaseModel):
 
 
 @tool(name="protein_properties", resource="instant", read_only=True, idempotent=True, engines=("biopython",))
-def protein_properties(args: ProteinPropertiesInput, ctx: ToolContext) -> dict:
+def protein_properties(args: ProteinPropertiesInput, ctx: ToolContext) -> ProteinPropertiesResult:
     """Sequence properties (Biopython ProtParam, the ExPASy ProtParam definitions) for each sequence.
 
     Returns per item: length, average molecular mass (Da), theoretical pI, net charge at `ph` (e),
@@ -104,7 +158,7 @@ class SequenceAlignInput(BaseModel):
 
 
 @tool(name="sequence_align", resource="instant", read_only=True, idempotent=True, engines=("biopython",))
-def sequence_align(args: SequenceAlignInput, ctx: ToolContext) -> dict:
+def sequence_align(args: SequenceAlignInput, ctx: ToolContext) -> AlignmentResult:
     """Pairwise protein alignment (Biopython PairwiseAligner, BLOSUM62, gap open -10 / extend -0.5 like
     EMBOSS needle). Returns score, identity (identical positions / alignment columns, and / reference
     length), substitutions in reference numbering as A23V (and joined 'A23V:G45D' usable by
@@ -187,7 +241,7 @@ class AntibodyNumberInput(BaseModel):
     version="2",
     engines=("anarcii", "anarci", "hmmer"),
 )
-def antibody_number(args: AntibodyNumberInput, ctx: ToolContext) -> dict:
+def antibody_number(args: AntibodyNumberInput, ctx: ToolContext) -> NumberingResult:
     """Number antibody variable domains in a standard scheme with ANARCII or ANARCI.
 
     Returns per sequence and domain: chain type (H, K, L), species and identity of the best germline hit,
@@ -249,7 +303,7 @@ class ProteinEmbedInput(BaseModel):
     engines=("fair-esm", "torch"),
     version="1",
 )
-def protein_embed(args: ProteinEmbedInput, ctx: ToolContext) -> dict:
+def protein_embed(args: ProteinEmbedInput, ctx: ToolContext) -> EmbeddingResult:
     """ESM-2 mean embeddings of protein sequences (mean over residues of the last layer).
 
     Returns the embedding dimension, per-sequence vector norms, pairwise cosine similarities (inline
@@ -331,7 +385,7 @@ class VariantScoresInput(BaseModel):
     idempotent=True,
     engines=("fair-esm", "torch"),
 )
-def protein_variant_scores(args: VariantScoresInput, ctx: ToolContext) -> dict:
+def protein_variant_scores(args: VariantScoresInput, ctx: ToolContext) -> VariantScoresResult:
     """Zero-shot variant effect scores from ESM language models (higher = more likely = more tolerated).
 
     Score = sum over mutated positions of log p(mutant) - log p(wild type), natural log, relative to the
@@ -484,7 +538,7 @@ class ProteinFoldInput(BaseModel):
     idempotent=True,
     engines=("transformers", "torch"),
 )
-def protein_fold(args: ProteinFoldInput, ctx: ToolContext) -> dict:
+def protein_fold(args: ProteinFoldInput, ctx: ToolContext) -> FoldResult:
     """Predict a structure with ESMFold (transformers implementation).
 
     Before loading, estimates the memory the fold needs (weights plus activations growing with L^2 and L^3)

@@ -1,10 +1,27 @@
 """Quantum chemistry: GFN2-xTB (tblite, xtb-python) and DFT (PySCF on the CPU, gpu4pyscf on the GPU)."""
 
-from tools_server.core.domain import Domain, Engine
-from tools_server.qc.checks import CHECKS
+from typing import Any
 
-#: gpu4pyscf ships one distribution per CUDA major version; the first one installed gives the version.
-GPU4PYSCF = Engine("gpu4pyscf", ("gpu4pyscf-cuda12x", "gpu4pyscf-cuda13x", "gpu4pyscf-cuda11x", "gpu4pyscf"))
+from tools_server.core.domain import Domain, Engine
+from tools_server.engines.calculator import register_calculator
+from tools_server.qc.checks import CHECKS
+from tools_server.qc.device import GPU4PYSCF
+
+
+def _xtb_calculator(mol: Any, **options: Any) -> Any:
+    from tools_server.qc.xtb import make_calculator
+
+    return make_calculator(mol, **options)
+
+
+def _dft_calculator(mol: Any, **options: Any) -> Any:
+    from tools_server.qc.dft import make_calculator
+
+    return make_calculator(mol, **options)
+
+
+register_calculator("xtb", _xtb_calculator)
+register_calculator("dft", _dft_calculator)
 
 DOMAIN = Domain(
     name="qc",

@@ -12,6 +12,11 @@ import importlib.util
 import re
 from dataclasses import dataclass
 
+from tools_server.core.domain import Engine
+
+#: gpu4pyscf ships one distribution per CUDA major version; the first one installed gives the version.
+GPU4PYSCF = Engine("gpu4pyscf", ("gpu4pyscf-cuda12x", "gpu4pyscf-cuda13x", "gpu4pyscf-cuda11x", "gpu4pyscf"))
+
 #: Peak FP64 rate in TFLOPS (tensor-core FP64 where the card has it), from the vendors' data sheets.
 FP64_TFLOPS: dict[str, float] = {
     "B200": 40.0,

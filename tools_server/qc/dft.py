@@ -3,7 +3,8 @@
 Flow of :func:`run`: validate the molecule (charge, multiplicity, elements the basis defines) -> count
 basis functions -> choose the device (``tools_server.qc.device``) -> estimate the CPU time and refuse with
 ``too_large_for_cpu`` when it cannot finish in the job's time limit -> SCF (retried once with level shift
-and damping, then second-order Newton) -> the task (energy, optimize, tddft, frequencies).
+and damping, then second-order Newton) -> the task: energy, optimize and frequencies through
+:func:`tools_server.engines.task.run_task` with :class:`PyscfCalculator`, tddft on the converged SCF.
 
 Units: energies in Hartree (eV for orbitals and excitations), wavelengths in nm, dipoles in Debye,
 coordinates in Å, wavenumbers in cm⁻¹.
@@ -18,8 +19,8 @@ from typing import Any
 
 from tools_server.core.domain import Engine
 from tools_server.core.errors import ToolError
+from tools_server.engines.calculator import Calculator, SinglePoint
 from tools_server.molecules import Molecule, load_molecule
-from tools_server.qc.calculator import Calculator
 
 #: Measured here: B3LYP/def2-SVP with density fitting on 2 cores, benzene (114 basis functions) 5 s, caffeine
 #: (246) 34 s: time ~ N^2.5. Without density fitting caffeine took 94 s (x2.8).
@@ -261,8 +262,7 @@ def properties(mf: Any) -> dict[str, Any]:
     import numpy as np
 
     cpu = _to_cpu(mf)
-    out: dict[str, Any] = {"energy_hartree": float(mf.e_tot)}
-    out.update(_frontier_ev(cpu))
+    out: dict[str, Any] = _frontier_ev(cpu)
     try:
         dip = np.asarray(cpu.dip_moment(unit="Debye", verbose=0), dtype=float)
         out["dipole_debye"] = round(float(np.linalg.norm(dip)), 4)
@@ -335,10 +335,24 @@ def _to_numpy(x: Any) -> Any:
 
 class PyscfCalculator(Calculator):
     """DFT or HF from a converged PySCF (or gpu4pyscf) SCF object: energies and analytic gradients at any
-    geometry through PySCF's gradient scanner; PySCF's analytic Hessian where it has one for the setup."""
+    geometry through PySCF's gradient scanner; PySCF's analytic Hessian where it has one for the setup;
+    a single point elsewhere than the SCF's geometry converges a new SCF there (``args``: ``dft_run``'s)."""
 
-    def __init__(self, mf: Any, warn: Callable[[str], None], name: str = "DFT") -> None:
+    def __init__(
+        self,
+        mf: Any,
+        scf_report: dict[str, Any],
+        mol: Molecule,
+        args: Any,
+        device: str,
+        warn: Callable[[str], None],
+        name: str = "DFT",
+    ) -> None:
         self.mf = mf
+        self.scf_report = scf_report
+        self.mol = mol
+        self.args = args
+        self.device = device
         self.warn = warn
         self.name = name
         self._scanner: Any = None
@@ -351,12 +365,32 @@ class PyscfCalculator(Calculator):
         e, g = self._scanner(self.mf.mol.set_geom_(np.asarray(coords_bohr), unit="Bohr", inplace=False))
         return float(e), np.asarray(_to_numpy(g))
 
+    def _at_scf_geometry(self, coords_bohr: Any) -> bool:
+        import numpy as np
+
+        return bool(np.allclose(coords_bohr, self.mf.mol.atom_coords(unit="Bohr"), atol=1e-8))
+
+    def single_point(self, coords_bohr: Any, *, with_gradient: bool = False) -> SinglePoint:
+        """The SCF's energy and properties (:func:`properties`, and the SCF report as ``scf``) at
+        ``coords_bohr``, converging a new SCF there when it is not the current one's geometry."""
+        import numpy as np
+
+        from tools_server.engines.units import angstrom_per_bohr
+
+        if not self._at_scf_geometry(coords_bohr):
+            moved = self.mol.with_coords(np.asarray(coords_bohr, dtype=float) * angstrom_per_bohr())
+            self.mf = build_scf(build_mole(moved, self.args.basis), self.args, self.device)
+            self.scf_report = run_scf(self.mf, self.warn)
+            self._scanner = None
+        gradient = np.asarray(_to_numpy(self.mf.nuc_grad_method().kernel())) if with_gradient else None
+        return SinglePoint(float(self.mf.e_tot), gradient, {"scf": self.scf_report, **properties(self.mf)})
+
     def hessian(self, coords_bohr: Any, progress: Callable[[float], None] | None = None) -> tuple[Any, str]:
         """Analytic at the SCF's own geometry (``coords_bohr`` must be it), else differences of gradients."""
         import numpy as np
 
         n = self.mf.mol.natm
-        if np.allclose(coords_bohr, self.mf.mol.atom_coords(unit="Bohr"), atol=1e-8):
+        if self._at_scf_geometry(coords_bohr):
             try:
                 h = np.asarray(_to_numpy(self.mf.Hessian().kernel()))
                 return h.transpose(0, 2, 1, 3).reshape(3 * n, 3 * n), "analytic Hessian"
@@ -369,8 +403,8 @@ class PyscfCalculator(Calculator):
 
 
 def make_calculator(mol: Molecule, engine: str = "dft", **options: Any) -> PyscfCalculator:
-    """A converged DFT :class:`~tools_server.qc.calculator.Calculator` for ``mol`` on the CPU; ``options``
-    are ``dft_run`` arguments (functional, basis, dispersion, solvent ...)."""
+    """A converged DFT :class:`~tools_server.engines.calculator.Calculator` for ``mol`` on the CPU;
+    ``options`` are ``dft_run`` arguments (functional, basis, dispersion, solvent ...)."""
     from tools_server.molecules import check_elements, check_geometry
     from tools_server.qc.inputs import DftInput
 
@@ -382,18 +416,19 @@ def make_calculator(mol: Molecule, engine: str = "dft", **options: Any) -> Pyscf
     report = run_scf(mf, lambda message: None)
     if not report["converged"]:
         raise ToolError("not_converged", f"SCF did not converge ({report['strategy']})")
-    return PyscfCalculator(mf, lambda message: None, name=f"{args.functional}/{args.basis}")
+    return PyscfCalculator(
+        mf, report, mol, args, "cpu", lambda message: None, f"{args.functional}/{args.basis}"
+    )
 
 
 def _engine_version(device: str) -> str | None:
-    from tools_server.qc import GPU4PYSCF
+    from tools_server.qc.device import GPU4PYSCF
 
     return GPU4PYSCF.version() if device == "gpu" else Engine("pyscf", "pyscf").version()
 
 
 def run(args: Any, ctx: Any) -> dict[str, Any]:
-    import numpy as np
-
+    from tools_server.engines.task import TaskOptions, run_task, tool_errors
     from tools_server.molecules import check_elements, check_geometry
     from tools_server.qc.device import choose_device
 
@@ -465,76 +500,33 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
         "device_reason": choice.reason,
     }
     scf_report = run_scf(mf, ctx.warn)
-    result["scf"] = scf_report
     if not scf_report["converged"] and args.task != "energy":
         raise ToolError(
             "not_converged",
             f"SCF did not converge ({scf_report['strategy']}); cannot run {args.task}",
             hint="Try another starting geometry (xtb_run optimize first), a smaller basis, or HF.",
         )
-    coords = np.asarray(mol.coords_angstrom)
-    if args.task in ("optimize", "frequencies"):
-        from tools_server.qc import pipeline
+    calc = PyscfCalculator(
+        mf, scf_report, mol, args, choice.device, ctx.warn, f"{result['method']}/{args.basis}"
+    )
+    options = TaskOptions(
+        task="energy" if args.task == "tddft" else args.task,
+        max_steps=args.max_steps,
+        temperature_k=args.temperature_k,
+        pressure_pa=args.pressure_pa,
+    )
 
-        def step(k: int, e: float) -> None:
-            ctx.progress(min(0.8, 0.05 + 0.75 * k / args.max_steps), f"optimisation step {k}, E = {e:.8f} Eh")
+    def progress(fraction: float, message: str) -> None:
+        ctx.progress(0.05 + 0.9 * fraction, message)
 
-        opt = pipeline.optimize(
-            PyscfCalculator(mf, ctx.warn, name=f"{result['method']}/{args.basis}"),
-            mol.numbers,
-            coords,
-            max_steps=args.max_steps,
-            tight=args.task == "frequencies",
-            step_callback=step,
-        )
-        coords = opt.coords_angstrom
-        result["optimization"] = pipeline.optimization_report(opt)
-        if not opt.converged:
-            ctx.warn(
-                f"geometry optimisation not converged in {args.max_steps} steps; lowest-energy geometry "
-                "returned"
-            )
-        final = mol.with_coords(coords)
-        pmol = build_mole(final, args.basis)
-        mf = build_scf(pmol, args, choice.device)
-        result["scf"] = run_scf(mf, ctx.warn)
-        xyz = ctx.artifact("optimized.xyz")
-        xyz.write_text(final.to_xyz(f"{result['method']}/{args.basis} E={mf.e_tot:.10f} Eh"))
-        result["geometry_xyz"] = str(xyz)
-        block = final.to_molblock(f"{result['method']}/{args.basis}")
-        if block:
-            sdf = ctx.artifact("optimized.sdf")
-            sdf.write_text(block + "$$$$\n")
-            result["geometry_sdf"] = str(sdf)
-    result.update(properties(mf))
+    with tool_errors():
+        done = run_task(calc, mol, options, ctx.artifact_path, "molecule", progress)
+    result.update(done.as_item())
     if args.task == "tddft":
         ctx.progress(0.5, "TDDFT")
-        result["excitations"] = tddft(mf, args)
+        result["excitations"] = tddft(calc.mf, args)
         if any(s["converged"] is False for s in result["excitations"]["states"]):
             ctx.warn("some TDDFT roots did not converge")
-    if args.task == "frequencies":
-        from tools_server.qc import pipeline
-
-        ctx.progress(0.85, "Hessian")
-        freq = pipeline.frequencies(
-            PyscfCalculator(mf, ctx.warn, name=f"{result['method']}/{args.basis}"),
-            mol,
-            coords,
-            float(mf.e_tot),
-            temperature_k=args.temperature_k,
-            pressure_pa=args.pressure_pa,
-        )
-        result["frequencies"] = {
-            "n_imaginary": freq.n_imaginary,
-            "wavenumbers_cm1": freq.wavenumbers_cm1,
-            "method": freq.hessian_method,
-            "scaling": "unscaled harmonic",
-        }
-        result["thermo"] = freq.thermo
-        if freq.n_imaginary:
-            ctx.warn(
-                f"{freq.n_imaginary} imaginary mode(s) (lowest {freq.wavenumbers_cm1[0]} cm-1): not a minimum"
-            )
     if model is not None:  # the estimate against what this run took, in provenance; calibrates the next
         ctx.engine["cost"] = model.record(law_s, estimate_s, time.perf_counter() - started)
     return result

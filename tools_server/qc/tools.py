@@ -14,7 +14,58 @@ from pydantic import BaseModel, Field
 from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.core.registry import tool
+from tools_server.core.results import BatchResult, ToolResult
+from tools_server.engines.conformers import ConformerSearchResult, SearchInput
+from tools_server.engines.optimize import OptimizationReport
+from tools_server.engines.task import FrequencyReport
 from tools_server.qc.inputs import _MOL_DESC, DftInput
+
+
+class XtbResult(BatchResult):
+    method: str
+    engine: str
+    task: str
+    solvation: str
+
+
+class XtbConformersResult(ConformerSearchResult):
+    method: str
+    solvation: str
+
+
+class DftResult(ToolResult):
+    method: str
+    basis: str
+    task: str
+    dispersion: str
+    density_fitting: bool
+    solvation: str
+    smiles: str | None = None
+    formula: str
+    n_atoms: int
+    n_basis: int
+    charge: int
+    multiplicity: int
+    reference: str
+    device: str
+    device_reason: str
+    scf: dict[str, Any]
+    energy_hartree: float
+    homo_ev: float | None = None
+    lumo_ev: float | None = None
+    gap_ev: float | None = None
+    dipole_debye: float | None = None
+    dipole_vector_debye: list[float] | None = None
+    dipole_note: str | None = None
+    mulliken_charges_e: list[float] | None = None
+    charges_note: str | None = None
+    dispersion_energy_hartree: float | None = None
+    optimization: OptimizationReport | None = None
+    geometry_xyz: str | None = None
+    geometry_sdf: str | None = None
+    frequencies: FrequencyReport | None = None
+    thermo: dict[str, Any] | None = None
+    excitations: dict[str, Any] | None = None
 
 
 def _mol_keys(molecules: list[str]) -> list[str]:
@@ -118,7 +169,7 @@ def _check_engine(engine: str) -> None:
     canonicalize=_xtb_key,
     title="GFN-xTB energies, geometries, frequencies",
 )
-def xtb_run(args: XtbInput, ctx: ToolContext) -> dict:
+def xtb_run(args: XtbInput, ctx: ToolContext) -> XtbResult:
     """Semi-empirical GFN2-xTB (or GFN1) for 1 to 10,000 molecules; batches run in parallel on the job's CPU
     slots. Tasks: `energy`, `optimize` (geomeTRIC), `frequencies` (harmonic, Hessian by finite differences
     of analytic gradients; ZPE, enthalpy H, entropy S, Gibbs G at temperature_k). Implicit solvent by name
@@ -133,7 +184,8 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> dict:
     molecules with the same atoms, or as reaction energies."""
     from tools_server.chem.tables import table_result
     from tools_server.core.fanout import map_items
-    from tools_server.qc.xtb import TaskOptions, engine_version, run_item
+    from tools_server.engines.task import TaskOptions
+    from tools_server.qc.xtb import engine_version, run_item
 
     _check_engine(args.engine)
     settings = _xtb_settings(args)
@@ -144,9 +196,6 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> dict:
         max_steps=args.max_steps,
         temperature_k=args.temperature_k,
         pressure_pa=args.pressure_pa,
-        charge=args.charge,
-        multiplicity=args.multiplicity,
-        inline_charges=n <= 20,
     )
     ctx.set_engine(
         args.engine,
@@ -156,11 +205,12 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> dict:
         solvation=settings.solvent_label(),
         parallel_processes=min(ctx.threads, n),
     )
-    out_dir = str(ctx.artifact_path)  # single points write nothing: compute_molecule creates it if needed
+    out_dir = str(ctx.artifact_path)  # single points write nothing: run_task creates it if needed
+    shared = (settings, options, args.charge, args.multiplicity, out_dir, n <= 20)
     if n == 1:  # one molecule: run here, with progress from the optimiser and the Hessian
-        items = [run_item(0, args.molecules[0], settings, options, out_dir, ctx.progress)]
+        items = [run_item(0, args.molecules[0], *shared, ctx.progress)]
     else:
-        jobs = [(i, text, settings, options, out_dir) for i, text in enumerate(args.molecules)]
+        jobs = [(i, text, *shared) for i, text in enumerate(args.molecules)]
         items = map_items(
             run_item, jobs, ctx.threads, lambda d, total: ctx.progress(d / total, f"{d}/{total} molecules")
         )
@@ -194,8 +244,12 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> dict:
 # --------------------------------------------------------------------------------------------------
 
 
-class XtbConformerInput(BaseModel):
-    molecule: str = Field(..., description="One molecule with bonds: SMILES, molblock or SDF path.")
+class XtbConformerInput(SearchInput):
+    molecule: str = Field(
+        ...,
+        description="One molecule with bonds: SMILES, molblock or SDF path (a multi-record SDF of conformers "
+        "of one molecule is used as the conformer set).",
+    )
     n_conformers: int = Field(
         30, ge=1, le=500, description="ETKDG conformers embedded before xTB optimisation."
     )
@@ -206,21 +260,6 @@ class XtbConformerInput(BaseModel):
     charge: int | None = Field(None, ge=-20, le=20)
     multiplicity: int | None = Field(None, ge=1, le=11)
     temperature_k: float = Field(298.15, gt=0, le=5000, description="Temperature for Boltzmann weights (K).")
-    energy_window_kcal_mol: float = Field(
-        6.0, gt=0, le=100, description="Keep conformers within this window."
-    )
-    rmsd_threshold_angstrom: float = Field(
-        0.125,
-        ge=0,
-        le=3,
-        description="Heavy-atom RMSD under which two conformers of near-equal energy are duplicates (Å).",
-    )
-    energy_threshold_kcal_mol: float = Field(
-        0.1,
-        ge=0,
-        le=5,
-        description="Energy difference under which two conformers may be duplicates (kcal/mol).",
-    )
     seed: int = 42
     max_steps: int = Field(300, ge=1, le=2000)
     accuracy: float = Field(1.0, gt=0, le=100)
@@ -243,17 +282,19 @@ def _conformer_key(args: XtbConformerInput) -> dict[str, Any]:
     canonicalize=_conformer_key,
     title="xTB conformer ensemble",
 )
-def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> dict:
+def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> XtbConformersResult:
     """Conformer ensemble of one molecule: ETKDG conformers (MMFF-relaxed) optimised with GFN2-xTB in
     parallel, duplicates removed (energy within energy_threshold_kcal_mol AND heavy-atom RMSD below
     rmsd_threshold_angstrom), kept within energy_window_kcal_mol, Boltzmann-weighted at temperature_k.
-    Output: n_embedded, n_unique, lowest_energy_hartree, boltzmann_average_energy_hartree, conformers
-    [{rank, energy_hartree, relative_energy_kcal_mol, boltzmann_weight, converged, gap_ev, dipole_debye}]
-    (first 50), sdf (artifact with all unique conformers, sorted; pass 'sdf#0' to dft_run to refine the
-    lowest). This is a quick ETKDG-based search, not an exhaustive metadynamics (CREST) search."""
-    from tools_server.molecules import MoleculeError
-    from tools_server.qc.conformers import search
-    from tools_server.qc.xtb import XtbError, engine_version
+    A multi-record SDF path is taken as the conformer set as it is. Output: n_conformers, n_unique,
+    lowest_energy_hartree, boltzmann_average_energy_hartree, conformers [{rank (from 0), input_index,
+    energy_hartree, relative_energy_kcal_mol, boltzmann_weight, converged, n_steps, gap_ev, dipole_debye}]
+    (first 50), sdf (artifact with all unique conformers in rank order: record k is rank k; pass 'sdf#0'
+    to dft_run to refine the lowest). This is a quick ETKDG-based search, not an exhaustive metadynamics
+    (CREST) search."""
+    from tools_server.engines import conformers
+    from tools_server.engines.task import TaskOptions, tool_errors
+    from tools_server.qc.xtb import calculator_options, engine_version
 
     _check_engine(args.engine)
     settings = _xtb_settings(args)
@@ -265,34 +306,34 @@ def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> dict:
         solvation=settings.solvent_label(),
         parallel_processes=ctx.threads,
     )
-    try:
-        result = search(
+    with tool_errors():
+        base, rdmol, source = conformers.conformer_set(
             args.molecule,
-            settings,
             n_conformers=args.n_conformers,
             seed=args.seed,
             charge=args.charge,
             multiplicity=args.multiplicity,
-            energy_window_kcal_mol=args.energy_window_kcal_mol,
-            rmsd_threshold_angstrom=args.rmsd_threshold_angstrom,
-            energy_threshold_kcal_mol=args.energy_threshold_kcal_mol,
-            temperature_k=args.temperature_k,
-            max_steps=args.max_steps,
-            threads=ctx.threads,
-            out_dir=ctx.artifact_dir,
-            stem="ensemble",
+            prune_rms=0.1,
+            relax=True,
+        )
+        found = conformers.search(
+            base,
+            rdmol,
+            source,
+            engine="xtb",
+            calc_options={**calculator_options(settings), "inline_charges": False},
+            task_options=TaskOptions(task="optimize", max_steps=args.max_steps),
+            options=conformers.SearchOptions.of(args),
+            out_path=ctx.artifact("ensemble_conformers.sdf"),
+            processes=ctx.threads,
+            row_properties=("gap_ev", "dipole_debye"),
             progress=ctx.progress,
         )
-    except (MoleculeError, XtbError) as exc:
-        raise ToolError(exc.code, exc.message) from None
-    if result["n_failed"]:
-        ctx.warn(f"{result['n_failed']} conformer(s) failed to optimise and were dropped")
-    n_unconv = sum(1 for c in result["conformers"] if not c["converged"])
-    if n_unconv:
-        ctx.warn(f"{n_unconv} kept conformer(s) did not reach optimisation convergence")
-    result["solvation"] = settings.solvent_label() or "gas phase"
-    result["method"] = args.method
-    return result
+    return {
+        "method": args.method,
+        "solvation": settings.solvent_label() or "gas phase",
+        **found.model_dump(mode="json", exclude_none=True),
+    }
 
 
 # --------------------------------------------------------------------------------------------------
@@ -325,7 +366,7 @@ def _dft_key(args: DftInput) -> dict[str, Any]:
     canonicalize=_dft_key,
     title="DFT with PySCF / gpu4pyscf",
 )
-def dft_run(args: DftInput, ctx: ToolContext) -> dict:
+def dft_run(args: DftInput, ctx: ToolContext) -> DftResult:
     """Kohn-Sham DFT or Hartree-Fock for one molecule with PySCF (CPU) or gpu4pyscf (GPU, chosen by
     device=auto when CUDA, gpu4pyscf and a card with a useful FP64 rate are present; provenance.device and
     device_reason say which and why). Tasks: energy, optimize (geomeTRIC), tddft (excitations: energy_ev,

@@ -7,31 +7,26 @@ up to twice as fast above 100 atoms, and the two agree on GFN2 gas-phase energie
 molecules.
 
 Everything here works in atomic units internally (Bohr, Hartree); results carry units in their names.
-Geometry optimisation uses geomeTRIC (``tools_server.qc.optimizer``), frequencies a finite-difference
-Hessian of analytic gradients (``tools_server.qc.thermo``).
+:class:`XtbCalculator` is xTB's :class:`~tools_server.engines.calculator.Calculator`: the task
+(optimisation with geomeTRIC, frequencies from a finite-difference Hessian of analytic gradients) and
+the conformer search are :mod:`tools_server.engines`' own.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from tools_server.molecules import (
-    Molecule,
-    MoleculeError,
-    check_elements,
-    check_geometry,
-    load_molecule,
-)
-from tools_server.qc.calculator import Calculator, CalculatorError
+from tools_server.engines.calculator import Calculator, CalculatorError, SinglePoint
+from tools_server.engines.task import TaskOptions, error_item, run_task
+from tools_server.engines.units import k_hartree_per_kelvin, kcal_mol_per_hartree
+from tools_server.molecules import Molecule, check_elements, check_geometry, load_molecule
 
 log = logging.getLogger(__name__)
 MAX_Z = 86  # GFN1/GFN2 are parametrised for H-Rn
-#: 6N gradients for the Hessian: ~10 min at 300 atoms on one core.
-MAX_FREQUENCY_ATOMS = 300
 METHODS = ("GFN2-xTB", "GFN1-xTB")
 TBLITE_SOLVENTS = (
     "acetone",
@@ -164,7 +159,7 @@ def normalise_solvent(settings: XtbSettings) -> XtbSettings:
 
 
 @dataclass
-class SinglePoint:
+class XtbPoint:
     energy_hartree: float
     gradient: Any  # Hartree/Bohr, (n, 3)
     charges: Any  # e
@@ -179,22 +174,19 @@ def engine_version(engine: str) -> str | None:
     return distribution_version("tblite" if engine == "tblite" else "xtb")
 
 
-def _k_hartree() -> float:
-    from scipy.constants import k, physical_constants
-
-    return k / physical_constants["Hartree energy"][0]
-
-
 class XtbCalculator(Calculator):
     """One molecule, fixed atoms and charge; ``compute(coords_bohr)`` runs a single point with every
-    property, :meth:`calculate` the energy and gradient of the calculator interface."""
+    property, :meth:`calculate` the energy and gradient of the calculator interface, :meth:`single_point`
+    the properties a result reports (partial charges inline when ``inline_charges``, else their sum)."""
 
-    def __init__(self, settings: XtbSettings, mol: Molecule) -> None:
+    def __init__(self, settings: XtbSettings, mol: Molecule, *, inline_charges: bool = True) -> None:
         self.name = settings.method + (f" {settings.solvent_label()}" if settings.solvent else "")
         self.settings = settings
+        self.mol = mol
         self.numbers = list(mol.numbers)
         self.charge = mol.charge
         self.uhf = mol.multiplicity - 1
+        self.inline_charges = inline_charges
         self._calc: Any = None
         self._res: Any = None
 
@@ -222,7 +214,7 @@ class XtbCalculator(Calculator):
             calc = Calculator(s.method, numbers, coords_bohr, charge=float(self.charge), uhf=self.uhf)
             calc.set("verbosity", 0)
             calc.set("accuracy", s.accuracy)
-            calc.set("temperature", s.electronic_temperature_k * _k_hartree())
+            calc.set("temperature", s.electronic_temperature_k * k_hartree_per_kelvin())
             calc.set("max-iter", s.max_iterations * (4 if safer else 1))
             if safer:
                 calc.set("mixer-damping", 0.2)
@@ -235,7 +227,29 @@ class XtbCalculator(Calculator):
         sp = self.compute(coords_bohr)
         return sp.energy_hartree, sp.gradient
 
-    def compute(self, coords_bohr: Any) -> SinglePoint:
+    def single_point(self, coords_bohr: Any, *, with_gradient: bool = False) -> SinglePoint:
+        from tools_server.molecules import first_non_finite
+
+        sp = self.compute(coords_bohr)
+        bad = first_non_finite({"energy": sp.energy_hartree, "gradient": sp.gradient, "charges": sp.charges})
+        if bad is not None:
+            raise XtbError("engine_error", f"{self.name} returned a non-finite {bad} (NaN or infinity)")
+        dip, dip_vec = dipole_debye(sp.dipole_au)
+        props: dict[str, Any] = {
+            **frontier_orbitals_ev(sp),
+            "dipole_debye": dip,
+            "dipole_vector_debye": dip_vec,
+        }
+        if self.settings.solvent:
+            props.update(solvation_free_energy(self.settings, self.mol, coords_bohr, sp.energy_hartree))
+        charges = [round(float(q), 4) for q in sp.charges]
+        if self.inline_charges:
+            props["partial_charges_e"] = charges
+        else:
+            props["partial_charges_e_sum"] = round(float(sum(charges)), 4)
+        return SinglePoint(float(sp.energy_hartree), sp.gradient, props)
+
+    def compute(self, coords_bohr: Any) -> XtbPoint:
         import numpy as np
 
         coords_bohr = np.ascontiguousarray(coords_bohr, dtype=float).reshape(-1, 3)
@@ -256,13 +270,13 @@ class XtbCalculator(Calculator):
             f"mixing, 4x iterations): {last_error}",
         )
 
-    def _run(self) -> SinglePoint:
+    def _run(self) -> XtbPoint:
         import numpy as np
 
         if self.settings.engine == "xtb-python":
             res = self._calc.singlepoint(self._res)
             self._res = res
-            return SinglePoint(
+            return XtbPoint(
                 res.get_energy(),
                 res.get_gradient(),
                 res.get_charges(),
@@ -272,7 +286,7 @@ class XtbCalculator(Calculator):
             )
         res = self._calc.singlepoint(self._res)
         self._res = res
-        return SinglePoint(
+        return XtbPoint(
             res.get("energy"),
             res.get("gradient"),
             res.get("charges"),
@@ -287,7 +301,7 @@ class XtbCalculator(Calculator):
 # --------------------------------------------------------------------------------------------------
 
 
-def frontier_orbitals_ev(sp: SinglePoint) -> dict[str, float | None]:
+def frontier_orbitals_ev(sp: XtbPoint) -> dict[str, float | None]:
     """HOMO, LUMO (eV) and gap from orbital energies and occupations (restricted: occupations 0-2)."""
     import numpy as np
     from scipy.constants import physical_constants
@@ -325,10 +339,6 @@ def solvation_free_energy(
 ) -> dict[str, Any]:
     """The implicit-solvent free energy of solvation at fixed geometry: the energy in solvent minus a
     gas-phase single point at the same coordinates, in kcal/mol (negative: the solvent stabilises)."""
-    from dataclasses import replace
-
-    from tools_server.qc.pipeline import kcal_mol_per_hartree
-
     gas = XtbCalculator(replace(settings, solvent=None), mol).compute(coords_bohr)
     return {
         "solvation_free_energy_kcal_mol": round(
@@ -339,31 +349,28 @@ def solvation_free_energy(
     }
 
 
-def make_calculator(mol: Molecule, engine: str = "xtb", **options: Any) -> XtbCalculator:
-    """The xTB :class:`~tools_server.qc.calculator.Calculator` for ``mol``; ``options`` are
+def make_calculator(
+    mol: Molecule, engine: str = "xtb", *, inline_charges: bool = True, **options: Any
+) -> XtbCalculator:
+    """The xTB :class:`~tools_server.engines.calculator.Calculator` for ``mol``; ``options`` are
     :class:`XtbSettings` fields (``method``, ``engine`` as ``xtb_engine``, ``solvent`` ...)."""
     if "xtb_engine" in options:
         options["engine"] = options.pop("xtb_engine")
     check_elements(mol.numbers, max_z=MAX_Z, method="GFN-xTB")
     check_geometry(mol)
-    return XtbCalculator(normalise_solvent(XtbSettings(**options)), mol)
+    return XtbCalculator(normalise_solvent(XtbSettings(**options)), mol, inline_charges=inline_charges)
+
+
+def calculator_options(settings: XtbSettings) -> dict[str, Any]:
+    """``settings`` as :func:`make_calculator` options (for a conformer search's pool processes)."""
+    options = asdict(settings)
+    options["xtb_engine"] = options.pop("engine")
+    return options
 
 
 # --------------------------------------------------------------------------------------------------
 # One molecule, one task (runs in the job's worker or in a pool process)
 # --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TaskOptions:
-    task: str = "energy"  # energy | optimize | frequencies
-    optimize_before_frequencies: bool = True
-    max_steps: int = 200
-    temperature_k: float = 298.15
-    pressure_pa: float = 101325.0
-    charge: int | None = None
-    multiplicity: int | None = None
-    inline_charges: bool = True
 
 
 def prepare(text: str, charge: int | None, multiplicity: int | None) -> Molecule:
@@ -378,158 +385,17 @@ def run_item(
     text: str,
     settings: XtbSettings,
     options: TaskOptions,
+    charge: int | None,
+    multiplicity: int | None,
     out_dir: str,
+    inline_charges: bool,
     progress: Callable[[float, str], None] | None = None,
 ) -> dict[str, Any]:
     """Everything for one molecule; returns a per-item result (ok or error) and never raises."""
     try:
-        mol = prepare(text, options.charge, options.multiplicity)
-        return {
-            "index": index,
-            "ok": True,
-            **compute_molecule(mol, settings, options, Path(out_dir), f"mol{index}", progress),
-        }
-    except (MoleculeError, XtbError) as exc:
-        return {"index": index, "ok": False, "error": _error(exc.code, exc.message)}
+        mol = prepare(text, charge, multiplicity)
+        calc = XtbCalculator(settings, mol, inline_charges=inline_charges)
+        result = run_task(calc, mol, options, Path(out_dir), f"mol{index}", progress)
+        return {"index": index, "ok": True, **result.as_item()}
     except Exception as exc:
-        return {
-            "index": index,
-            "ok": False,
-            "error": _error("engine_crashed", f"{type(exc).__name__}: {exc}"),
-        }
-
-
-def _error(code: str, message: str) -> dict[str, str]:
-    from tools_server.core.errors import ERROR_CODES
-
-    return {"code": code, "message": message, "hint": ERROR_CODES.get(code, "")}
-
-
-def compute_molecule(
-    mol: Molecule,
-    settings: XtbSettings,
-    options: TaskOptions,
-    out_dir: Path,
-    stem: str,
-    progress: Callable[[float, str], None] | None = None,
-) -> dict[str, Any]:
-    """One molecule, one task. ``progress(fraction, message)`` is called during long steps when given."""
-    import numpy as np
-
-    from tools_server.molecules import first_non_finite
-    from tools_server.qc import pipeline
-
-    if options.task == "frequencies" and mol.n_atoms > MAX_FREQUENCY_ATOMS:
-        raise XtbError(
-            "too_large",
-            f"{mol.n_atoms} atoms: a finite-difference Hessian needs {6 * mol.n_atoms} gradients; "
-            "frequencies "
-            f"are limited to {MAX_FREQUENCY_ATOMS} atoms",
-        )
-    b = pipeline.bohr_per_angstrom()
-    calc = XtbCalculator(settings, mol)
-    warnings: list[str] = list(mol.notes)
-    out: dict[str, Any] = {
-        "smiles": mol.smiles,
-        "formula": mol.formula(),
-        "n_atoms": mol.n_atoms,
-        "charge": mol.charge,
-        "multiplicity": mol.multiplicity,
-    }
-    coords = np.asarray(mol.coords_angstrom, dtype=float)
-    do_opt = options.task == "optimize" or (
-        options.task == "frequencies" and options.optimize_before_frequencies
-    )
-    if do_opt:
-        opt = pipeline.optimize(
-            calc,
-            mol.numbers,
-            coords,
-            max_steps=options.max_steps,
-            tight=options.task == "frequencies",
-            step_callback=(
-                (
-                    lambda k, e: progress(
-                        min(0.6, k / options.max_steps), f"optimisation step {k}, E = {e:.8f} Eh"
-                    )
-                )
-                if progress
-                else None
-            ),
-        )
-        coords = opt.coords_angstrom
-        out["optimization"] = pipeline.optimization_report(opt)
-        if not opt.converged:
-            warnings.append(
-                f"geometry optimisation not converged in {options.max_steps} steps; lowest-energy "
-                "geometry returned"
-            )
-    sp = calc.compute(coords * b)
-    bad = first_non_finite({"energy": sp.energy_hartree, "gradient": sp.gradient, "charges": sp.charges})
-    if bad is not None:
-        raise XtbError("engine_error", f"{calc.name} returned a non-finite {bad} (NaN or infinity)")
-    dip, dip_vec = dipole_debye(sp.dipole_au)
-    out["energy_hartree"] = float(sp.energy_hartree)
-    out.update(frontier_orbitals_ev(sp))
-    out["dipole_debye"] = dip
-    out["dipole_vector_debye"] = dip_vec
-    if settings.solvent:
-        out.update(solvation_free_energy(settings, mol, coords * b, sp.energy_hartree))
-    charges = [round(float(q), 4) for q in sp.charges]
-    if options.inline_charges:
-        out["partial_charges_e"] = charges
-    else:
-        out["partial_charges_e_sum"] = round(float(sum(charges)), 4)
-    final = mol.with_coords(coords)
-    comment = f"{settings.method} E={sp.energy_hartree:.10f} Eh"
-    if do_opt or options.task == "frequencies":
-        out_dir.mkdir(parents=True, exist_ok=True)  # made only when something is written (not single points)
-    if do_opt:
-        xyz_path = out_dir / f"{stem}_opt.xyz"
-        xyz_path.write_text(final.to_xyz(comment))
-        out["geometry_xyz"] = str(xyz_path)
-        block = final.to_molblock(comment)
-        if block:
-            sdf_path = out_dir / f"{stem}_opt.sdf"
-            sdf_path.write_text(block + "$$$$\n")
-            out["geometry_sdf"] = str(sdf_path)
-    if options.task == "frequencies":
-        gmax = float(np.abs(sp.gradient).max())
-        if gmax > 1e-3:
-            warnings.append(
-                f"frequencies at a non-stationary geometry (max gradient {gmax:.1e} Eh/Bohr): "
-                "thermochemistry is unreliable; optimise first"
-            )
-        result = pipeline.frequencies(
-            calc,
-            mol,
-            coords,
-            sp.energy_hartree,
-            temperature_k=options.temperature_k,
-            pressure_pa=options.pressure_pa,
-            progress=(lambda f: progress(0.6 + 0.4 * f, "finite-difference Hessian")) if progress else None,
-        )
-        freqs, th = result.wavenumbers_cm1, result.thermo
-        freq_path = out_dir / f"{stem}_frequencies.txt"
-        freq_path.write_text(
-            "# harmonic wavenumbers (cm-1); imaginary as negative\n" + "\n".join(map(str, freqs)) + "\n"
-        )
-        out["frequencies"] = {
-            "n_imaginary": result.n_imaginary,
-            "wavenumbers_cm1": freqs if len(freqs) <= 60 else freqs[:10],
-            "wavenumbers_file": str(freq_path),
-            "method": f"harmonic; Hessian by {result.hessian_method}",
-        }
-        if len(freqs) > 60:
-            out["frequencies"]["note"] = f"lowest 10 of {len(freqs)} modes inline; all in wavenumbers_file"
-        out["thermo"] = th
-        if result.n_imaginary:
-            warnings.append(f"{result.n_imaginary} imaginary mode(s) (lowest {freqs[0]} cm-1): not a minimum")
-        if th["n_low_modes_below_50_cm1"]:
-            warnings.append(
-                f"{th['n_low_modes_below_50_cm1']} mode(s) below 50 cm-1: harmonic entropy of such "
-                "modes is overestimated"
-            )
-    if warnings:
-        out["warnings"] = warnings
-    return out
+        return error_item(index, exc)

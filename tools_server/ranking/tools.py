@@ -15,12 +15,45 @@ from pydantic import BaseModel, Field, model_validator
 from tools_server.core.errors import ToolError
 from tools_server.core.paths import InputDir, InputPath
 from tools_server.core.registry import tool
+from tools_server.core.results import ToolResult
 
 #: |rho| at or above which a group "follows" the presented order or a numeric condition (paper §4.2).
 MONOTONE_RHO = 0.95
 #: Smallest group on which the follow-the-order and monotone warnings are given.
 MIN_GROUP_FOR_WARNINGS = 4
 MAX_PAIRWISE_ITEMS = 25
+
+
+class CheckResult(ToolResult):
+    task_id: str
+    valid: bool
+    strict_valid: bool
+    file_errors: list[Any]
+    group_errors: dict[str, Any]
+    recovered: list[Any]
+    #: ranking diagnostics (a group that follows the presented order ...), besides the server's own text
+    warnings: list[dict[str, Any] | str] | None = None
+    groups: list[dict[str, Any]]
+    normalized: dict[str, Any] | None = None
+
+
+class AggregateResult(ToolResult):
+    order: list[str]
+    items: list[dict[str, Any]]
+    adjacent_pairs: list[dict[str, Any]]
+    samples: int
+    seed: int
+    pairwise_p_below: dict[str, Any] | None = None
+    proxy_agreement: list[dict[str, Any]] | None = None
+
+
+class CompareResult(ToolResult):
+    n_common: int
+    only_in_a: list[str]
+    only_in_b: list[str]
+    spearman: float | None
+    pair_agreement: float | None
+    same_highest: bool | None
 
 
 class CheckInput(BaseModel):
@@ -117,7 +150,7 @@ def _follow_warnings(task, group_id: str, order: list[str]) -> tuple[dict[str, A
 
 
 @tool(name="ranking_check", resource="instant", read_only=True, idempotent=True, open_world=False)
-def ranking_check(args: CheckInput) -> dict:
+def ranking_check(args: CheckInput) -> CheckResult:
     """Check a draft rankings.json against the task contract with the grader's own rules: task identity,
     every group once, every experiment of a group exactly once (errors per group), and which known schema
     departures had to be recovered. Also warns when a group simply follows the presented order or is
@@ -187,7 +220,7 @@ class AggregateInput(BaseModel):
 
 
 @tool(name="ranking_aggregate", resource="instant", read_only=True, idempotent=True, open_world=False)
-def ranking_aggregate(args: AggregateInput) -> dict:
+def ranking_aggregate(args: AggregateInput) -> AggregateResult:
     """Combine several proxy scores, each with an uncertainty, into expected ranks by Monte Carlo: every
     sample draws each proxy from a normal distribution (mean = value, sd = uncertainty), standardizes it
     across items (or ranks it), flips its sign when a larger proxy predicts a smaller outcome, sums with
@@ -305,7 +338,7 @@ class CompareInput(BaseModel):
 
 
 @tool(name="ranking_compare", resource="instant", read_only=True, idempotent=True, open_world=False)
-def ranking_compare(args: CompareInput) -> dict:
+def ranking_compare(args: CompareInput) -> CompareResult:
     """Compare an order (lowest first) with a second order or with values: Spearman rho (average ranks for
     ties, as the grader scores) and pair agreement (share of item pairs placed in the same relative order,
     ignoring pairs tied in the reference), on the items both share. Use it to see how far two candidate

@@ -16,12 +16,85 @@ from tools_server.core import settings
 from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.core.registry import tool
+from tools_server.core.results import ToolResult
 from tools_server.web.fetch import FetchInput
 from tools_server.web.scholarly import LiteratureInput, PDBInput, PubChemInput, UniProtInput
 from tools_server.web.search import SearchInput
 
 _gateways: dict[tuple[str | None, ...], Any] = {}
 _lock = threading.Lock()
+
+
+class WebResult(ToolResult):
+    """A web tool's result, or, when the information policy flags it, only the stop notice: ``withheld``
+    true, ``policy`` and ``tool`` (so every other key may be absent)."""
+
+    withheld: bool | None = None
+    policy: dict[str, Any] | None = None
+    tool: str | None = None
+
+
+class SearchResult(WebResult):
+    provider: str | None = None
+    query: str | None = None
+    n_results: int | None = None
+    results: list[dict[str, Any]] | None = None
+
+
+class FetchResult(WebResult):
+    url: str | None = None
+    final_url: str | None = None
+    status: int | None = None
+    content_type: str | None = None
+    title: str | None = None
+    converter: str | None = None
+    pages: int | None = None
+    bytes: int | None = None
+    content_sha256: str | None = None
+    from_cache: bool | None = None
+    total_chars: int | None = None
+    start_index: int | None = None
+    returned_chars: int | None = None
+    next_start_index: int | None = None
+    content: str | None = None
+
+
+class LiteratureResult(WebResult):
+    source: str | None = None
+    query: str | None = None
+    total_hits: int | None = None
+    n_results: int | None = None
+    results: list[dict[str, Any]] | None = None
+
+
+class PubChemResult(WebResult):
+    query: str | None = None
+    kind: str | None = None
+    n_results: int | None = None
+    compounds: list[dict[str, Any]] | None = None
+
+
+class UniProtResult(WebResult):
+    query: str | None = None
+    n_results: int | None = None
+    entries: list[dict[str, Any]] | None = None
+
+
+class PDBResult(WebResult):
+    pdb_id: str | None = None
+    title: str | None = None
+    method: str | None = None
+    resolution_a: float | None = None
+    release_date: str | None = None
+    polymer_entities: int | None = None
+    deposited_atoms: int | None = None
+    molecular_weight_kda: float | None = None
+    citation: dict[str, Any] | None = None
+    file_format: str | None = None
+    structure_bytes: int | None = None
+    structure_sha256: str | None = None
+    structure_file: str | None = None
+    url: str | None = None
 
 
 def current_gateway() -> Any:
@@ -75,7 +148,7 @@ def _run(name: str, args: Any, ctx: ToolContext) -> dict[str, Any]:
 
 
 @tool(name="web_search", resource="net", read_only=True, idempotent=False, open_world=True, time_limit_s=120)
-def web_search(args: SearchInput, ctx: ToolContext) -> dict:
+def web_search(args: SearchInput, ctx: ToolContext) -> SearchResult:
     """Search the web through the audited search provider.
 
     Operators such as `site:nature.com`, `-term` and "quoted phrases" pass through to the provider.
@@ -87,7 +160,7 @@ def web_search(args: SearchInput, ctx: ToolContext) -> dict:
 
 
 @tool(name="web_fetch", resource="net", read_only=True, idempotent=False, open_world=True, time_limit_s=180)
-def web_fetch(args: FetchInput, ctx: ToolContext) -> dict:
+def web_fetch(args: FetchInput, ctx: ToolContext) -> FetchResult:
     """Fetch a public http(s) URL and return its text: HTML as markdown, PDF as text (pages marked
     `--- page N ---`), JSON pretty-printed, plain text as is.
 
@@ -108,7 +181,7 @@ def web_fetch(args: FetchInput, ctx: ToolContext) -> dict:
     open_world=True,
     time_limit_s=120,
 )
-def literature_search(args: LiteratureInput, ctx: ToolContext) -> dict:
+def literature_search(args: LiteratureInput, ctx: ToolContext) -> LiteratureResult:
     """Search the scholarly literature: Europe PMC (default), PubMed, Crossref, OpenAlex or arXiv.
 
     Optional `from_date`/`until_date` (YYYY, YYYY-MM or YYYY-MM-DD) filter by publication date. Returns
@@ -122,7 +195,7 @@ def literature_search(args: LiteratureInput, ctx: ToolContext) -> dict:
 @tool(
     name="pubchem_lookup", resource="net", read_only=True, idempotent=False, open_world=True, time_limit_s=120
 )
-def pubchem_lookup(args: PubChemInput, ctx: ToolContext) -> dict:
+def pubchem_lookup(args: PubChemInput, ctx: ToolContext) -> PubChemResult:
     """Look up a compound in PubChem by name, CAS number, SMILES, InChIKey or CID.
 
     Returns `compounds` with cid, IUPAC name, formula, molecular_weight_g_mol, exact_mass_da, smiles
@@ -136,7 +209,7 @@ def pubchem_lookup(args: PubChemInput, ctx: ToolContext) -> dict:
 @tool(
     name="uniprot_lookup", resource="net", read_only=True, idempotent=False, open_world=True, time_limit_s=120
 )
-def uniprot_lookup(args: UniProtInput, ctx: ToolContext) -> dict:
+def uniprot_lookup(args: UniProtInput, ctx: ToolContext) -> UniProtResult:
     """Look up proteins in UniProtKB by accession (P69905) or query ('gene:HBB AND organism_id:9606').
 
     Returns `entries` with accession, entry name, reviewed (Swiss-Prot), protein name, genes, organism,
@@ -147,7 +220,7 @@ def uniprot_lookup(args: UniProtInput, ctx: ToolContext) -> dict:
 
 
 @tool(name="pdb_lookup", resource="net", read_only=True, idempotent=False, open_world=True, time_limit_s=300)
-def pdb_lookup(args: PDBInput, ctx: ToolContext) -> dict:
+def pdb_lookup(args: PDBInput, ctx: ToolContext) -> PDBResult:
     """Fetch a PDB entry from RCSB: metadata and the structure file, saved as an artifact.
 
     Returns title, experimental method, resolution_a (Å; null for NMR), release date, polymer entity

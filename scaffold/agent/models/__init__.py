@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # base imports httpx; the registry stays light for `spu --help`
+    from scaffold.agent.config import ModelSection
     from scaffold.agent.models.base import ModelTurn, ToolDef
 
 #: provider name -> the adapter class that speaks its wire format (``module:Class``). The one list:
@@ -52,13 +53,14 @@ class Model(Protocol):
     def from_spec(
         cls,
         model: str,
-        config: dict[str, Any],
+        config: ModelSection,
         *,
         base_url: str | None = None,
         cache_key: str | None = None,
         paths: dict[str, str] | None = None,
     ) -> Model:
-        """The adapter for ``model``; ``config`` is the ``model`` section of the agent config; ``paths``
+        """The adapter for ``model``; ``config`` is the ``model`` section of the validated agent config
+        (:class:`~scaffold.agent.config.ModelSection`: ``config.max_output_tokens`` ...); ``paths``
         (TASK_DIR, OUT_DIR, WORK_DIR) are this run's folders."""
         ...
 
@@ -114,7 +116,7 @@ def adapter_class(provider: str) -> type[Model]:
 
 def make_model(
     spec: str | ModelSpec,
-    config: dict[str, Any],
+    config: ModelSection,
     *,
     base_url: str | None = None,
     cache_key: str | None = None,

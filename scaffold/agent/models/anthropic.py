@@ -26,18 +26,17 @@ class AnthropicModel(HttpModel):
     api_key_env = "ANTHROPIC_API_KEY"
 
     def headers(self) -> dict[str, str]:
-        out = {"anthropic-version": str(self.config.get("anthropic_version") or "2023-06-01")}
+        out = {"anthropic-version": self.config.anthropic_version}
         key = self.api_key()
         if key:
             out["x-api-key"] = key
         return out
 
     def thinking_budget(self) -> int | None:
-        budget = self.config.get("thinking_budget_tokens")
-        if budget:
-            return int(budget)
-        effort = self.config.get("reasoning_effort")
-        return EFFORT_BUDGET_TOKENS.get(str(effort)) if effort else None
+        if self.config.thinking_budget_tokens:  # 0 or null: none asked for by number
+            return self.config.thinking_budget_tokens
+        effort = self.config.reasoning_effort
+        return EFFORT_BUDGET_TOKENS.get(effort) if effort else None
 
     def build_request(
         self, messages: list[dict[str, Any]], tools: list[ToolDef]
@@ -53,13 +52,13 @@ class AnthropicModel(HttpModel):
         if system:
             system[-1]["cache_control"] = _CACHE
             body["system"] = system
-        max_tokens = int(cfg.get("max_output_tokens") or 16384)
+        max_tokens = cfg.max_output_tokens
         budget = self.thinking_budget()
         if budget:
             body["thinking"] = {"type": "enabled", "budget_tokens": budget}
             max_tokens = max(max_tokens, budget + 4096)
-        elif cfg.get("temperature") is not None:
-            body["temperature"] = cfg["temperature"]  # the API refuses a temperature together with thinking
+        elif cfg.temperature is not None:
+            body["temperature"] = cfg.temperature  # the API refuses a temperature together with thinking
         body["max_tokens"] = max_tokens
         body["messages"] = to_anthropic_messages(messages)
         return "/v1/messages", body

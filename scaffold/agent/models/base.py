@@ -28,6 +28,8 @@ from typing import Any
 
 import httpx
 
+from scaffold.agent.config import ModelSection
+
 log = logging.getLogger(__name__)
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 520, 522, 524, 529})
@@ -206,21 +208,19 @@ class HttpModel:
     api_key_env = ""
 
     def __init__(
-        self, model: str, config: dict[str, Any], *, base_url: str | None = None, cache_key: str | None = None
+        self, model: str, config: ModelSection, *, base_url: str | None = None, cache_key: str | None = None
     ):
         self.model = model
         self.config = config
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self.cache_key = cache_key
-        retry = config.get("retry") or {}
-        self.max_attempts = int(retry.get("max_attempts", 8))
-        self.backoff_initial_s = float(retry.get("backoff_initial_s", 2.0))
-        self.backoff_max_s = float(retry.get("backoff_max_s", 120.0))
-        self.retry_after_max_s = float(retry.get("retry_after_max_s", 600.0))
+        retry = config.retry
+        self.max_attempts = retry.max_attempts
+        self.backoff_initial_s = retry.backoff_initial_s
+        self.backoff_max_s = retry.backoff_max_s
+        self.retry_after_max_s = retry.retry_after_max_s
         self.sleep: Callable[[float], None] = time.sleep
-        self._client = httpx.Client(
-            timeout=httpx.Timeout(float(config.get("timeout_s") or 600), connect=30.0)
-        )
+        self._client = httpx.Client(timeout=httpx.Timeout(config.timeout_s, connect=30.0))
         #: the last request body sent, for prefix-stability measurements and debugging
         self.last_request: dict[str, Any] | None = None
 
@@ -228,7 +228,7 @@ class HttpModel:
     def from_spec(
         cls,
         model: str,
-        config: dict[str, Any],
+        config: ModelSection,
         *,
         base_url: str | None = None,
         cache_key: str | None = None,
@@ -241,7 +241,7 @@ class HttpModel:
         return f"{self.provider}:{self.model}"
 
     def api_key(self) -> str | None:
-        return os.environ.get(self.config.get("api_key_env") or self.api_key_env) or None
+        return os.environ.get(self.config.api_key_env or self.api_key_env) or None
 
     def headers(self) -> dict[str, str]:
         raise NotImplementedError
@@ -259,7 +259,7 @@ class HttpModel:
 
     def query(self, messages: list[dict[str, Any]], tools: list[ToolDef]) -> ModelTurn:
         path, body = self.build_request(messages, tools)
-        extra = self.config.get("extra_body") or {}
+        extra = self.config.extra_body
         if extra:
             body = {**body, **extra}
         self.last_request = body

@@ -39,11 +39,11 @@ class OpenAIChatModel(HttpModel):
                 for t in tools
             ]
         cfg = self.config
-        body[self._max_tokens_field()] = int(cfg.get("max_output_tokens") or 16384)
-        if cfg.get("temperature") is not None:
-            body["temperature"] = cfg["temperature"]
-        if cfg.get("reasoning_effort"):
-            body["reasoning_effort"] = cfg["reasoning_effort"]
+        body[self._max_tokens_field()] = cfg.max_output_tokens
+        if cfg.temperature is not None:
+            body["temperature"] = cfg.temperature
+        if cfg.reasoning_effort:
+            body["reasoning_effort"] = cfg.reasoning_effort
         if self.cache_key:
             body["prompt_cache_key"] = self.cache_key
         body["messages"] = [to_chat_message(m) for m in messages]

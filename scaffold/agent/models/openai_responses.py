@@ -39,11 +39,11 @@ class OpenAIResponsesModel(OpenAIChatModel):
                 }
                 for t in tools
             ]
-        body["max_output_tokens"] = int(cfg.get("max_output_tokens") or 16384)
-        if cfg.get("temperature") is not None:
-            body["temperature"] = cfg["temperature"]
-        if cfg.get("reasoning_effort"):
-            body["reasoning"] = {"effort": cfg["reasoning_effort"]}
+        body["max_output_tokens"] = cfg.max_output_tokens
+        if cfg.temperature is not None:
+            body["temperature"] = cfg.temperature
+        if cfg.reasoning_effort:
+            body["reasoning"] = {"effort": cfg.reasoning_effort}
         body["store"] = False
         body["include"] = ["reasoning.encrypted_content"]
         if self.cache_key:

@@ -20,6 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from scaffold.agent.config import ModelSection
 from scaffold.agent.models.base import ModelError, ModelTurn, ToolDef, Usage
 
 END_TEXT = "The recording has no more turns; ending the replay."
@@ -84,7 +85,7 @@ class ReplayModel:
     def from_spec(
         cls,
         model: str,
-        config: dict[str, Any],
+        config: ModelSection,
         *,
         base_url: str | None = None,
         cache_key: str | None = None,

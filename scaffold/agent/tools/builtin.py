@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from scaffold.agent.config import ToolsSection
 from scaffold.agent.models import MODEL_KEY_ENV
 from scaffold.agent.models.base import ToolDef
 from scaffold.agent.rundir import RunDir
@@ -125,13 +126,14 @@ DEFINITIONS: dict[str, ToolDef] = {
 
 
 class BuiltinTools:
-    def __init__(self, rundir: RunDir, config: dict[str, Any], names: list[str] | None = None) -> None:
+    def __init__(self, rundir: RunDir, config: ToolsSection) -> None:
+        """``config``: the ``tools`` section (command timeout, output cap, the built-in tools offered)."""
         self.rundir = rundir
-        self.timeout_s = float(config.get("command_timeout_s") or 600)
+        self.timeout_s = config.command_timeout_s
         #: returns the run's remaining wall time (None: unlimited); commands never outlive the run's budget
         self.time_left: Callable[[], float | None] = lambda: None
-        self.max_chars = int(config.get("max_output_chars") or 20000)
-        wanted = names if names is not None else list(DEFINITIONS)
+        self.max_chars = config.max_output_chars
+        wanted = list(config.builtin)
         unknown = sorted(set(wanted) - set(DEFINITIONS))
         if unknown:
             raise ValueError(f"unknown built-in tools {unknown}; choose from {sorted(DEFINITIONS)}")

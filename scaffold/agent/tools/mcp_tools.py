@@ -24,6 +24,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
+from scaffold.agent.config import McpSection
 from scaffold.agent.models import MODEL_KEY_ENV
 from scaffold.agent.models.base import ToolDef
 from scaffold.agent.tools.output import ToolResult, cut_middle
@@ -35,8 +36,8 @@ class McpError(RuntimeError):
     """The server could not be started or reached."""
 
 
-def server_command(config: dict[str, Any]) -> list[str]:
-    command = config.get("command")
+def server_command(config: McpSection) -> list[str]:
+    command = config.command
     if not command:
         return [sys.executable, "-m", "spu", "serve"]
     return [str(c) for c in command] if isinstance(command, list) else str(command).split()
@@ -53,11 +54,11 @@ def offered(name: str, include: list[str] | None, exclude: list[str]) -> bool:
 class McpTools:
     def __init__(
         self,
-        config: dict[str, Any],
+        config: McpSection,
         *,
         workdir: Path,
         cwd: Path,
-        max_output_chars: int = 20000,
+        max_output_chars: int,
         input_roots: tuple[Path, ...] = (),
     ) -> None:
         self.config = config
@@ -65,9 +66,9 @@ class McpTools:
         self.cwd = cwd
         self.input_roots = input_roots  # folders beyond workdir and cwd the server's tools may read
         self.max_chars = max_output_chars
-        self.call_timeout_s = float(config.get("call_timeout_s") or 900)
-        self.include = [str(p) for p in config["include"]] if config.get("include") is not None else None
-        self.exclude = [str(p) for p in config.get("exclude") or []]
+        self.call_timeout_s = config.call_timeout_s
+        self.include = config.include
+        self.exclude = config.exclude
         self.tools: list[ToolDef] = []
         self.server_info: dict[str, Any] = {}
         self._loop = asyncio.new_event_loop()
@@ -94,9 +95,8 @@ class McpTools:
     def _target(self) -> Any:
         from mcp.client.stdio import StdioServerParameters
 
-        url = self.config.get("url")
-        if url:
-            return str(url)
+        if self.config.url:
+            return self.config.url
         argv = server_command(self.config)
         env = {k: v for k, v in os.environ.items() if k not in MODEL_KEY_ENV}
         env["SPU_WORKDIR"] = str(self.workdir)

@@ -1,7 +1,7 @@
 """Geometry optimisation with geomeTRIC (TRIC internal coordinates) for any energy-and-gradient function.
 
-Every calculator reaches it through :func:`tools_server.qc.pipeline.optimize`, so xTB, DFT and the ML
-potentials share convergence criteria and reports. Units: the
+Every calculator reaches it through :func:`tools_server.engines.optimize.optimize`, so xTB, DFT and the
+ML potentials share convergence criteria and reports. Units: the
 callable receives coordinates in Bohr and returns (energy in Hartree, gradient in Hartree/Bohr).
 """
 
@@ -15,6 +15,8 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from tools_server.engines.units import angstrom_per_bohr
 
 EnergyGradient = Callable[[Any], tuple[float, Any]]
 
@@ -62,7 +64,7 @@ def optimize(
     import numpy as np
     from geometric.errors import GeomOptNotConvergedError
 
-    bohr_to_angstrom = _bohr_angstrom()
+    bohr_to_angstrom = angstrom_per_bohr()
     history: list[tuple[Any, float, float]] = []
 
     class _Engine(geometric.engine.Engine):
@@ -104,12 +106,6 @@ def optimize(
         energies_hartree=[h[1] for h in history],
         max_gradient_hartree_bohr=gmax,
     )
-
-
-def _bohr_angstrom() -> float:
-    from scipy.constants import physical_constants
-
-    return physical_constants["Bohr radius"][0] * 1e10
 
 
 def _drop_file_handlers(folder: str) -> None:

@@ -1,6 +1,7 @@
 """Harmonic vibrational analysis and ideal-gas / rigid-rotor / harmonic-oscillator thermochemistry.
 
-Shared by xTB (Hessian from finite differences of analytic gradients) and DFT (PySCF analytic Hessian).
+Shared by every engine: xTB and the ML potentials (Hessian from finite differences of analytic gradients)
+and DFT (PySCF analytic Hessian); :func:`frequencies` takes any calculator.
 All constants come from ``scipy.constants``. Inputs: Hessian in Hartree/Bohr², coordinates in Å, masses
 in u. Outputs: wavenumbers in cm⁻¹ (imaginary modes as negative numbers), energies in Hartree, entropy
 in Hartree/K and cal/(mol K).
@@ -276,3 +277,46 @@ def frequencies_and_thermo(
     )
     freqs = [round(w, 2) for w in vib.wavenumbers_cm1]
     return vib, freqs, {k: (round(v, 8) if isinstance(v, float) else v) for k, v in th.items()}
+
+
+@dataclass
+class Frequencies:
+    wavenumbers_cm1: list[float]  # rounded to 0.01, imaginary as negative
+    n_imaginary: int
+    thermo: dict[str, Any]
+    hessian_method: str
+    energy_hartree: float
+
+
+def frequencies(
+    calc: Any,
+    mol: Any,
+    coords_angstrom: Any = None,
+    energy_hartree: float | None = None,
+    *,
+    temperature_k: float = 298.15,
+    pressure_pa: float = 101325.0,
+    progress: Callable[[float], None] | None = None,
+) -> Frequencies:
+    """Harmonic frequencies from ``calc``'s Hessian (a :class:`~tools_server.engines.calculator.Calculator`)
+    at ``coords_angstrom`` (default: ``mol``'s), and ideal-gas / rigid-rotor / harmonic-oscillator
+    thermochemistry."""
+    import numpy as np
+
+    from tools_server.engines.units import bohr_per_angstrom
+
+    coords = np.asarray(mol.coords_angstrom if coords_angstrom is None else coords_angstrom, dtype=float)
+    x_bohr = coords * bohr_per_angstrom()
+    if energy_hartree is None:
+        energy_hartree = calc.energy(x_bohr)
+    hess, how = calc.hessian(x_bohr, progress=progress)
+    vib, freqs, th = frequencies_and_thermo(
+        hess,
+        energy_hartree,
+        coords,
+        mol.numbers,
+        mol.multiplicity,
+        temperature_k=temperature_k,
+        pressure_pa=pressure_pa,
+    )
+    return Frequencies(freqs, vib.n_imaginary, th, how, float(energy_hartree))
