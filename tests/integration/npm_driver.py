@@ -579,6 +579,39 @@ def scenario_codex_exec(work: Path) -> dict:
     }
 
 
+def scenario_claude_broken_venv(work: Path) -> dict:
+    """The documented setup, then the venv's interpreter gone (.mcp.json names a `spu` script whose `#!`
+    interpreter no longer exists): what `claude -p` does, and what `spu config claude --check` says."""
+    ScriptedAnthropic.requests = []
+    server = start_server(ScriptedAnthropic)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    env = client_env(work, ANTHROPIC_API_KEY="sk-test-scripted", ANTHROPIC_BASE_URL=url)
+    project = setup_claude_project(work, env)
+    gone = work / "moved-venv" / "bin" / "python3"
+    script = work / "moved-venv" / "bin" / "spu"
+    script.parent.mkdir(parents=True)
+    script.write_text(f"#!{gone}\nfrom spu.cli import main\nmain()\n")
+    script.chmod(0o755)
+    mcp = json.loads((project / ".mcp.json").read_text())
+    mcp["mcpServers"]["spu"]["command"] = str(script)
+    (project / ".mcp.json").write_text(json.dumps(mcp))
+    words = shlex.split(claude_headless_command("Call the system_info tool of the spu server."))
+    assignments = [w for w in words if "=" in w and w.split("=", 1)[0].isupper()]
+    command = [str(BIN / "claude"), *words[len(assignments) + 1 :]]
+    result = run(
+        [*command, "--model", "claude-sonnet-4-5"], env | dict(a.split("=", 1) for a in assignments), project
+    )
+    server.shutdown()
+    check = run([sys.executable, "-m", "spu", "config", "claude", "--check"], env, project, timeout=120)
+    offered = {
+        t.get("name")
+        for r in ScriptedAnthropic.requests
+        for t in (r.get("body") or {}).get("tools") or []
+        if "spu" in t.get("name", "")
+    }
+    return {**result, "spu_tools_offered": sorted(offered), "check": check, "interpreter": str(gone)}
+
+
 ENV_DUMP_SERVER = """import json, os, sys
 with open(sys.argv[1], "w") as out:
     json.dump(sorted(os.environ), out)
@@ -704,6 +737,7 @@ if __name__ == "__main__":
         "claude-headless": scenario_claude_headless,
         "codex-mcp-list": scenario_codex_mcp_list,
         "codex-exec": scenario_codex_exec,
+        "claude-broken-venv": scenario_claude_broken_venv,
     }
     for where in ("beside", "app"):
         for registered in (True, False):

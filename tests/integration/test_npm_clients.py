@@ -165,6 +165,17 @@ def test_codex_exec_calls_every_kind_of_spu_tool_ten_times_in_a_row(tmp_path, sp
         assert messages[-1:] == ["The spu tools answered."], where
 
 
+def test_claude_code_says_nothing_of_a_broken_venv_but_check_names_it(tmp_path, spu_env):
+    """Claude Code starts without the spu tools and exits 0 when the interpreter of the configured spu is
+    gone (docs/claude-code.md); `spu config claude --check` names that interpreter."""
+    result = _scenario("claude-broken-venv", tmp_path, spu_env)
+    assert result["returncode"] == 0 and result["spu_tools_offered"] == []
+    assert json.loads(result["stdout"])["is_error"] is False
+    check = result["check"]
+    assert check["returncode"] == 1
+    assert f"runs the interpreter {result['interpreter']}, which does not exist" in check["stderr"]
+
+
 def _error_text(server_error: dict) -> str:
     """The text content of the server's error result for ``server_error`` (what Claude Code shows)."""
     from tools_server.core.errors import ToolError
