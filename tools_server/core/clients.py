@@ -199,14 +199,9 @@ class ServerCheckError(RuntimeError):
 #: (docs/codex.md; tests/integration/test_npm_clients.py checks it against Codex)
 CODEX_PASSED_ENV = (
     *("HOME", "LOGNAME", "PATH", "SHELL", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "TZ"),
-    *(
-        "CURL_CA_BUNDLE",
-        "GIT_SSL_CAINFO",
-        "NODE_EXTRA_CA_CERTS",
-        "PIP_CERT",
-        "REQUESTS_CA_BUNDLE",
-        "SSL_CERT_FILE",
-    ),
+    # the CA bundles
+    *("CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS", "PIP_CERT", "REQUESTS_CA_BUNDLE"),
+    "SSL_CERT_FILE",
 )
 _IMPORT_ERROR = re.compile(r"^\s*((?:ModuleNotFoundError|ImportError): .*)$", re.MULTILINE)
 

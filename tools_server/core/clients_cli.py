@@ -11,13 +11,12 @@ from typing import Annotated
 import typer
 
 from spu_common.console import EXIT_INVALID, fail
+from spu_common.jsonfiles import atomic_write_text
 
 config_app = typer.Typer(help="Register the tool server with an MCP client.", no_args_is_help=True)
 
 
 def _write_json(path: Path, data: dict) -> None:
-    from spu_common.jsonfiles import atomic_write_text
-
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")
 
@@ -116,7 +115,10 @@ def config_claude(
         typer.echo(f"installed the skill {SKILL_NAME} into {folder}")
     if check:
         _check_server(
-            "claude", mcp_path, (_read_json_object(mcp_path).get("mcpServers") or {}).get("spu"), project
+            "claude",
+            mcp_path,
+            (_read_json_object(mcp_path).get("mcpServers") or {}).get(clients.SERVER_NAME),
+            project,
         )
     if write or skill or check:
         return
@@ -135,7 +137,9 @@ def _check_server(client: str, where: Path, entry: object, cwd: Path) -> None:
     from tools_server.core import clients
 
     if not isinstance(entry, dict):
-        raise fail(f"{where} has no {clients.SERVER_NAME!r} server: run `spu config {client} --write`", 1)
+        raise fail(
+            f"{where} has no {clients.SERVER_NAME!r} server: run `spu config {client} --write`", EXIT_INVALID
+        )
     argv = " ".join([str(entry.get("command")), *map(str, entry.get("args") or [])])
     env = clients.claude_server_env(entry) if client == "claude" else clients.codex_server_env(entry)
     try:
@@ -147,7 +151,7 @@ def _check_server(client: str, where: Path, entry: object, cwd: Path) -> None:
         ) from None
     typer.echo(f"`{argv}` started and lists {len(names)} tools: {', '.join(names)}")
     if roots := env.get(clients.INPUT_ROOTS):
-        typer.echo(f"the tools may read files under {roots} (SPU_INPUT_ROOTS), the start and work folders")
+        typer.echo(f"the tools may read files under {roots} (SPU_INPUT_ROOTS) and the start and work folders")
 
 
 @config_app.command("codex")
@@ -219,7 +223,7 @@ def config_codex(
             written = clients.write_codex_config(old, task_roots=roots, provider=provider)
         except clients.CodexConfigError as exc:
             raise fail(f"{target}: {exc}", EXIT_INVALID) from None
-        target.write_text(written.text, encoding="utf-8")
+        atomic_write_text(target, written.text)
         typer.echo(f"wrote [mcp_servers.spu] into {target}")
         if provider is not None:
             typer.echo(f"wrote model_provider = {provider.name!r} at the top of {target}")
@@ -236,7 +240,7 @@ def config_codex(
         section = render_agents_md(clients.tools_by_domain(), _wait_s())
         old = agents_path.read_text(encoding="utf-8") if agents_path.exists() else ""
         new = clients.upsert_marked_section(old, section, clients.AGENTS_MD_START, clients.AGENTS_MD_END)
-        agents_path.write_text(new, encoding="utf-8")
+        atomic_write_text(agents_path, new)
         typer.echo(f"{'updated' if old else 'wrote'} the spu working method in {agents_path}")
     if check:
         if not target.is_file():
