@@ -27,7 +27,7 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -455,18 +455,19 @@ def run_doctor(
         )
     local = {"dirs": dirs_check, "weights": weights_check}
     local["executor"] = functools.partial(executor_check, timeout_s=min(timeout_s, 20.0))
-    tasks += [local[name] for name in local if name in wanted]
+    tasks = [local[name] for name in local if name in wanted] + tasks  # quick ones: shown at once
     with ThreadPoolExecutor(max_workers=max(1, jobs or default_jobs())) as pool:
         futures = [pool.submit(task) for task in tasks]
         try:
             for future in as_completed(futures):
                 done(future.result())
         except KeyboardInterrupt:  # Ctrl-C: no check is left running (each runs in its own session)
-            for future in futures:
-                future.cancel()
-            with _RUNNING_LOCK:
-                for proc in _RUNNING:
-                    _kill(proc)
+            pool.shutdown(wait=False, cancel_futures=True)
+            while not all(f.done() for f in futures):  # until no thread is left to start a check
+                with _RUNNING_LOCK:
+                    for proc in _RUNNING:
+                        _kill(proc)
+                wait(futures, timeout=0.1)
             raise
     _remember_times({**last, **{r.name: r.wall_s for r in results if r.status != "skip"}})
     order = {name: i for i, name in enumerate(names)}
