@@ -10,6 +10,8 @@ from typing import Annotated
 
 import typer
 
+from spu_common.console import EXIT_INVALID, fail
+
 audit_app = typer.Typer(help="The audit log of web access, and the audit service.", no_args_is_help=True)
 
 LogArg = Annotated[Path | None, typer.Argument(help="Audit log (default: $SPU_WORKDIR/audit/audit.jsonl).")]
@@ -17,9 +19,25 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 
 
 def _log_path(log: Path | None) -> Path:
-    if log is not None:
-        return log
-    return Path(os.environ.get("SPU_WORKDIR") or "spu-work").absolute() / "audit" / "audit.jsonl"
+    """The audit log a command reads: ``log``, else the one under ``$SPU_WORKDIR``; a folder is refused."""
+    path = log or Path(os.environ.get("SPU_WORKDIR") or "spu-work").absolute() / "audit" / "audit.jsonl"
+    if path.is_dir():
+        raise fail(f"{path} is a folder: give the audit log itself (audit.jsonl)")
+    return path
+
+
+def _existing_log(log: Path | None) -> Path:
+    path = _log_path(log)
+    if not path.exists():
+        raise fail(f"no audit log at {path}")
+    return path
+
+
+def _unreadable(path: Path, exc: ValueError) -> typer.Exit:
+    return fail(
+        f"{path} is not a readable audit log ({exc}); `spu audit verify {path}` names the bad line",
+        EXIT_INVALID,
+    )
 
 
 @audit_app.command("verify")
@@ -38,8 +56,7 @@ def verify_cmd(
     try:
         key_bytes = bytes.fromhex(key.read_text(encoding="ascii").strip()) if key is not None else None
     except (OSError, ValueError) as exc:
-        typer.echo(f"cannot read the key {key}: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(f"cannot read the key {key}: {exc}") from None
     result = verify(path, key_bytes)
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
@@ -59,11 +76,11 @@ def summary_cmd(log: LogArg = None, as_json: JsonOpt = False) -> None:
     """Calls per tool, HTTP attempts by status, bytes, flagged calls and policy refusals."""
     from environment.audit_log import summary
 
-    path = _log_path(log)
-    if not path.exists():
-        typer.echo(f"no audit log at {path}", err=True)
-        raise typer.Exit(2)
-    data = summary(path)
+    path = _existing_log(log)
+    try:
+        data = summary(path)
+    except ValueError as exc:
+        raise _unreadable(path, exc) from None
     if as_json:
         typer.echo(json.dumps(data, indent=2))
         return
@@ -90,11 +107,11 @@ def sources_cmd(
     """Write the run's sources.json (searches, fetched sources, flags) from the audit log."""
     from environment.audit_log import write_sources
 
-    path = _log_path(log)
-    if not path.exists():
-        typer.echo(f"no audit log at {path}", err=True)
-        raise typer.Exit(2)
-    data = write_sources(path, out)
+    path = _existing_log(log)
+    try:
+        data = write_sources(path, out)
+    except ValueError as exc:
+        raise _unreadable(path, exc) from None
     if as_json:
         typer.echo(json.dumps(data, indent=2))
     else:

@@ -24,8 +24,7 @@ from pydantic import BaseModel, Field
 from environment.rank_agreement import group_rho, pairs_in_order, top1_hit
 from environment.submission import ValidationReport, validate_submission
 from environment.task import Answers, Task, check_answers
-
-FAILED = -1.0
+from spu_common.scoring import FAILED
 
 
 class GroupScore(BaseModel):

@@ -38,8 +38,8 @@ from pydantic import BaseModel, Field
 
 from environment.task import Task
 from spu_common.jsonfiles import DuplicateKeyError, atomic_write_json, loads_strict
+from spu_common.scoring import MAX_SUBMISSION_BYTES
 
-MAX_SUBMISSION_BYTES = 1024 * 1024
 ORDER_KEY = "order"
 ALT_ORDER_KEYS = ("item_ids", "ranking", "ranked_item_ids", "items", "ordering", "ordered_item_ids")
 ALT_TOP_KEYS = ("groups", "predictions")

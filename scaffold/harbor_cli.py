@@ -15,12 +15,16 @@ harbor_app = typer.Typer(
 )
 
 
-@harbor_app.command("export")
+# the output folder was once a second argument: it is still taken (``ctx.args``), not shown in the help
+@harbor_app.command("export", context_settings={"allow_extra_args": True})
 def export_command(
+    ctx: typer.Context,
     task_dir: Annotated[
         Path, typer.Argument(help="Task directory (contract.json, instruction.md, targets.csv).")
     ],
-    out_dir: Annotated[Path, typer.Argument(help="The Harbor task directory to write.")],
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="The Harbor task directory to write.")
+    ] = None,
     answers: Annotated[
         Path | None,
         typer.Option("--answers", help="answers.json of the task (default: answers.json beside TASK_DIR)."),
@@ -71,18 +75,25 @@ def export_command(
             help="Also write solution/solve.sh with the measured order (for `harbor run -a oracle`).",
         ),
     ] = False,
-    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace a non-empty OUT_DIR.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty OUT folder.")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", hidden=True)] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
-    """Write TASK_DIR as a Harbor task: task.toml, instruction.md, environment/Dockerfile on our image, and a
-    verifier (tests/) that grades with the hidden answers in its own container."""
+    """Write TASK_DIR as a Harbor task in OUT: task.toml, instruction.md, environment/Dockerfile on our image,
+    and a verifier (tests/) that grades with the hidden answers in its own container."""
     from environment.harbor.export import ExportError, export_task
     from environment.task import TaskError
 
+    # OUT as a second argument and --overwrite: the spellings before -o/--out and --force
+    if len(ctx.args) > 1 or (out is not None and ctx.args):
+        raise fail(f"unexpected argument(s) {' '.join(ctx.args)}: the output folder is -o/--out OUT")
+    out = out or (Path(ctx.args[0]) if ctx.args else None)
+    if out is None:
+        raise fail("give the Harbor task folder to write with -o/--out OUT")
     try:
         result = export_task(
             task_dir,
-            out_dir,
+            out,
             answers=answers,
             image=image,
             org=org,
@@ -96,7 +107,7 @@ def export_command(
             gpus=gpus,
             agent_timeout_s=agent_timeout_s,
             oracle=oracle,
-            overwrite=overwrite,
+            overwrite=force or overwrite,
         )
     except (ExportError, TaskError) as exc:
         raise fail(str(exc)) from None

@@ -98,13 +98,45 @@ def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     command = next((a for a in args if not a.startswith("-")), None)
     if not {"--help", "-h"} & set(args) and (problem := _prestart_problem(command)) is not None:
-        print(f"refusing to start: {problem}", file=sys.stderr)
+        print(f"error: refusing to start: {problem}", file=sys.stderr)
         raise SystemExit(2)
     if command in FAST and args[0] == command:
         importlib.import_module(FAST[command]).main(args[1:])
         return
     modules = (PARTS[command],) if command in PARTS else MODULES
-    make_app(modules)(args=args, prog_name="spu")
+    raise SystemExit(run(make_app(modules), args))
+
+
+def run(app: typer.Typer, args: list[str]) -> int:
+    """Run ``app`` on ``args`` and return the exit status. Every failure is one ``error: ...`` line on
+    stderr (a usage error after the usage line, as click writes it), never a traceback: 2 for usage errors
+    and for files that cannot be read or written, the command's own status otherwise."""
+    import typer
+
+    try:
+        status = app(args=args, prog_name="spu", standalone_mode=False)
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        return 1
+    except OSError as exc:  # a path given on the command line that cannot be read or written
+        where = f"{exc.filename}: " if exc.filename else ""
+        typer.echo(f"error: {where}{exc.strerror or exc}", err=True)
+        return 2
+    except Exception as exc:
+        # click's errors (typer vendors click and keeps its exception classes private): a message and
+        # an exit status; a usage error also carries the command's context
+        if not (hasattr(exc, "format_message") and hasattr(exc, "exit_code")):
+            raise
+        ctx = getattr(exc, "ctx", None)
+        if type(exc).__name__ == "NoArgsIsHelpError":  # a group without its command: its help
+            typer.echo(exc.format_message(), err=True)
+        elif ctx is not None:
+            typer.echo(f"{ctx.get_usage()}\nTry '{ctx.command_path} --help' for help.\n", err=True)
+            typer.echo(f"error: {exc.format_message()}", err=True)
+        else:
+            typer.echo(f"error: {exc.format_message()}", err=True)
+        return exc.exit_code
+    return status if isinstance(status, int) else 0
 
 
 def __getattr__(name: str) -> typer.Typer:

@@ -21,7 +21,7 @@ def _fail(exc: Exception, code: int = EXIT_INVALID) -> typer.Exit:
     from environment.analysis.errors import AnalysisError
 
     if isinstance(exc, AnalysisError):
-        typer.echo(f"error [{exc.code}]: {exc.message}", err=True)
+        typer.echo(f"error: [{exc.code}] {exc.message}", err=True)
         if exc.hint:
             typer.echo(f"  hint: {exc.hint}", err=True)
     else:
@@ -142,20 +142,22 @@ def _print_baselines(result: dict[str, Any]) -> None:
 def analyze_cmd(
     runs_dir: Annotated[Path, typer.Argument(help="Directory of runs (reference agent or Harbor jobs).")],
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the tables, plots and summary.")],
-    answers_dir: Annotated[
+    answers: Annotated[
         Path | None,
         typer.Option(
-            "--answers-dir",
-            help="answers.json files (searched below; matched by task_id); default: those of the tasks "
-            "spu batch ran into RUNS_DIR.",
+            "--answers",
+            help="answers.json, or a folder searched for them (matched by task_id); default: those of the "
+            "tasks spu batch ran into RUNS_DIR.",
         ),
     ] = None,
+    answers_dir: Annotated[Path | None, typer.Option("--answers-dir", hidden=True)] = None,
     tasks: Annotated[
         Path | None,
         typer.Option(
             "--tasks",
             help="Directory searched for task dirs (besides the demo tasks and RUNS_DIR/_tasks of spu "
-            "batch; default: --answers-dir when it holds tasks, as the suite in environment/tasks does).",
+            "batch; default: the --answers folder when it holds tasks, as the suite in environment/tasks "
+            "does).",
         ),
     ] = None,
     skip_invalid: Annotated[
@@ -169,14 +171,20 @@ def analyze_cmd(
     from environment.runs import load_tasks_and_answers
     from environment.task import TaskError
 
-    for given, option in ((answers_dir, "--answers-dir"), (tasks, "--tasks")):
+    answers = answers or answers_dir  # --answers-dir: the earlier spelling, kept for scripts
+    for given, option in ((answers, "--answers"), (tasks, "--tasks")):
         if given is not None and not given.exists():
             raise _fail(ValueError(f"{option} {given} does not exist"), EXIT_USAGE)
-    if tasks is None and answers_dir is not None and next(answers_dir.rglob("contract.json"), None):
-        tasks = answers_dir  # the tasks sit beside their answers
+    if (
+        tasks is None
+        and answers is not None
+        and answers.is_dir()
+        and next(answers.rglob("contract.json"), None)
+    ):
+        tasks = answers  # the tasks sit beside their answers
     try:
         loaded_tasks, loaded_answers, notes = load_tasks_and_answers(
-            runs_dir if runs_dir.is_dir() else None, tasks, answers_dir, demo_answers=False
+            runs_dir if runs_dir.is_dir() else None, tasks, answers, demo_answers=False
         )
     except TaskError as exc:
         raise _fail(exc, EXIT_USAGE) from None

@@ -185,7 +185,8 @@ def render_task_toml(
     gpus: int,
     agent_timeout_s: int,
 ) -> str:
-    env = {"SPU_WORKDIR": f"{CONTAINER_OUTPUT_DIR}/spu-work"}
+    # the task folder is readable by the tools wherever the agent's client starts the server
+    env = {"SPU_WORKDIR": f"{CONTAINER_OUTPUT_DIR}/spu-work", "SPU_INPUT_ROOTS": CONTAINER_TASK_DIR}
     if audit_url:
         # resolved from the host at run time: the token is never written into the task
         env |= {"SPU_AUDIT_URL": audit_url, "SPU_AUDIT_TOKEN": "${SPU_AUDIT_TOKEN}"}
@@ -291,7 +292,8 @@ RUN mkdir -p {CONTAINER_OUTPUT_DIR} \\
     && chmod -R a-w {CONTAINER_TASK_DIR}
 ENV SPU_TASK_DIR={CONTAINER_TASK_DIR} \\
     SPU_OUTPUT_DIR={CONTAINER_OUTPUT_DIR} \\
-    SPU_WORKDIR={CONTAINER_OUTPUT_DIR}/spu-work
+    SPU_WORKDIR={CONTAINER_OUTPUT_DIR}/spu-work \\
+    SPU_INPUT_ROOTS={CONTAINER_TASK_DIR}
 WORKDIR /app
 USER {AGENT_USER}
 """
@@ -391,7 +393,7 @@ def export_task(
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()):
         if not overwrite:
-            raise ExportError(f"{out} is not empty (use --overwrite to replace it)")
+            raise ExportError(f"{out} is not empty (use --force to replace it)")
         shutil.rmtree(out)
     (out / "environment").mkdir(parents=True)
     (out / "tests").mkdir()

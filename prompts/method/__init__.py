@@ -12,6 +12,7 @@ from typing import Any
 import jinja2
 
 from prompts import TEMPLATE_DIR
+from spu_common.scoring import FAILED, MAX_SUBMISSION_BYTES
 
 SKILL_NAME = "spu-method"
 SKILL_DESCRIPTION = (
@@ -50,6 +51,9 @@ def _values(client: str, tools_by_domain: Tools, wait_s: tuple[float, float]) ->
         "tools_by_domain": tools_by_domain,
         "wait_s_max": f"{maximum:g}",
         "wait_s_default": f"{default:g}",
+        # the grader's rules (tests/core/test_method_texts.py grades examples and reads these back)
+        "failed_score": f"{FAILED:g}",
+        "max_submission_mib": f"{MAX_SUBMISSION_BYTES / 2**20:g}",
     }
 
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from scaffold.agent.models import PROVIDERS
-from spu_common.console import fail
+from spu_common.console import EXIT_INVALID, fail
 
 if TYPE_CHECKING:
     from environment.task import Task
@@ -44,7 +44,8 @@ def run_command(
         Path, typer.Option("--task", help="Task directory (contract.json, instruction.md, targets.csv).")
     ],
     out: Annotated[
-        Path, typer.Option("--out", help="Output directory for rankings.json, report.md, trajectory ...")
+        Path,
+        typer.Option("-o", "--out", help="Output directory for rankings.json, report.md, trajectory ..."),
     ],
     model: Annotated[
         list[str],
@@ -142,7 +143,7 @@ def _run_ensemble(
 
 @agent_app.command("demo")
 def demo_command(
-    out: Annotated[Path, typer.Option("--out", help="Output directory.")] = Path("spu-demo-run"),
+    out: Annotated[Path, typer.Option("-o", "--out", help="Output directory.")] = Path("spu-demo-run"),
     slug: Annotated[str, typer.Option("--task", help="Demo task slug.")] = DEMO_SLUG,
     model: Annotated[
         str, typer.Option("--model", help="PROVIDER:MODEL; default: the shipped recording.")
@@ -193,24 +194,51 @@ def demo_command(
         raise typer.Exit(code)
 
 
+#: ``--output``: the earlier spelling of ``-o/--out`` (kept for scripts, not shown in the help)
+OutputAlias = Annotated[Path | None, typer.Option("--output", hidden=True)]
+
+
+def _trajectory_records(trajectory: Path) -> list[dict]:
+    """The records of a trajectory.jsonl, or a clear error when it holds none; skipped lines are warned."""
+    from environment.runs import read_jsonl
+
+    if not trajectory.is_file():
+        raise fail(f"{trajectory} does not exist or is not a file")
+    read = read_jsonl(trajectory)
+    problems = [p.located(trajectory) for p in read.problems]
+    if not read.records:
+        raise fail(
+            f"{trajectory} holds no trajectory records"
+            + (f" ({problems[0]})" if problems else "")
+            + ": give the trajectory.jsonl of an agent run",
+            EXIT_INVALID,
+        )
+    for problem in problems:
+        typer.echo(f"warning: skipped {problem}", err=True)
+    return read.records
+
+
 @agent_app.command("recording")
 def recording_command(
     trajectory: Annotated[Path, typer.Argument(help="A trajectory.jsonl of an earlier run.")],
-    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the recording (JSONL).")],
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="Where to write the recording (JSONL).")
+    ] = None,
+    output: OutputAlias = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Extract the model turns of a trajectory as a recording for --model replay:FILE."""
-    from scaffold.agent.trajectory import read_records
-
-    if not trajectory.is_file():
-        raise fail(f"{trajectory} does not exist")
-    records = read_records(trajectory)
+    target = out or output
+    if target is None:
+        raise fail("give the recording's file with -o/--out FILE")
+    records = _trajectory_records(trajectory)
     start = next((r for r in records if r.get("type") == "run_start"), {})
     # this run's paths become placeholders, longest first (WORK_DIR lies inside OUT_DIR)
     placeholders = {
         start[key]: "${" + key.upper() + "}" for key in ("work_dir", "task_dir", "out_dir") if start.get(key)
     }
     turns = [r for r in records if r.get("type") == "model_turn"]
-    with open(output, "w", encoding="utf-8") as handle:
+    with open(target, "w", encoding="utf-8") as handle:
         for r in turns:
             message = {k: r["message"][k] for k in ("role", "content", "tool_calls") if k in r["message"]}
             for call in message.get("tool_calls") or []:
@@ -218,7 +246,10 @@ def recording_command(
                     call["arguments"] = _placeholders(call["arguments"], placeholders)
                     call["arguments_raw"] = json.dumps(call["arguments"], ensure_ascii=False)
             handle.write(json.dumps({"type": "model_turn", "message": message}, ensure_ascii=False) + "\n")
-    typer.echo(f"{len(turns)} model turns -> {output}")
+    if as_json:
+        typer.echo(json.dumps({"model_turns": len(turns), "out": str(target)}))
+    else:
+        typer.echo(f"{len(turns)} model turns -> {target}")
 
 
 def _placeholders(value, paths: dict[str, str]):
@@ -236,15 +267,19 @@ def _placeholders(value, paths: dict[str, str]):
 @agent_app.command("atif")
 def atif_command(
     trajectory: Annotated[Path, typer.Argument(help="A trajectory.jsonl.")],
-    output: Annotated[
-        Path | None, typer.Option("-o", "--output", help="Default: trajectory.json beside it.")
+    out: Annotated[
+        Path | None, typer.Option("-o", "--out", help="Default: trajectory.json beside it.")
     ] = None,
+    output: OutputAlias = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Export a trajectory.jsonl as Harbor's ATIF trajectory.json."""
     from scaffold.agent.trajectory import agent_version, write_atif
 
-    if not trajectory.is_file():
-        raise fail(f"{trajectory} does not exist")
-    target = output or trajectory.with_name("trajectory.json")
+    _trajectory_records(trajectory)
+    target = out or output or trajectory.with_name("trajectory.json")
     data = write_atif(trajectory, target, agent_version=agent_version())
-    typer.echo(f"{len(data['steps'])} ATIF steps -> {target}")
+    if as_json:
+        typer.echo(json.dumps({"steps": len(data["steps"]), "out": str(target)}))
+    else:
+        typer.echo(f"{len(data['steps'])} ATIF steps -> {target}")

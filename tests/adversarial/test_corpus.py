@@ -261,7 +261,7 @@ def test_a_policy_of_the_wrong_shape_stops_the_server(spu_env, tmp_path, transpo
         timeout=60,
         stdin=subprocess.DEVNULL,
     )
-    assert result.returncode == 2 and result.stderr.startswith(f"refusing to start: {path}: ")
+    assert result.returncode == 2 and result.stderr.startswith(f"error: refusing to start: {path}: ")
     assert result.stdout == ""  # not even an answer to initialize
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -101,20 +102,37 @@ def test_claude_setup_starts_with_spu_off_path_and_check_lists_the_tools(tmp_pat
     assert f"lists {len(expected)} tools" in res.stdout and "job_wait" in res.stdout
 
 
-def test_claude_check_fails_loudly_when_the_command_cannot_start(tmp_path, spu_env):
+def _check_with(tmp_path: Path, env: dict[str, str], entry: dict) -> subprocess.CompletedProcess:
+    (tmp_path / ".mcp.json").write_text(json.dumps({"mcpServers": {"spu": entry}}))
+    return spu("config", "claude", "--check", cwd=tmp_path, env=env)
+
+
+def test_claude_check_names_why_the_server_did_not_start(tmp_path, spu_env):
+    """Each cause by name: spu off PATH, the interpreter of a venv's spu gone, a module the server cannot
+    import, a server that exits (--check used to blame the spu script for a missing interpreter)."""
     env = {**spu_env, "PATH": "/usr/bin:/bin"}
-    (tmp_path / ".mcp.json").write_text(
-        json.dumps({"mcpServers": {"spu": {"command": "spu", "args": ["serve"]}}})
-    )
-    res = spu("config", "claude", "--check", cwd=tmp_path, env=env)
+    res = _check_with(tmp_path, env, {"command": "spu", "args": ["serve"]})
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "`spu serve` did not start: 'spu' is not on PATH" in res.stderr
+    assert "spu config claude --write" in res.stderr and res.stderr.startswith("error: ")
+    # a venv whose interpreter was deleted: its bin/spu is still there
+    venv_bin = tmp_path / "old-venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    script = venv_bin / "spu"
+    script.write_text(f"#!{tmp_path / 'old-venv' / 'bin' / 'python3.11'}\nimport spu\n")
+    script.chmod(0o755)
+    res = _check_with(tmp_path, env, {"command": str(script), "args": ["serve"]})
     assert res.returncode == 1
-    assert "`spu serve` did not start: the command 'spu' cannot be found on PATH" in res.stderr
-    assert "spu config claude --write" in res.stderr
-    (tmp_path / ".mcp.json").write_text(
-        json.dumps({"mcpServers": {"spu": {"command": "/bin/sh", "args": ["-c", "echo broken >&2; exit 3"]}}})
+    assert f"runs the interpreter {tmp_path / 'old-venv' / 'bin' / 'python3.11'}, which does not exist" in (
+        res.stderr
     )
-    res = spu("config", "claude", "--check", cwd=tmp_path, env=env)
-    assert res.returncode == 1 and "did not start" in res.stderr and "Traceback" not in res.stderr
+    # the interpreter is there but the server cannot import a module it needs
+    res = _check_with(tmp_path, env, {"command": sys.executable, "args": ["-c", "import spu_missing_dep"]})
+    assert res.returncode == 1
+    assert "ModuleNotFoundError: No module named 'spu_missing_dep'" in res.stderr
+    assert "lacks a package" in res.stderr
+    res = _check_with(tmp_path, env, {"command": "/bin/sh", "args": ["-c", "echo broken >&2; exit 3"]})
+    assert res.returncode == 1 and "did not start" in res.stderr and "it wrote: broken" in res.stderr
     (tmp_path / ".mcp.json").write_text("{}")
     res = spu("config", "claude", "--check", cwd=tmp_path, env=env)
     assert res.returncode == 1 and "has no 'spu' server" in res.stderr
@@ -178,6 +196,11 @@ def test_docs_show_what_the_commands_print(env_with_spu_on_path, monkeypatch):
     for key, value in clients.claude_settings()["env"].items():
         assert f'"{key}": "{value}"' in claude_doc and f"{key}={value} " in line
     assert f'"permissions": {{"allow": ["{clients.CLAUDE_TOOL_RULE}"]}}' in claude_doc
+    # `claude mcp list` shows the command .mcp.json names: an absolute path (it used to read `spu serve`)
+    flat = " ".join(claude_doc.split())
+    listed = re.search(r"`claude mcp list` shows `spu: (\S+) serve - ", flat)
+    assert listed and listed.group(1) == re.search(r'"command": "(\S+)", "args"', flat).group(1)
+    assert Path(listed.group(1)).is_absolute() and "`spu: spu serve" not in flat
     block = clients.codex_toml(tools=["system_info"])
     documented = codex_doc.split("```toml\n", 1)[1].split("```", 1)[0]
     for row in block.splitlines():
@@ -268,15 +291,16 @@ def test_codex_provider_options_need_a_provider_name(tmp_path, env_with_spu_on_p
 
 
 def test_codex_writer_keeps_dotted_keys_and_replaces_a_provider_written_by_hand():
-    block = clients.codex_toml(tools=["system_info"])
-    text, _ = clients.write_codex_config('approval_policy = "never"\n', block)
+    tools = ["system_info"]
+    text = clients.write_codex_config('approval_policy = "never"\n', tools=tools).text
     text += 'model = "m"\nmodel_providers.local.base_url = "http://x/v1"\n'  # appended after spu's tables
-    text, moved = clients.write_codex_config(text, block)
+    written = clients.write_codex_config(text, tools=tools)
+    text, moved = written.text, written.moved
     assert moved == ["model", "model_providers.local.base_url"]
     data = tomllib.loads(text)
     assert data["model"] == "m" and data["model_providers"]["local"]["base_url"] == "http://x/v1"
     provider = clients.CodexProvider("local", "http://127.0.0.1:9/v1", "m2")
-    data = tomllib.loads(clients.write_codex_config(text, block, provider)[0])
+    data = tomllib.loads(clients.write_codex_config(text, tools=tools, provider=provider).text)
     assert data["model"] == "m2" and data["model_provider"] == "local" and data["approval_policy"] == "never"
     assert data["model_providers"]["local"] == {
         "name": "local",
@@ -284,3 +308,113 @@ def test_codex_writer_keeps_dotted_keys_and_replaces_a_provider_written_by_hand(
         "wire_api": "responses",
     }
     assert set(data["mcp_servers"]["spu"]["tools"]) == {"system_info"}
+
+
+def test_claude_write_keeps_the_users_env_and_keys_and_records_task_roots(tmp_path, env_with_spu_on_path):
+    """Rerunning --write used to replace the whole spu entry, dropping an env the user had added."""
+    project, tasks, more = tmp_path / "project", tmp_path / "tasks", tmp_path / "more-tasks"
+    for folder in (project, tasks, more):
+        folder.mkdir()
+    env = {k: v for k, v in env_with_spu_on_path.items() if k not in clients.SERVER_ENV_VARS}
+    res = spu("config", "claude", "--write", "--task-root", "../tasks", cwd=project, env=env)
+    assert res.returncode == 0, res.stderr
+    mcp = json.loads((project / ".mcp.json").read_text())
+    assert mcp["mcpServers"]["spu"]["env"] == {"SPU_INPUT_ROOTS": str(tasks)}
+    mcp["mcpServers"]["spu"]["env"]["BRAVE_API_KEY"] = "user-key"
+    mcp["mcpServers"]["spu"]["timeout"] = 30000
+    mcp["mcpServers"]["other"] = {"command": "x"}
+    (project / ".mcp.json").write_text(json.dumps(mcp))
+    res = spu("config", "claude", "--write", "--task-root", str(more), cwd=project, env=env)
+    assert res.returncode == 0, res.stderr
+    entry = json.loads((project / ".mcp.json").read_text())["mcpServers"]
+    assert entry["other"] == {"command": "x"}
+    assert entry["spu"]["env"] == {
+        "SPU_INPUT_ROOTS": os.pathsep.join([str(tasks), str(more)]),
+        "BRAVE_API_KEY": "user-key",
+    }
+    assert entry["spu"]["timeout"] == 30000 and entry["spu"]["args"] == ["serve"]
+    assert f"the tools may read files under {tasks}" in res.stdout
+
+
+def test_codex_write_keeps_the_users_server_keys_and_env_and_records_task_roots(
+    tmp_path, env_with_spu_on_path
+):
+    home, tasks = tmp_path / "codex", tmp_path / "tasks"
+    home.mkdir()
+    tasks.mkdir()
+    env = {k: v for k, v in env_with_spu_on_path.items() if k not in clients.SERVER_ENV_VARS}
+    env["CODEX_HOME"] = str(home)
+    assert spu("config", "codex", "--write", "--task-root", str(tasks), cwd=tmp_path, env=env).returncode == 0
+    config = home / "config.toml"
+    text = config.read_text().replace(
+        "[mcp_servers.spu.env]\n", '[mcp_servers.spu.env]\nBRAVE_API_KEY = "user-key"\n'
+    )
+    text = text.replace("tool_timeout_sec = 660\n", 'tool_timeout_sec = 660\nenv_vars = ["NCBI_API_KEY"]\n')
+    config.write_text(text)
+    res = spu("config", "codex", "--write", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    server = tomllib.loads(config.read_text())["mcp_servers"]["spu"]
+    assert server["env"] == {"SPU_INPUT_ROOTS": str(tasks), "BRAVE_API_KEY": "user-key"}
+    assert server["env_vars"] == ["NCBI_API_KEY"] and server["command"] == "spu"
+    assert "moved" not in res.stdout and "env_vars" not in tomllib.loads(config.read_text())
+
+
+def test_codex_write_refuses_to_replace_a_top_level_key_silently(tmp_path, env_with_spu_on_path):
+    """A `model = ...` appended after spu's tables used to replace the file's own `model` without a word."""
+    home = tmp_path / "codex"
+    home.mkdir()
+    env = {**env_with_spu_on_path, "CODEX_HOME": str(home)}
+    config = home / "config.toml"
+    config.write_text('model = "gpt-own"\n')
+    assert spu("config", "codex", "--write", cwd=tmp_path, env=env).returncode == 0
+    config.write_text(config.read_text() + 'model = "gpt-appended"\n')
+    before = config.read_text()
+    res = spu("config", "codex", "--write", cwd=tmp_path, env=env)
+    assert res.returncode == 1 and res.stderr.startswith("error: ")
+    assert 'model is set twice: `model = "gpt-own"`' in res.stderr and 'model = "gpt-appended"' in res.stderr
+    assert config.read_text() == before  # nothing written
+    # the same value twice is no conflict: the top-level one stays, once
+    config.write_text(before.replace("gpt-appended", "gpt-own"))
+    res = spu("config", "codex", "--write", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    assert (
+        config.read_text().count("model = ") == 1 and tomllib.loads(config.read_text())["model"] == "gpt-own"
+    )
+    # the provider options replace it on request, and say so
+    res = spu("config", "codex", "--write", "--model-provider", "p", "--model", "m2", cwd=tmp_path, env=env)
+    assert res.returncode == 0 and 'replaced model = "gpt-own" -> model = "m2"' in res.stdout
+
+
+def test_codex_check_starts_the_server_as_codex_would(tmp_path, env_with_spu_on_path):
+    home = tmp_path / "codex"
+    env = {**env_with_spu_on_path, "CODEX_HOME": str(home)}
+    res = spu("config", "codex", "--check", cwd=tmp_path, env=env)
+    assert (
+        res.returncode == 1
+        and "no Codex config at" in res.stderr
+        and "spu config codex --write" in res.stderr
+    )
+    assert spu("config", "codex", "--write", cwd=tmp_path, env=env).returncode == 0
+    res = spu("config", "codex", "--check", cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    expected = {t.name for t in SERVER_TOOLS} | set(load_registry().tools)
+    assert f"`spu serve` started and lists {len(expected)} tools" in res.stdout
+    # the block names `spu`; a shell whose PATH lacks it is what Codex would start it with
+    res = spu("config", "codex", "--check", cwd=tmp_path, env={**env, "PATH": "/usr/bin:/bin"})
+    assert (
+        res.returncode == 1
+        and "'spu' is not on PATH" in res.stderr
+        and "Codex would run without" in res.stderr
+    )
+
+
+def test_codex_server_env_is_what_codex_passes(monkeypatch):
+    """Codex gives a stdio server a few of its own variables, those of env_vars, and the entry's env
+    (tests/integration/test_npm_clients.py checks the list against Codex itself)."""
+    monkeypatch.setenv("SPU_INPUT_ROOTS", "/from/the/shell")
+    monkeypatch.setenv("NCBI_API_KEY", "k")
+    entry = {"command": "spu", "env": {"SPU_WORKDIR": "/w"}, "env_vars": ["NCBI_API_KEY"]}
+    env = clients.codex_server_env(entry)
+    assert "SPU_INPUT_ROOTS" not in env and env["NCBI_API_KEY"] == "k" and env["SPU_WORKDIR"] == "/w"
+    assert env["PATH"] == os.environ["PATH"]
+    assert clients.claude_server_env(entry)["SPU_INPUT_ROOTS"] == "/from/the/shell"

@@ -50,6 +50,14 @@ def test_progress_notifications_reach_the_client(job_server):
     assert all(0 <= p <= 1 for p, _ in seen) and any(m and m.startswith("step") for _, m in seen)
 
 
+def test_a_finished_job_keeps_no_progress_note(job_server):
+    """jobs() showed a done job with its last note ("7 of 8 ...") as if it were still at that step."""
+    pending = job_server.call_ok("test_sleep", {"seconds": 0.6, "steps": 4, "tag": "note", "wait_s": 0})
+    job_server.call_ok("job_wait", {"job_id": pending["job_id"], "wait_s": 60})
+    (row,) = [j for j in job_server.call_ok("jobs")["jobs"] if j["job_id"] == pending["job_id"]]
+    assert row["status"] == "done" and row["progress"] == 1.0 and row["message"] is None
+
+
 def test_timeout_kills_the_whole_process_group(job_server):
     err = job_server.call_error("test_spawn_child", {"seconds": 60, "wait_s": 20})
     assert err["code"] == "timeout"

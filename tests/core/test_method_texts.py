@@ -95,6 +95,7 @@ def live(start_mcp_server, tmp_path_factory) -> dict[str, Any]:
             "fresh": fresh,
             "hit": hit,
             "error": invalid.structured_content,
+            "error_text": " ".join(getattr(c, "text", "") for c in invalid.content),
             "checked": checked,
             "jobs": listed,
             "dft": dft.structured_content,
@@ -227,8 +228,126 @@ def test_ranking_check_fields_in_the_texts_are_its_result(live, texts):
 
 
 def test_mcp_clients_are_told_to_stop_without_the_tools(texts):
+    """Each client is told the command that diagnoses it; AGENTS.md named `codex mcp list`, which starts no
+    server and shows `enabled` even with spu off PATH."""
     flat = {reader: " ".join(text.split()) for reader, text in texts.items()}
     for reader in ("skill SKILL.md", "AGENTS.md"):
         assert "If no spu tool exists, stop at once" in flat[reader], reader
-    assert "spu config claude --check" in flat["skill SKILL.md"]
+    assert "run `spu config claude --check` to see why" in flat["skill SKILL.md"]
+    assert "run `spu config codex --check` to see why" in flat["AGENTS.md"]
+    assert "codex mcp list" not in flat["AGENTS.md"]
     assert "no spu tool exists" not in flat["system prompt"]  # the reference agent has its own check
+
+
+def test_error_shape_is_what_each_client_shows(live, texts):
+    """Claude Code (and the reference agent) show the model an error result's text, Codex its
+    structuredContent (tests/integration/test_npm_clients.py checks both clients): each reader is told
+    its own form, and that form is the live server's."""
+    flat = {reader: " ".join(text.split()) for reader, text in texts.items()}
+    error = live["error"]["error"]
+    shown = re.search(
+        r"error result whose text reads `(\[code\] message Hint: hint)`", flat["skill long-jobs.md"]
+    )
+    assert shown, flat["skill long-jobs.md"]
+    pattern = re.escape(shown.group(1)).replace("code", "(?P<code>[a-z_]+)")
+    pattern = pattern.replace("message", "(?P<message>.+)").replace("hint", "(?P<hint>.+)")
+    match = re.fullmatch(pattern, live["error_text"], flags=re.S)
+    assert match, live["error_text"]
+    assert match["code"] == error["code"] == "invalid_input" and match["hint"] == error["hint"]
+    assert "`[invalid_input]` with the problems in the message" in flat["skill long-jobs.md"]
+    assert "molecules" in match["message"]  # the problem is named in the text the client shows
+    assert '{"error": {code, message, hint}}' in flat["AGENTS.md"]
+    assert '{"error"' not in flat["skill long-jobs.md"] and "[code] message" not in flat["AGENTS.md"]
+
+
+def _stated(pattern: str, text: str) -> float:
+    found = re.search(pattern, " ".join(text.split()))
+    assert found, pattern
+    return float(found.group(1))
+
+
+def _true_orders(task: Task, answers) -> dict[str, list[str]]:
+    return {
+        g.group_id: sorted(g.experiment_ids, key=lambda e: answers.group(g.group_id).values[e])
+        for g in task.groups
+    }
+
+
+def test_scoring_statements_are_what_the_grader_gives(texts):
+    """Every score the submission notes state, checked by grading examples with the real grader. The notes
+    said a missing or malformed group "scores as a random order"; the grader gives it -1, weight kept."""
+    import itertools
+
+    import numpy as np
+    from scipy.stats import rankdata, spearmanr
+
+    from environment.demo_tasks import demo_answers_path
+    from environment.grading import grade
+    from environment.submission import submission_from_orders
+    from environment.task import load_answers
+
+    for reader in ("skill submission.md", "AGENTS.md"):
+        assert "scores as a random order" not in texts[reader]
+    text = texts["skill submission.md"]
+    group_rho = _stated(r"scores rho = (-?[\d.]+) and keeps its weight", text)
+    file_score = _stated(r"is rejected whole: the task scores (-?[\d.]+)\.", text)
+    official = _stated(r"but the official score is (-?[\d.]+)\.", text)
+    mib = _stated(r"larger than ([\d.]+) MiB", text)
+    assert _stated(r"UTF-8 JSON of at most ([\d.]+) MiB", text) == mib
+    task = load_task(demo_task_dir("aromatic-acidity"))
+    answers = load_answers(demo_answers_path("aromatic-acidity"))
+    orders = _true_orders(task, answers)
+    best = grade(submission_from_orders(task, orders), task, answers)
+    first, second = task.groups[0], task.groups[1]
+
+    # a group left out: rho as stated, its weight kept, the others scored as before
+    partial = submission_from_orders(task, orders)
+    partial["rankings"] = [r for r in partial["rankings"] if r["group_id"] != first.group_id]
+    result = grade(partial, task, answers)
+    missing = result.groups[0]
+    assert missing.rho == group_rho == -1 and missing.weight == first.weight and missing.error
+    others = sum(g.weight * g.rho for g in best.groups[1:])
+    assert result.score == pytest.approx(others + first.weight * group_rho)
+    # an order that leaves out, repeats or adds an id, and a group listed twice: the same
+    ids = orders[second.group_id]
+    for bad in (ids[1:], [ids[0], *ids[1:-1], ids[0]], [*ids, "not-an-id"]):
+        result = grade(submission_from_orders(task, {**orders, second.group_id: bad}), task, answers)
+        assert result.groups[1].rho == group_rho and result.groups[1].weight == second.weight
+    twice = submission_from_orders(task, orders)
+    twice["rankings"].append(dict(twice["rankings"][1]))
+    assert grade(twice, task, answers).groups[1].rho == group_rho
+    # "no order scores less, not even the exact reverse"; "a random order scores 0 on average": every
+    # permutation of a group, Spearman from scipy (average ranks), independently of the grader
+    values = answers.group(second.group_id).values
+    assert len(ids) <= 9  # every permutation below
+    measured = rankdata([values[e] for e in ids]) - (len(ids) + 1) / 2  # average ranks, centred
+    perms = np.array(list(itertools.permutations(range(len(ids)))), dtype=float) - (len(ids) - 1) / 2
+    rhos = perms @ measured / np.sqrt((perms[0] @ perms[0]) * (measured @ measured))
+    assert rhos.min() >= group_rho and rhos.mean() == pytest.approx(0.0, abs=1e-12)
+    reverse = grade(submission_from_orders(task, {**orders, second.group_id: ids[::-1]}), task, answers)
+    assert reverse.groups[1].rho == pytest.approx(rhos.min()) and reverse.groups[1].rho >= group_rho
+    # tied measurements take their average rank: the grader's rho is scipy's
+    tied = answers.model_copy(deep=True)
+    group = tied.group(second.group_id)
+    group.values[ids[1]] = group.values[ids[0]]
+    scored = grade(submission_from_orders(task, orders), task, tied).groups[1].rho
+    assert scored == pytest.approx(spearmanr(range(len(ids)), [group.values[e] for e in ids]).statistic)
+    # all values tied: 0 for any valid order
+    for e in ids:
+        group.values[e] = 1.0
+    for order in (ids, ids[::-1]):
+        assert (
+            grade(submission_from_orders(task, {**orders, second.group_id: order}), task, tied).groups[1].rho
+            == 0.0
+        )
+
+    # a file that is not JSON, one over the size limit, one departure from the schema: rejected whole
+    good = json.dumps(submission_from_orders(task, orders))
+    assert grade(good[:-1].encode(), task, answers).score == file_score == official == -1
+    padded = good[:-1] + ', "notes": "' + "x" * int(mib * 2**20) + '"}'
+    assert grade(padded.encode(), task, answers).score == file_score
+    renamed = json.loads(good)
+    renamed["rankings"][0]["ranking"] = renamed["rankings"][0].pop("order")
+    result = grade(renamed, task, answers)
+    assert result.score == official and result.rejected
+    assert result.recovered_score == pytest.approx(best.score)  # "reports a recovered score beside it"

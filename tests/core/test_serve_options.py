@@ -1,5 +1,6 @@
-"""``spu serve``'s options are declared once (serve_cli.parser): the Typer command declares none and hands
-its arguments on, so both entry paths show the same help and give the same usage errors."""
+"""``spu serve``'s options are declared once (serve_cli.options): the Typer command declares none and hands
+its arguments on, so both entry paths show the same help and give the same usage errors, in the style of
+every other spu command."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import typer
 from typer.testing import CliRunner
 
 from spu.cli import make_app
-from tools_server.core.serve_cli import parser
+from tools_server.core.serve_cli import options
 
 APP = make_app(("tools_server.core.cli",))
 
@@ -18,8 +19,7 @@ APP = make_app(("tools_server.core.cli",))
 def test_the_typer_command_declares_no_option_of_its_own():
     command = typer.main.get_command(APP).commands["serve"]
     assert [p.name for p in command.params] == []
-    options = {o for action in parser()._actions for o in action.option_strings}
-    assert {"--transport", "--host", "--port", "--token", "--allowed-host"} <= options
+    assert {"--transport", "--host", "--port", "--token", "--allowed-host"} <= {o.flag for o in options()}
 
 
 def test_both_paths_show_the_one_help(spu_env):
@@ -32,8 +32,12 @@ def test_both_paths_show_the_one_help(spu_env):
         timeout=60,
     )
     assert typer_help.exit_code == 0 and fast.returncode == 0
-    assert "--allowed-host NAME" in fast.stdout and "SPU_SERVER_TOKEN" in fast.stdout
+    assert "--allowed-host <name>" in fast.stdout and "SPU_SERVER_TOKEN" in fast.stdout
     assert typer_help.output == fast.stdout
+    # the layout of every other command's help (it was argparse's "usage: ... options:")
+    doctor = CliRunner().invoke(make_app(("tools_server.core.doctor_cli",)), ["doctor", "--help"]).output
+    for style in ("Usage: spu {} [OPTIONS]\n", "\nOptions:\n", "  --help "):
+        assert style.format("serve") in fast.stdout and style.format("doctor") in doctor
 
 
 def test_a_bad_port_is_a_usage_error(spu_env):
@@ -46,3 +50,4 @@ def test_a_bad_port_is_a_usage_error(spu_env):
             timeout=60,
         )
         assert out.returncode == 2 and "--port" in out.stderr and "Traceback" not in out.stderr, out.stderr
+        assert "\nerror: argument --port: " in out.stderr and "Try 'spu serve --help' for help." in out.stderr

@@ -216,7 +216,7 @@ def test_the_cli_exits_1_naming_the_file_and_line(temp_task, tmp_path):
         timeout=120,
     )
     assert done.returncode == 1
-    assert f"error [trajectory_malformed]: {path}:3:" in done.stderr
+    assert f"error: [trajectory_malformed] {path}:3:" in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -82,7 +82,7 @@ def test_worked_example_builds_and_passes_every_command(tmp_path, monkeypatch):
     assert f"{chance['exact_threshold']:.4f} exact" in doc
     assert chance["attainable_max"] == pytest.approx(1.0)
 
-    result = _spu("harbor", "export", "logp/task", "logp-harbor", "--answers", "logp/answers.json")
+    result = _spu("harbor", "export", "logp/task", "-o", "logp-harbor", "--answers", "logp/answers.json")
     assert result.exit_code == 0, result.output
     assert Path("logp-harbor/task.toml").is_file()
     assert Path("logp-harbor/tests/answers.json").read_bytes() == Path("logp/answers.json").read_bytes()

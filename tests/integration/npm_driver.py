@@ -12,9 +12,11 @@ a scripted Responses server that calls system_info, a job tool, job_wait and job
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import threading
@@ -118,29 +120,7 @@ class ScriptedAnthropic(BaseHTTPRequestHandler):
         if "count_tokens" in self.path:
             self._json({"input_tokens": 100})
             return
-        tools = [t.get("name") for t in body.get("tools") or []]
-        results = [
-            block
-            for m in body.get("messages") or []
-            if isinstance(m.get("content"), list)
-            for block in m["content"]
-            if block.get("type") == "tool_result"
-        ]
-        skill = skill_tool(body.get("tools") or [])
-        if results and len(results) == 1 and skill:
-            content = [
-                {"type": "tool_use", "id": "toolu_skill_1", "name": skill[0], "input": {skill[1]: SKILL}}
-            ]
-            stop = "tool_use"
-        elif results:
-            content = [{"type": "text", "text": FINAL_TEXT}]
-            stop = "end_turn"
-        elif TOOL in tools:
-            content = [{"type": "tool_use", "id": "toolu_spu_1", "name": TOOL, "input": {}}]
-            stop = "tool_use"
-        else:  # side requests (titles, summaries): plain text
-            content = [{"type": "text", "text": "ok"}]
-            stop = "end_turn"
+        content, stop = self.reply(body)
         message = {
             "id": f"msg_{len(self.requests)}",
             "type": "message",
@@ -155,6 +135,25 @@ class ScriptedAnthropic(BaseHTTPRequestHandler):
             self._stream(message)
         else:
             self._json(message)
+
+    def reply(self, body: dict) -> tuple[list[dict], str]:
+        """The content blocks and stop reason of the answer to ``body``."""
+        tools = [t.get("name") for t in body.get("tools") or []]
+        results = tool_results_in(body)
+        skill = skill_tool(body.get("tools") or [])
+        if results and len(results) == 1 and skill:
+            tool_use = {
+                "type": "tool_use",
+                "id": "toolu_skill_1",
+                "name": skill[0],
+                "input": {skill[1]: SKILL},
+            }
+            return [tool_use], "tool_use"
+        if results:
+            return [{"type": "text", "text": FINAL_TEXT}], "end_turn"
+        if TOOL in tools:
+            return [{"type": "tool_use", "id": "toolu_spu_1", "name": TOOL, "input": {}}], "tool_use"
+        return [{"type": "text", "text": "ok"}], "end_turn"  # side requests (titles, summaries)
 
     def do_GET(self) -> None:
         self.requests.append({"path": self.path, "method": "GET"})
@@ -237,6 +236,34 @@ class ScriptedAnthropic(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+def tool_results_in(body: dict) -> list[dict]:
+    return [
+        block
+        for m in body.get("messages") or []
+        if isinstance(m.get("content"), list)
+        for block in m["content"]
+        if block.get("type") == "tool_result"
+    ]
+
+
+class StepsAnthropic(ScriptedAnthropic):
+    """Calls the spu tools of ``STEPS`` (name, input) one after the other, then ends with text."""
+
+    STEPS: ClassVar[list[tuple[str, dict]]] = []
+
+    def reply(self, body: dict) -> tuple[list[dict], str]:
+        tools = [t.get("name") for t in body.get("tools") or []]
+        done = len(tool_results_in(body))
+        if f"mcp__spu__{self.STEPS[0][0]}" not in tools:
+            return [{"type": "text", "text": "ok"}], "end_turn"
+        if done < len(self.STEPS):
+            name, args = self.STEPS[done]
+            return [
+                {"type": "tool_use", "id": f"toolu_step_{done}", "name": f"mcp__spu__{name}", "input": args}
+            ], "tool_use"
+        return [{"type": "text", "text": FINAL_TEXT}], "end_turn"
+
+
 class ScriptedResponses(BaseHTTPRequestHandler):
     """A scripted OpenAI Responses API (streaming SSE, as Codex reads it). Each request gets the next step
     of the script, chosen from what the conversation holds so far: system_info, chem_parse with wait_s=0
@@ -262,7 +289,8 @@ class ScriptedResponses(BaseHTTPRequestHandler):
         offered = tool_names(body.get("tools") or [])
         outputs = [i for i in body.get("input") or [] if i.get("type") == "function_call_output"]
         n = len(self.requests)
-        if not any(name.endswith("/system_info") for name in offered) or len(outputs) >= len(self.STEPS):
+        call = self.next_call(offered, outputs)
+        if call is None:
             item = {
                 "type": "message",
                 "id": f"msg_{n}",
@@ -271,15 +299,8 @@ class ScriptedResponses(BaseHTTPRequestHandler):
                 "content": [{"type": "output_text", "text": CODEX_FINAL_TEXT, "annotations": []}],
             }
         else:
-            step = self.STEPS[len(outputs)]
+            step, args = call
             name = next(t for t in offered if t.endswith("/" + step) and "spu" in t)
-            args: dict = {}
-            if step == "chem_parse":
-                args = {"molecules": ["CCO"], "wait_s": 0}
-            elif step in ("job_wait", "job_cancel"):
-                args = {"job_id": job_id_in(outputs[1].get("output")) or "missing"}
-                if step == "job_wait":
-                    args["wait_s"] = 120
             item = function_call(name, n, args)
         response = {"id": f"resp_{n}", "object": "response", "status": "completed", "model": "scripted"}
         usage = {
@@ -310,12 +331,37 @@ class ScriptedResponses(BaseHTTPRequestHandler):
         raw = "".join(f"event: {e}\ndata: {json.dumps(d)}\n\n" for e, d in events).encode()
         self._send(200, "text/event-stream", raw)
 
+    def next_call(self, offered: list[str], outputs: list[dict]) -> tuple[str, dict] | None:
+        """The next spu tool to call and its arguments, or None to end with the final message."""
+        if not any(name.endswith("/system_info") for name in offered) or len(outputs) >= len(self.STEPS):
+            return None
+        step = self.STEPS[len(outputs)]
+        args: dict = {}
+        if step == "chem_parse":
+            args = {"molecules": ["CCO"], "wait_s": 0}
+        elif step in ("job_wait", "job_cancel"):
+            args = {"job_id": job_id_in(outputs[1].get("output")) or "missing"}
+            if step == "job_wait":
+                args["wait_s"] = 120
+        return step, args
+
     def _send(self, status: int, ctype: str, raw: bytes) -> None:
         self.send_response(status)
         self.send_header("content-type", ctype)
         self.send_header("content-length", str(len(raw)))
         self.end_headers()
         self.wfile.write(raw)
+
+
+class StepsResponses(ScriptedResponses):
+    """Calls the spu tools of ``CALLS`` (name, arguments) one after the other, then the final message."""
+
+    CALLS: ClassVar[list[tuple[str, dict]]] = []
+
+    def next_call(self, offered: list[str], outputs: list[dict]) -> tuple[str, dict] | None:
+        if not any(name.endswith("/system_info") for name in offered) or len(outputs) >= len(self.CALLS):
+            return None
+        return self.CALLS[len(outputs)]
 
 
 def tool_names(tools: list[dict]) -> list[str]:
@@ -533,6 +579,156 @@ def scenario_codex_exec(work: Path) -> dict:
     }
 
 
+def scenario_claude_broken_venv(work: Path) -> dict:
+    """The documented setup, then the venv's interpreter gone (.mcp.json names a `spu` script whose `#!`
+    interpreter no longer exists): what `claude -p` does, and what `spu config claude --check` says."""
+    ScriptedAnthropic.requests = []
+    server = start_server(ScriptedAnthropic)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    env = client_env(work, ANTHROPIC_API_KEY="sk-test-scripted", ANTHROPIC_BASE_URL=url)
+    project = setup_claude_project(work, env)
+    gone = work / "moved-venv" / "bin" / "python3"
+    script = work / "moved-venv" / "bin" / "spu"
+    script.parent.mkdir(parents=True)
+    script.write_text(f"#!{gone}\nfrom spu.cli import main\nmain()\n")
+    script.chmod(0o755)
+    mcp = json.loads((project / ".mcp.json").read_text())
+    mcp["mcpServers"]["spu"]["command"] = str(script)
+    (project / ".mcp.json").write_text(json.dumps(mcp))
+    words = shlex.split(claude_headless_command("Call the system_info tool of the spu server."))
+    assignments = [w for w in words if "=" in w and w.split("=", 1)[0].isupper()]
+    command = [str(BIN / "claude"), *words[len(assignments) + 1 :]]
+    result = run(
+        [*command, "--model", "claude-sonnet-4-5"], env | dict(a.split("=", 1) for a in assignments), project
+    )
+    server.shutdown()
+    check = run([sys.executable, "-m", "spu", "config", "claude", "--check"], env, project, timeout=120)
+    offered = {
+        t.get("name")
+        for r in ScriptedAnthropic.requests
+        for t in (r.get("body") or {}).get("tools") or []
+        if "spu" in t.get("name", "")
+    }
+    return {**result, "spu_tools_offered": sorted(offered), "check": check, "interpreter": str(gone)}
+
+
+ENV_DUMP_SERVER = """import json, os, sys
+with open(sys.argv[1], "w") as out:
+    json.dump(sorted(os.environ), out)
+from mcp.server.mcpserver import MCPServer
+MCPServer("envdump").run("stdio")
+"""
+
+
+def place_task(work: Path, where: str) -> tuple[Path, Path]:
+    """A copy of a demo task outside the project folder, and a draft for it inside the project: ``beside``
+    the project (work/task) or in a folder standing for a container's /app (work/app/task)."""
+    from environment.demo_tasks import demo_task_dir
+    from environment.submission import fallback_submission
+    from environment.task import load_task
+
+    project = work / "project"
+    project.mkdir(parents=True, exist_ok=True)
+    task = work / "task" if where == "beside" else work / "app" / "task"
+    shutil.copytree(demo_task_dir("aromatic-acidity"), task)
+    draft = project / "rankings.json"
+    draft.write_text(json.dumps(fallback_submission(load_task(task))))
+    return task, draft
+
+
+def task_steps(task: Path, draft: Path) -> list[tuple[str, dict]]:
+    """ranking_check on the task and its draft, then a call with an invalid argument (its error result)."""
+    return [
+        ("ranking_check", {"task_dir": str(task), "draft_path": str(draft)}),
+        ("chem_parse", {"molecules": 5}),
+    ]
+
+
+def scenario_claude_task(work: Path, where: str, registered: bool) -> dict:
+    """`spu config claude --write --task-root TASK` (or without it), then `claude -p` against a scripted model
+    that calls ranking_check on a task outside the project and chem_parse with an invalid argument."""
+    task, draft = place_task(work, where)
+    StepsAnthropic.requests = []
+    StepsAnthropic.STEPS = task_steps(task, draft)
+    server = start_server(StepsAnthropic)
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    env = client_env(work, ANTHROPIC_API_KEY="sk-test-scripted", ANTHROPIC_BASE_URL=url)
+    project = draft.parent
+    roots = ["--task-root", str(task)] if registered else []
+    subprocess.run(
+        [sys.executable, "-m", "spu", "config", "claude", "--write", *roots],
+        cwd=project,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    words = shlex.split(claude_headless_command("Check the draft of the task."))
+    assignments = [w for w in words if "=" in w and w.split("=", 1)[0].isupper()]
+    command = [str(BIN / "claude"), *words[len(assignments) + 1 :]]
+    env = env | dict(a.split("=", 1) for a in assignments)
+    result = run([*command, "--model", "claude-sonnet-4-5"], env, project, timeout=240)
+    server.shutdown()
+    results = {}
+    for request in StepsAnthropic.requests:
+        for block in tool_results_in(request.get("body") or {}):
+            results[block["tool_use_id"]] = block
+    return {**result, "tool_results": [results.get(f"toolu_step_{i}") for i in range(2)]}
+
+
+def scenario_codex_task(work: Path, where: str, registered: bool) -> dict:
+    """`spu config codex --write --task-root TASK` (or without it), then `codex exec` against a scripted model
+    that calls ranking_check on a task outside the project and chem_parse with an invalid argument. A
+    second server of the same config records the names of the variables Codex gives a server."""
+    task, draft = place_task(work, where)
+    StepsResponses.requests = []
+    StepsResponses.CALLS = task_steps(task, draft)
+    server = start_server(StepsResponses)
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    codex_home = work / "codex-home"
+    env = client_env(
+        work, CODEX_HOME=str(codex_home), SCRIPTED_API_KEY="sk-test-scripted", SPU_PROBE_NOT_PASSED="1"
+    )
+    project = draft.parent
+    roots = ["--task-root", str(task)] if registered else []
+    subprocess.run(
+        [sys.executable, "-m", "spu", "config", "codex", "--write", *roots],
+        cwd=project,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    dump, names = work / "envdump.py", work / "env-names.json"
+    dump.write_text(ENV_DUMP_SERVER)
+    provider = (
+        'model = "scripted-model"\nmodel_provider = "scripted"\n\n'
+        f'[model_providers.scripted]\nname = "scripted"\nbase_url = "{url}"\nwire_api = "responses"\n'
+        'env_key = "SCRIPTED_API_KEY"\nrequest_max_retries = 0\nstream_max_retries = 0\n\n'
+        f"[mcp_servers.envdump]\ncommand = {json.dumps(sys.executable)}\n"
+        f"args = {json.dumps([str(dump), str(names)])}\n\n"
+    )
+    config = codex_home / "config.toml"
+    config.write_text(provider + config.read_text())
+    result = run(
+        [str(BIN / "codex"), "exec", "--skip-git-repo-check", "--json", "Check the draft of the task."],
+        env,
+        project,
+        timeout=240,
+    )
+    server.shutdown()
+    outputs = []
+    for request in StepsResponses.requests:
+        items = (request.get("body") or {}).get("input") or []
+        outputs = [i.get("output") for i in items if i.get("type") == "function_call_output"] or outputs
+    return {
+        **result,
+        "outputs": [o if isinstance(o, str) else json.dumps(o) for o in outputs],
+        "env_names": json.loads(names.read_text()) if names.exists() else None,
+        "parent_env_names": sorted(env),
+    }
+
+
 if __name__ == "__main__":
     name, work_dir = sys.argv[1], Path(sys.argv[2])
     scenarios = {
@@ -541,5 +737,15 @@ if __name__ == "__main__":
         "claude-headless": scenario_claude_headless,
         "codex-mcp-list": scenario_codex_mcp_list,
         "codex-exec": scenario_codex_exec,
+        "claude-broken-venv": scenario_claude_broken_venv,
     }
+    for where in ("beside", "app"):
+        for registered in (True, False):
+            suffix = f"{where}{'' if registered else '-unregistered'}"
+            scenarios[f"claude-task-{suffix}"] = functools.partial(
+                scenario_claude_task, where=where, registered=registered
+            )
+            scenarios[f"codex-task-{suffix}"] = functools.partial(
+                scenario_codex_task, where=where, registered=registered
+            )
     print(json.dumps(scenarios[name](work_dir)))

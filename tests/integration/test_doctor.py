@@ -3,6 +3,7 @@ PYTHONPATH (a segfaulting import, a hanging import, a missing package) that doct
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -148,7 +149,11 @@ def test_missing_ml_potential_weights_are_warnings_that_name_the_folder(spu_env,
     for name, path in expected.items():
         check = checks[name]
         assert check["status"] == "warn", check
-        assert f"no {path}" in check["detail"] and "weights_missing" in check["detail"]
+        # it read "weights missing: no <path>"
+        assert (
+            f"weights not found (looked for {path})" in check["detail"]
+            and "weights_missing" in check["detail"]
+        )
         assert f"put {path.name} in {path.parent}" in check["fix"] and "SPU_WEIGHTS_DIR" in check["fix"]
         assert check["facts"]["weights_present"] is False
     assert summary["ok"] is True  # a warning, not a failure
@@ -174,3 +179,87 @@ def test_text_output_prints_extras_literally(spu_env, monkeypatch, tmp_path):
     )
     assert proc.returncode == 1
     assert "pip install 'spu-scaffold[dock]'" in proc.stdout, proc.stdout
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, what: str) -> None:
+    """Until ``path`` exists (the stand-in module got that far), or fail when doctor ended first."""
+    import time
+
+    deadline = time.monotonic() + 120
+    while not path.exists():
+        assert proc.poll() is None, f"doctor ended before {what}: {proc.stdout.read() if proc.stdout else ''}"
+        assert time.monotonic() < deadline, f"no {what} within 120 s"
+        time.sleep(0.05)
+
+
+def test_each_check_is_printed_as_it_finishes(spu_env, monkeypatch, tmp_path):
+    """rdkit's line comes out while mdtraj's check still waits; on 9a09d4a nothing was printed before
+    every check had ended (so mdtraj, never released, timed out)."""
+    release = tmp_path / "release"
+    code = (
+        "import pathlib, time\n"
+        f"release = pathlib.Path({str(release)!r})\n"
+        "while not release.exists():\n"
+        "    time.sleep(0.05)\n"
+        "raise ImportError('mdtraj stand-in released')\n"
+    )
+    _shadow(monkeypatch, tmp_path, {"mdtraj": code})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spu", "doctor", "--only", "rdkit", "--only", "mdtraj", "--timeout", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("ok   rdkit"):
+                break
+        assert lines and lines[-1].startswith("ok   rdkit"), lines
+        assert not any("mdtraj" in line for line in lines)  # still waiting
+        release.write_text("go")
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=120) == 1
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "fail mdtraj: not installed or not importable: ImportError: mdtraj stand-in released" in rest
+    assert "timed out" not in rest and rest.rstrip().endswith("required checks failing: mdtraj")
+
+
+def test_an_interrupted_doctor_leaves_no_check_running(spu_env, monkeypatch, tmp_path):
+    """Ctrl-C stops doctor at once and kills the checks it started (each runs in a session of its own, so
+    the terminal's SIGINT does not reach them); on 9a09d4a doctor waited for the check's time limit."""
+    import signal
+
+    pid_file = tmp_path / "check.pid"
+    code = (
+        "import os, pathlib, time\n"
+        f"pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+        "time.sleep(600)\n"
+    )
+    _shadow(monkeypatch, tmp_path, {"mdtraj": code})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spu", "doctor", "--only", "mdtraj", "--timeout", "300"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env=dict(os.environ),
+    )
+    check_pid = None
+    try:
+        _wait_for(pid_file, proc, "the check's start")
+        check_pid = int(pid_file.read_text())
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+        assert "Traceback" not in proc.stderr.read()
+        with pytest.raises(ProcessLookupError):
+            os.kill(check_pid, 0)
+    finally:
+        for pid in filter(None, [proc.pid if proc.poll() is None else None, check_pid]):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -71,6 +71,9 @@ def test_export_layout_keeps_answers_in_tests_only(tmp_path):
     assert config["environment"]["cpus"] == 8 and config["environment"]["memory_mb"] == 16384
     assert config["environment"]["gpus"] == 1 and config["agent"]["timeout_sec"] == 8 * 3600
     assert config["verifier"]["environment_mode"] == "separate"
+    # the tools may read the task folder wherever the agent's client starts the server
+    assert config["environment"]["env"]["SPU_INPUT_ROOTS"] == "/app/task"
+    assert "SPU_INPUT_ROOTS=/app/task" in dockerfile
     # the verifier's own image (tests/) and a compose overlay that a plain Docker engine enforces
     assert (out / "tests" / "Dockerfile").read_text().splitlines()[2] == f"FROM {PINNED}"
     overlay = (out / "tests" / "docker-compose.yaml").read_text()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -69,6 +70,12 @@ def test_claude_mcp_list_shows_the_absolute_spu_command(tmp_path, spu_env):
     command = line.removeprefix("spu: ").split(" - ")[0]
     assert Path(command.split()[0]).is_absolute() and command.endswith(" serve"), result["stdout"]
     assert "Connected" in line or "Pending approval" in line, result["stdout"]
+    # docs/claude-code.md shows this line, with a placeholder for the absolute path
+    doc = " ".join((REPO / "docs" / "claude-code.md").read_text().split())
+    shown = re.search(r"`claude mcp list` shows `(spu: \S+ serve - [^`]+)`", doc).group(1)
+    placeholder = shown.split()[1]
+    shown_line = line.replace(command.split()[0], placeholder)
+    assert shown_line.startswith((shown, shown.replace("⏸ Pending approval", "✔ Connected"))), shown_line
 
 
 def test_inspector_cli_lists_and_calls_tools(tmp_path, spu_env):
@@ -156,3 +163,80 @@ def test_codex_exec_calls_every_kind_of_spu_tool_ten_times_in_a_row(tmp_path, sp
             if '"agent_message"' in line and '"item.completed"' in line
         ]
         assert messages[-1:] == ["The spu tools answered."], where
+
+
+def test_claude_code_says_nothing_of_a_broken_venv_but_check_names_it(tmp_path, spu_env):
+    """Claude Code starts without the spu tools and exits 0 when the interpreter of the configured spu is
+    gone (docs/claude-code.md); `spu config claude --check` names that interpreter."""
+    result = _scenario("claude-broken-venv", tmp_path, spu_env)
+    assert result["returncode"] == 0 and result["spu_tools_offered"] == []
+    assert json.loads(result["stdout"])["is_error"] is False
+    check = result["check"]
+    assert check["returncode"] == 1
+    assert f"runs the interpreter {result['interpreter']}, which does not exist" in check["stderr"]
+
+
+def _error_text(server_error: dict) -> str:
+    """The text content of the server's error result for ``server_error`` (what Claude Code shows)."""
+    from tools_server.core.errors import ToolError
+
+    return str(ToolError.from_dict(server_error))
+
+
+INVALID_MOLECULES = {
+    "code": "invalid_input",
+    "message": "Invalid arguments: molecules: Input should be a valid list",
+    "hint": "Check the arguments against the tool's input schema and try again.",
+    "details": {"problems": ["molecules: Input should be a valid list"]},
+}
+
+
+@pytest.mark.parametrize("where", ["beside", "app"])
+def test_claude_code_checks_a_task_outside_the_project_recorded_with_task_root(where, tmp_path, spu_env):
+    """A task next to the project folder, and one in a folder standing for a container's /app: with
+    `spu config claude --write --task-root TASK`, ranking_check reads it. The invalid call shows the model
+    the error text the skill describes (`[code] message Hint: hint`)."""
+    result = _scenario(f"claude-task-{where}", tmp_path, spu_env)
+    assert result["returncode"] == 0, result["stderr"]
+    checked, invalid = result["tool_results"]
+    assert not checked.get("is_error"), checked
+    # Claude Code may append a <system-reminder> of its own after the result
+    assert json.JSONDecoder().raw_decode(checked["content"])[0]["valid"] is True
+    assert invalid["is_error"] is True
+    assert invalid["content"].startswith(_error_text(INVALID_MOLECULES)), invalid["content"]
+
+
+def test_claude_code_without_task_root_is_told_how_to_allow_the_task(tmp_path, spu_env):
+    result = _scenario("claude-task-beside-unregistered", tmp_path, spu_env)
+    refused = result["tool_results"][0]
+    assert refused["is_error"] is True and "is outside the directories tools may read" in refused["content"]
+    assert "--task-root DIR" in refused["content"]
+
+
+@pytest.mark.skipif(
+    not (BIN / "codex").exists(), reason="codex not installed: bash scripts/install-npm-clients.sh"
+)
+@pytest.mark.parametrize("where", ["beside", "app"])
+def test_codex_checks_a_task_outside_the_project_recorded_with_task_root(where, tmp_path, spu_env):
+    """As for Claude Code: Codex passes a server only a few of its own variables, so the folder goes into
+    the config's [mcp_servers.spu.env]. Codex shows the model the error's structuredContent, as AGENTS.md
+    says; and it passes exactly the variables `spu config codex --check` assumes (CODEX_PASSED_ENV)."""
+    from tools_server.core.clients import CODEX_PASSED_ENV
+
+    result = _scenario(f"codex-task-{where}", tmp_path, spu_env)
+    assert result["returncode"] == 0, result["stderr"]
+    checked, invalid = (json.loads(o.split("Output:\n", 1)[-1]) for o in result["outputs"])
+    assert checked["valid"] is True, checked
+    assert invalid == {"error": INVALID_MOLECULES}
+    parent = set(result["parent_env_names"])
+    assert "SPU_PROBE_NOT_PASSED" in parent
+    assert set(result["env_names"]) == parent & set(CODEX_PASSED_ENV)
+
+
+@pytest.mark.skipif(
+    not (BIN / "codex").exists(), reason="codex not installed: bash scripts/install-npm-clients.sh"
+)
+def test_codex_without_task_root_is_told_how_to_allow_the_task(tmp_path, spu_env):
+    result = _scenario("codex-task-beside-unregistered", tmp_path, spu_env)
+    refused = json.loads(result["outputs"][0].split("Output:\n", 1)[-1])["error"]
+    assert refused["code"] == "invalid_input" and "--task-root DIR" in refused["hint"]

@@ -12,7 +12,8 @@ import os
 import re
 import shutil
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,17 @@ AGENTS_MD_START = (
 )
 AGENTS_MD_END = "<!-- spu-method:end -->"
 
-#: recorded in the registration when set (SPU_TOOL_MODULES too: the approvals list the tools it adds)
-SERVER_ENV_VARS = ("SPU_WORKDIR", "SPU_CACHE_DIR", "SPU_WEIGHTS_DIR", "SPU_AUDIT_URL", "SPU_TOOL_MODULES")
+#: recorded in the registration when set (SPU_TOOL_MODULES too: the approvals list the tools it adds;
+#: SPU_INPUT_ROOTS with the folders of ``--task-root`` added)
+SERVER_ENV_VARS = (
+    "SPU_WORKDIR",
+    "SPU_CACHE_DIR",
+    "SPU_WEIGHTS_DIR",
+    "SPU_AUDIT_URL",
+    "SPU_TOOL_MODULES",
+    "SPU_INPUT_ROOTS",
+)
+INPUT_ROOTS = "SPU_INPUT_ROOTS"
 
 
 def all_tool_names() -> list[str]:
@@ -96,19 +106,49 @@ def absolute_server_command() -> list[str]:
     return [sys.executable, "-m", "spu", "serve"]
 
 
-def server_env() -> dict[str, str]:
-    return {k: os.environ[k] for k in SERVER_ENV_VARS if os.environ.get(k)}
+def join_roots(*values: str | None, extra: Iterable[Path] = ()) -> str:
+    """An ``SPU_INPUT_ROOTS`` value: the folders of ``values`` (each ``os.pathsep``-separated), then
+    ``extra`` as absolute paths, each folder once, in that order."""
+    folders = [f for v in values if v for f in v.split(os.pathsep) if f.strip()]
+    folders += [os.path.abspath(Path(p).expanduser()) for p in extra]
+    return os.pathsep.join(dict.fromkeys(folders))
+
+
+def server_env(task_roots: Iterable[Path] = ()) -> dict[str, str]:
+    """The variables a registration records: those of :data:`SERVER_ENV_VARS` that are set, with the task
+    folders (``--task-root``) added to ``SPU_INPUT_ROOTS`` so the server may read them wherever the client
+    starts it (Codex passes a server only a few of its own variables)."""
+    env = {k: os.environ[k] for k in SERVER_ENV_VARS if os.environ.get(k)}
+    if roots := join_roots(env.get(INPUT_ROOTS), extra=task_roots):
+        env[INPUT_ROOTS] = roots
+    return env
 
 
 # -- Claude Code ------------------------------------------------------------------------------------------
 
 
-def claude_mcp_json() -> dict[str, Any]:
+def claude_mcp_json(task_roots: Iterable[Path] = ()) -> dict[str, Any]:
     command = absolute_server_command()
     entry: dict[str, Any] = {"type": "stdio", "command": command[0], "args": command[1:]}
-    if env := server_env():
+    if env := server_env(task_roots):
         entry["env"] = env
     return {"mcpServers": {SERVER_NAME: entry}}
+
+
+def merge_claude_entry(existing: Any, entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` (spu's ``.mcp.json`` server) over an ``existing`` one: its command is ours; the user's other
+    keys and ``env`` variables stay, ours are updated, and the ``SPU_INPUT_ROOTS`` folders of both are
+    kept."""
+    old = existing if isinstance(existing, dict) else {}
+    old_env = old.get("env") if isinstance(old.get("env"), dict) else {}
+    new_env = entry.get("env") or {}
+    env = {**old_env, **new_env}
+    if roots := join_roots(old_env.get(INPUT_ROOTS), new_env.get(INPUT_ROOTS)):
+        env[INPUT_ROOTS] = roots
+    merged = {**old, **{k: v for k, v in entry.items() if k != "env"}}
+    if env:
+        merged["env"] = env
+    return merged
 
 
 def claude_settings() -> dict[str, Any]:
@@ -151,49 +191,94 @@ def claude_headless_command(prompt: str = "Rank the experiments of the task in /
 
 
 class ServerCheckError(RuntimeError):
-    """The configured server command could not be started or did not list its tools."""
+    """The configured server command could not be started or did not list its tools; the message names
+    the cause (command not on PATH, its interpreter gone, a module it cannot import ...)."""
 
 
-def list_server_tools(entry: dict[str, Any], cwd: Path, timeout_s: float = 60.0) -> list[str]:
-    """Start ``entry`` (an ``.mcp.json`` stdio server: command, args, env) the way a client does, over
-    stdio with the MCP client, and return the names of the tools it lists."""
+#: what Codex passes a stdio server from its own environment, besides the entry's ``env`` and ``env_vars``
+#: (docs/codex.md; tests/integration/test_npm_clients.py checks it against Codex)
+CODEX_PASSED_ENV = (
+    *("HOME", "LOGNAME", "PATH", "SHELL", "USER", "LANG", "LC_ALL", "TERM", "TMPDIR", "TZ"),
+    # the CA bundles
+    *("CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS", "PIP_CERT", "REQUESTS_CA_BUNDLE"),
+    "SSL_CERT_FILE",
+)
+_IMPORT_ERROR = re.compile(r"^\s*((?:ModuleNotFoundError|ImportError): .*)$", re.MULTILINE)
+
+
+def list_server_tools(
+    entry: dict[str, Any], cwd: Path, env: dict[str, str], client: str, timeout_s: float = 60.0
+) -> list[str]:
+    """Start ``entry`` (a stdio server: command, args) with ``env`` in ``cwd`` the way ``client``
+    (``claude`` or ``codex``) does, over stdio with the MCP client, and return the names of the tools it
+    lists; :class:`ServerCheckError` names why it did not."""
+    import tempfile
+
     import anyio
 
+    rerun = f"rerun `spu config {client} --write` from the environment spu is installed in"
     command = entry.get("command")
-    if not command:
-        raise ServerCheckError("the entry has no command")
+    if not command or not isinstance(command, str):
+        raise ServerCheckError(f"the entry has no command; {rerun}")
     # a relative path is relative to the folder the client starts the server in
-    resolved = str(cwd / command) if os.sep in command else shutil.which(command)
+    resolved = str(cwd / command) if os.sep in command else shutil.which(command, path=env.get("PATH"))
     if resolved is None or not Path(resolved).exists():
+        missing = f"{command!r} is not on PATH" if os.sep not in command else f"{resolved} does not exist"
+        raise ServerCheckError(f"{missing}; {rerun}")
+    if interpreter := _missing_interpreter(Path(resolved)):
         raise ServerCheckError(
-            f"the command {command!r} cannot be found"
-            + (" on PATH" if os.sep not in command else "")
-            + "; rerun `spu config claude --write` to write the absolute path of spu"
+            f"{resolved} runs the interpreter {interpreter}, which does not exist (its virtual environment "
+            f"was moved or deleted); reinstall spu-scaffold there, or {rerun}"
         )
 
-    async def listing() -> list[str]:
+    async def listing(errlog) -> list[str]:
         from mcp.client.session import ClientSession
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         params = StdioServerParameters(
-            command=command,
-            args=[str(a) for a in entry.get("args") or []],
-            env={**os.environ, **(entry.get("env") or {})},
-            cwd=str(cwd),
+            command=command, args=[str(a) for a in entry.get("args") or []], env=env, cwd=str(cwd)
         )
         with anyio.fail_after(timeout_s):
-            async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            async with (
+                stdio_client(params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
                 await session.initialize()
                 return [t.name for t in (await session.list_tools()).tools]
 
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        try:
+            return anyio.run(listing, errlog)
+        except TimeoutError:
+            raise ServerCheckError(f"the server did not list its tools within {timeout_s:.0f} s") from None
+        except Exception as exc:  # the client's errors come wrapped in exception groups
+            errlog.seek(0)
+            raise ServerCheckError(_why_it_stopped(resolved, errlog.read(), exc)) from None
+
+
+def _missing_interpreter(path: Path) -> str | None:
+    """The interpreter a script's ``#!`` line names, when that file does not exist (a deleted venv)."""
     try:
-        return anyio.run(listing)
-    except TimeoutError:
-        raise ServerCheckError(f"the server did not list its tools within {timeout_s:.0f} s") from None
-    except Exception as exc:  # the client's errors come wrapped in exception groups
-        raise ServerCheckError(
-            f"the server could not be started or stopped answering: {_innermost(exc)}"
-        ) from None
+        with path.open("rb") as handle:
+            first = handle.readline(4096)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    words = first[2:].decode("utf-8", "replace").split()
+    return words[0] if words and os.path.isabs(words[0]) and not os.path.exists(words[0]) else None
+
+
+def _why_it_stopped(command: str, stderr: str, exc: BaseException) -> str:
+    imports = _IMPORT_ERROR.findall(stderr)
+    if imports:
+        return (
+            f"the server stopped at an import: {imports[-1].strip()}; the Python environment of {command} "
+            "lacks a package (pip install spu-scaffold into it)"
+        )
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    said = f"; it wrote: {lines[-1][:300]}" if lines else ""
+    return f"the server could not be started or stopped answering ({_innermost(exc)}){said}"
 
 
 def _innermost(exc: BaseException) -> str:
@@ -202,12 +287,33 @@ def _innermost(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def claude_server_env(entry: dict[str, Any]) -> dict[str, str]:
+    """What Claude Code gives a stdio server: its own environment plus the entry's ``env``."""
+    return {**os.environ, **_string_env(entry.get("env"))}
+
+
+def codex_server_env(entry: dict[str, Any]) -> dict[str, str]:
+    """What Codex gives a stdio server: a few of its own variables (:data:`CODEX_PASSED_ENV`), those the
+    entry names in ``env_vars``, and the entry's ``env``."""
+    names = [*CODEX_PASSED_ENV, *(v for v in entry.get("env_vars") or [] if isinstance(v, str))]
+    return {**{k: os.environ[k] for k in names if k in os.environ}, **_string_env(entry.get("env"))}
+
+
+def _string_env(env: Any) -> dict[str, str]:
+    return {k: v for k, v in env.items() if isinstance(v, str)} if isinstance(env, dict) else {}
+
+
 # -- Codex ------------------------------------------------------------------------------------------------
 
 
-def codex_toml(tools: list[str] | None = None) -> str:
+def codex_toml(
+    tools: list[str] | None = None, env: dict[str, str] | None = None, kept: Iterable[str] = ()
+) -> str:
+    """spu's tables for Codex's config.toml. ``env``: the server's variables (default :func:`server_env`);
+    ``kept``: lines of the user's own keys in ``[mcp_servers.spu]``, written after spu's."""
     command, _ = server_command()
     tools = all_tool_names() if tools is None else tools
+    env = server_env() if env is None else env
     lines = [
         f"[mcp_servers.{SERVER_NAME}]",
         f"command = {json.dumps(command[0])}",
@@ -217,8 +323,9 @@ def codex_toml(tools: list[str] | None = None) -> str:
         f"startup_timeout_sec = {CODEX_STARTUP_TIMEOUT_S}",
         f"# above the longest call: job_wait with the largest wait_s ({WAIT_S_MAX:g} s)",
         f"tool_timeout_sec = {CODEX_TOOL_TIMEOUT_S}",
+        *kept,
     ]
-    if env := server_env():
+    if env:
         lines.append(f"[mcp_servers.{SERVER_NAME}.env]")
         lines += [f"{k} = {json.dumps(v)}" for k, v in env.items()]
     # codex exec cannot ask for approval: every tool of the server is approved (derived from the registry)
@@ -233,11 +340,8 @@ CODEX_BLOCK_END = (
     "# end of spu's tables: a key written below lands in the table above; top-level keys (model,\n"
     "# model_provider ...) go at the top of the file, before the first [table]"
 )
-#: the keys spu writes in its own tables (any other key found there was appended by someone else)
-_SPU_KEYS = {
-    f"mcp_servers.{SERVER_NAME}": {"command", "args", "required", "startup_timeout_sec", "tool_timeout_sec"},
-    f"mcp_servers.{SERVER_NAME}.env": set(SERVER_ENV_VARS),
-}
+#: the keys spu writes in its server table (the user's other keys there are kept)
+_SPU_SERVER_KEYS = {"command", "args", "required", "startup_timeout_sec", "tool_timeout_sec"}
 _KEY = re.compile(r"^\s*([A-Za-z0-9_.\"-]+?)\s*=")
 _HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 
@@ -269,24 +373,69 @@ class CodexProvider:
         return lines + ([f"env_key = {json.dumps(self.env_key)}"] if self.env_key else [])
 
 
+class CodexConfigError(ValueError):
+    """The Codex config cannot be written without losing one of the user's settings."""
+
+
+@dataclass
+class CodexWrite:
+    """A Codex config with spu's tables written: ``moved``, keys that had landed in spu's tables and are
+    back at the top level; ``replaced``, top-level lines the provider options replaced (``old -> new``)."""
+
+    text: str
+    moved: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+
+
 def _is_spu_table(name: str) -> bool:
     return name == f"mcp_servers.{SERVER_NAME}" or name.startswith(f"mcp_servers.{SERVER_NAME}.")
 
 
-def _spu_owns(table: str, key: str) -> bool:
-    if table.startswith(f"mcp_servers.{SERVER_NAME}.tools."):
-        return key == "approval_mode"
-    return key in _SPU_KEYS.get(table, set())
+def _value(line: str) -> Any:
+    """The value a ``key = value`` line sets (None when it does not parse on its own)."""
+    import tomllib
+
+    try:
+        return tomllib.loads(line)
+    except tomllib.TOMLDecodeError:
+        return None
 
 
-def write_codex_config(text: str, block: str, provider: CodexProvider | None = None) -> tuple[str, list[str]]:
-    """``text`` (a Codex config.toml) with spu's tables replaced by ``block`` at the end, ``provider``
-    written at the top, and any key that had landed inside spu's tables (appended after them, so TOML read
-    it as part of the last one) moved back to the top level. Returns the new text and the moved keys."""
+def _string_table(lines: list[str]) -> dict[str, str]:
+    """A table's ``key = "string"`` entries (an env table holds nothing else Codex can use)."""
+    found: dict[str, str] = {}
+    for line in lines:
+        parsed = _value(line)
+        if isinstance(parsed, dict) and len(parsed) == 1:
+            ((key, value),) = parsed.items()
+            if isinstance(value, str):
+                found[key] = value
+    return found
+
+
+def write_codex_config(
+    text: str,
+    *,
+    tools: list[str] | None = None,
+    task_roots: Iterable[Path] = (),
+    provider: CodexProvider | None = None,
+) -> CodexWrite:
+    """``text`` (a Codex config.toml) with spu's tables written at the end and ``provider`` at the top.
+
+    Nothing of the user's is lost: other tables and top-level keys stay; in spu's server table the user's
+    own keys stay and its ``env`` variables are merged with spu's (the ``SPU_INPUT_ROOTS`` folders of
+    both kept). A key that had landed inside spu's tool tables (appended after them, so TOML read it as
+    part of the last one) moves back to the top level; when the top level already sets it to another
+    value, :class:`CodexConfigError` says so and nothing is written."""
+    given = provider.top_level() if provider is not None else []
+    given_keys = {_KEY.match(line).group(1) for line in given}
+
+    def provider_sets(key: str) -> bool:  # a top-level key, table or dotted key the provider options write
+        own = f"model_providers.{provider.name}" if provider is not None else None
+        return key in given_keys or (own is not None and (key == own or key.startswith(own + ".")))
+
     top: list[str] = []
     tables: list[tuple[str, list[str]]] = []  # (table name, its lines including the header)
-    moved: list[str] = []
-    hoisted: list[str] = []
     for line in text.splitlines():
         header = _HEADER.match(line)
         if header:
@@ -294,41 +443,53 @@ def write_codex_config(text: str, block: str, provider: CodexProvider | None = N
         elif not tables:
             top.append(line)
         else:
-            name, lines = tables[-1]
+            tables[-1][1].append(line)
+    server, env_table = f"mcp_servers.{SERVER_NAME}", f"mcp_servers.{SERVER_NAME}.env"
+    kept: list[str] = []
+    old_env: dict[str, str] = {}
+    hoisted: dict[str, str] = {}  # key -> line, for keys that landed in spu's tool tables
+    for name, lines in tables:
+        for line in lines[1:]:
             key = _KEY.match(line)
-            if _is_spu_table(name) and key and not _spu_owns(name, key.group(1)):
-                hoisted.append(line.strip())
-                moved.append(key.group(1))
-            else:
-                lines.append(line)
-    replaced = set(moved)
-    if provider is not None:
-        replaced |= {"model_provider"} | ({"model"} if provider.model else set())
-        hoisted += provider.top_level()
-        tables = [
-            t
-            for t in tables
-            if t[0] != f"model_providers.{provider.name}"
-            and not t[0].startswith(f"model_providers.{provider.name}.")
-        ]
+            if key is None:
+                continue
+            if name == server and key.group(1) not in _SPU_SERVER_KEYS:
+                kept.append(line.strip())
+            elif name.startswith(f"{server}.tools.") and key.group(1) != "approval_mode":
+                hoisted[key.group(1)] = line.strip()
+        if name == env_table:
+            old_env = _string_table(lines[1:])
+    top_keys = {m.group(1): line for line in top if (m := _KEY.match(line))}
+    for key, line in list(hoisted.items()):
+        if provider_sets(key):
+            del hoisted[key]  # the provider options set it explicitly
+        elif key in top_keys:
+            if _value(top_keys[key]) != _value(line):
+                raise CodexConfigError(
+                    f"{key} is set twice: `{top_keys[key].strip()}` at the top of the file and `{line}` "
+                    f"written after spu's tables (where TOML reads it as part of spu's last tool table, "
+                    "so Codex ignores it); delete the one you do not want and rerun"
+                )
+            del hoisted[key]  # the same value twice: the top-level one stays
+    replaced = [
+        f"{top_keys[k].strip()} -> {line}"
+        for line in given
+        if (k := _KEY.match(line).group(1)) in top_keys and top_keys[k].strip() != line
+    ]
+    new_env = server_env(task_roots)
+    env = {**old_env, **new_env}
+    if roots := join_roots(old_env.get(INPUT_ROOTS), new_env.get(INPUT_ROOTS)):
+        env[INPUT_ROOTS] = roots
+    block = codex_toml(tools, env, kept)
 
-    def replaced_here(line: str) -> bool:
-        key = _KEY.match(line)
-        if key is None:
-            return False
-        name = key.group(1)
-        return name in replaced or (
-            provider is not None and name.startswith(f"model_providers.{provider.name}.")
-        )
-
-    top = [line for line in top if not replaced_here(line)]
-    kept = [lines for name, lines in tables if not _is_spu_table(name)]
-    parts = ["\n".join(top).strip("\n"), "\n".join(hoisted)]
-    parts += ["\n".join(lines).strip("\n") for lines in kept]
+    kept_tables = [lines for name, lines in tables if not _is_spu_table(name) and not provider_sets(name)]
+    top = [line for line in top if not ((key := _KEY.match(line)) and provider_sets(key.group(1)))]
+    parts = ["\n".join(top).strip("\n"), "\n".join([*hoisted.values(), *given])]
+    parts += ["\n".join(lines).strip("\n") for lines in kept_tables]
     if provider is not None and provider.table():
         parts.append("\n".join(provider.table()))
     parts.append(block.strip("\n"))
-    return "\n\n".join(p for p in parts if p) + "\n", moved
+    return CodexWrite("\n\n".join(p for p in parts if p) + "\n", list(hoisted), replaced)
 
 
 def upsert_marked_section(text: str, section: str, start: str, end: str) -> str:

@@ -10,12 +10,13 @@ from typing import Annotated
 
 import typer
 
+from spu_common.console import EXIT_INVALID, fail
+from spu_common.jsonfiles import atomic_write_text
+
 config_app = typer.Typer(help="Register the tool server with an MCP client.", no_args_is_help=True)
 
 
 def _write_json(path: Path, data: dict) -> None:
-    from spu_common.jsonfiles import atomic_write_text
-
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps(data, indent=2) + "\n")
 
@@ -23,15 +24,33 @@ def _write_json(path: Path, data: dict) -> None:
 def _read_json_object(path: Path) -> dict:
     if not path.exists():
         return {}
+    if not path.is_file():
+        raise fail(f"{path} is not a file")
     try:
         data = json.loads(path.read_text(encoding="utf-8") or "{}")
     except ValueError as exc:
-        typer.echo(f"{path} is not valid JSON ({exc}); fix or remove it first", err=True)
-        raise typer.Exit(1) from None
+        raise fail(f"{path} is not valid JSON ({exc}); fix or remove it first", EXIT_INVALID) from None
     if not isinstance(data, dict):
-        typer.echo(f"{path} does not hold a JSON object; fix or remove it first", err=True)
-        raise typer.Exit(1)
+        raise fail(f"{path} does not hold a JSON object; fix or remove it first", EXIT_INVALID)
     return data
+
+
+TaskRootOpt = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--task-root",
+        help="A folder the tools may read files from (a task folder, or the folder holding task folders), "
+        "recorded as SPU_INPUT_ROOTS in the registration; repeatable.",
+    ),
+]
+
+
+def _task_roots(task_roots: list[Path] | None) -> list[Path]:
+    roots = list(task_roots or [])
+    for root in roots:
+        if not root.is_dir():  # a container's /app/task may come later: a note, not an error
+            typer.echo(f"note: --task-root {root} is not a folder (yet)", err=True)
+    return roots
 
 
 def _wait_s() -> tuple[float, float]:
@@ -60,6 +79,7 @@ def config_claude(
             "when it cannot start.",
         ),
     ] = False,
+    task_root: TaskRootOpt = None,
     project: Annotated[Path, typer.Option(help="The project folder (default: the current one).")] = Path("."),
     path: Annotated[
         Path | None, typer.Option(help="The .mcp.json --write updates (default: PROJECT/.mcp.json).")
@@ -71,14 +91,21 @@ def config_claude(
     from prompts.method import SKILL_NAME, render_skill
     from tools_server.core import clients
 
+    roots = _task_roots(task_root)
     mcp_path = path or project / ".mcp.json"
     settings_path = project / ".claude" / "settings.json"
     if write:
         existing = _read_json_object(mcp_path)
-        existing.setdefault("mcpServers", {}).update(clients.claude_mcp_json()["mcpServers"])
+        servers = existing.get("mcpServers")
+        if not isinstance(servers, dict):
+            servers = existing["mcpServers"] = {}
+        entry = clients.claude_mcp_json(roots)["mcpServers"][clients.SERVER_NAME]
+        servers[clients.SERVER_NAME] = clients.merge_claude_entry(servers.get(clients.SERVER_NAME), entry)
         _write_json(mcp_path, existing)
         _write_json(settings_path, clients.merge_claude_settings(_read_json_object(settings_path)))
         typer.echo(f"wrote the spu server into {mcp_path}")
+        if roots := servers[clients.SERVER_NAME].get("env", {}).get(clients.INPUT_ROOTS):
+            typer.echo(f"the tools may read files under {roots} (SPU_INPUT_ROOTS)")
         typer.echo(f"wrote the permissions and headless settings into {settings_path}")
     if skill:
         folder = project / ".claude" / "skills" / SKILL_NAME
@@ -87,10 +114,15 @@ def config_claude(
             (folder / name).write_text(text, encoding="utf-8")
         typer.echo(f"installed the skill {SKILL_NAME} into {folder}")
     if check:
-        _check_claude(mcp_path, project)
+        _check_server(
+            "claude",
+            mcp_path,
+            (_read_json_object(mcp_path).get("mcpServers") or {}).get(clients.SERVER_NAME),
+            project,
+        )
     if write or skill or check:
         return
-    typer.echo(f"# {mcp_path}\n{json.dumps(clients.claude_mcp_json(), indent=2)}")
+    typer.echo(f"# {mcp_path}\n{json.dumps(clients.claude_mcp_json(roots), indent=2)}")
     typer.echo(f"\n# {settings_path}\n{json.dumps(clients.claude_settings(), indent=2)}")
     typer.echo(
         "\n# write both: spu config claude --write; add the method: spu config claude --skill; "
@@ -99,26 +131,27 @@ def config_claude(
     )
 
 
-def _check_claude(mcp_path: Path, project: Path) -> None:
+def _check_server(client: str, where: Path, entry: object, cwd: Path) -> None:
+    """Start the server ``entry`` of ``client``'s configuration as that client would, and list its tools;
+    exit 1 naming the cause when it does not start."""
     from tools_server.core import clients
 
-    entry = (_read_json_object(mcp_path).get("mcpServers") or {}).get(clients.SERVER_NAME)
     if not isinstance(entry, dict):
-        typer.echo(
-            f"error: {mcp_path} has no {clients.SERVER_NAME!r} server: run `spu config claude --write`",
-            err=True,
+        raise fail(
+            f"{where} has no {clients.SERVER_NAME!r} server: run `spu config {client} --write`", EXIT_INVALID
         )
-        raise typer.Exit(1)
     argv = " ".join([str(entry.get("command")), *map(str, entry.get("args") or [])])
+    env = clients.claude_server_env(entry) if client == "claude" else clients.codex_server_env(entry)
     try:
-        names = clients.list_server_tools(entry, cwd=project)
+        names = clients.list_server_tools(entry, cwd=cwd, env=env, client=client)
     except clients.ServerCheckError as exc:
-        typer.echo(
-            f"error: {mcp_path}: `{argv}` did not start: {exc}. Claude Code would run without the spu tools.",
-            err=True,
-        )
-        raise typer.Exit(1) from None
+        name = {"claude": "Claude Code", "codex": "Codex"}[client]
+        raise fail(
+            f"{where}: `{argv}` did not start: {exc}. {name} would run without the spu tools.", EXIT_INVALID
+        ) from None
     typer.echo(f"`{argv}` started and lists {len(names)} tools: {', '.join(names)}")
+    if roots := env.get(clients.INPUT_ROOTS):
+        typer.echo(f"the tools may read files under {roots} (SPU_INPUT_ROOTS) and the start and work folders")
 
 
 @config_app.command("codex")
@@ -132,6 +165,15 @@ def config_codex(
     agents_md: Annotated[
         bool, typer.Option("--agents-md", help="Write or update the working-method section of ./AGENTS.md.")
     ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Start the server the Codex config names, as Codex would (with the variables Codex passes "
+            "it), and list its tools; exit 1 naming the cause when it cannot start.",
+        ),
+    ] = False,
+    task_root: TaskRootOpt = None,
     model_provider: Annotated[
         str | None,
         typer.Option(
@@ -163,37 +205,65 @@ def config_codex(
     from tools_server.core import clients
 
     if (base_url or model or env_key) and not model_provider:
-        typer.echo("error: --base-url, --model and --env-key need --model-provider NAME", err=True)
-        raise typer.Exit(2)
+        raise fail("--base-url, --model and --env-key need --model-provider NAME")
+    roots = _task_roots(task_root)
     provider = (
         clients.CodexProvider(model_provider, base_url, model, wire_api, env_key) if model_provider else None
     )
-    block = clients.codex_toml()
+    target = path or Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "config.toml"
+    if target.is_dir():
+        raise fail(f"{target} is a folder: give the Codex config file (config.toml) with --path")
     _, note = clients.server_command()
-    if note:
+    if note and (write or not (agents_md or check)):
         typer.echo(f"note: {note}", err=True)
     if write:
-        target = path or Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex") / "config.toml"
         target.parent.mkdir(parents=True, exist_ok=True)
         old = target.read_text(encoding="utf-8") if target.exists() else ""
-        text, moved = clients.write_codex_config(old, block, provider)
-        target.write_text(text, encoding="utf-8")
+        try:
+            written = clients.write_codex_config(old, task_roots=roots, provider=provider)
+        except clients.CodexConfigError as exc:
+            raise fail(f"{target}: {exc}", EXIT_INVALID) from None
+        atomic_write_text(target, written.text)
         typer.echo(f"wrote [mcp_servers.spu] into {target}")
         if provider is not None:
             typer.echo(f"wrote model_provider = {provider.name!r} at the top of {target}")
-        if moved:
+        for change in written.replaced:
+            typer.echo(f"replaced {change} (the provider options given)")
+        if written.moved:
             typer.echo(
-                f"moved {', '.join(moved)} to the top level of {target}: written after spu's tables, TOML "
-                "read them as part of the last one"
+                f"moved {', '.join(written.moved)} to the top level of {target}: written after spu's "
+                "tables, TOML read them as part of the last one"
             )
+        if env_roots := (_codex_entry(written.text) or {}).get("env", {}).get(clients.INPUT_ROOTS):
+            typer.echo(f"the tools may read files under {env_roots} (SPU_INPUT_ROOTS)")
     if agents_md:
         section = render_agents_md(clients.tools_by_domain(), _wait_s())
         old = agents_path.read_text(encoding="utf-8") if agents_path.exists() else ""
         new = clients.upsert_marked_section(old, section, clients.AGENTS_MD_START, clients.AGENTS_MD_END)
-        agents_path.write_text(new, encoding="utf-8")
+        atomic_write_text(agents_path, new)
         typer.echo(f"{'updated' if old else 'wrote'} the spu working method in {agents_path}")
-    if not (write or agents_md):
-        typer.echo(clients.write_codex_config("", block, provider)[0], nl=False)
+    if check:
+        if not target.is_file():
+            raise fail(f"no Codex config at {target}: run `spu config codex --write`", EXIT_INVALID)
+        entry = _codex_entry(target.read_text(encoding="utf-8"), target)
+        cwd = Path(entry["cwd"]) if entry and isinstance(entry.get("cwd"), str) else Path.cwd()
+        _check_server("codex", target, entry, cwd)
+    if not (write or agents_md or check):
+        typer.echo(clients.write_codex_config("", task_roots=roots, provider=provider).text, nl=False)
+
+
+def _codex_entry(text: str, path: Path | None = None) -> dict | None:
+    """The ``[mcp_servers.spu]`` table of a Codex config (None when it has none)."""
+    import tomllib
+
+    from tools_server.core.clients import SERVER_NAME
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise fail(f"{path}: not valid TOML ({exc})", EXIT_INVALID) from None
+    entry = (data.get("mcp_servers") or {}).get(SERVER_NAME)
+    return entry if isinstance(entry, dict) else None
 
 
 def register(app: typer.Typer) -> None:

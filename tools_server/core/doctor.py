@@ -1,11 +1,12 @@
 """``spu doctor``: what works on this machine, and how to fix what does not.
 
-Every engine check runs in its own Python subprocess with a timeout, so an engine whose import crashes
-(a segfault in a CUDA library, a Fortran ``STOP``) or hangs is reported as broken while doctor keeps
-going. Each check does a tiny real computation and compares it with a known value, because an engine
-that imports but computes garbage is broken too. The checks come from the domains (each
-:class:`~tools_server.core.domain.Domain` declares its own, in its folder's ``checks.py``); the core adds
-the MCP SDK and the CUDA libraries.
+Every engine check runs in its own Python subprocess (a session of its own) with a timeout, so an engine
+whose import crashes (a segfault in a CUDA library, a Fortran ``STOP``) or hangs is reported as broken
+while doctor keeps going. The checks run at once, the slowest of the last run first, and each result is
+handed to the caller as it comes; an interrupted doctor kills the checks it started. Each check does a
+tiny real computation and compares it with a known value, because an engine that imports but computes
+garbage is broken too. The checks come from the domains (each :class:`~tools_server.core.domain.Domain`
+declares its own, in its folder's ``checks.py``); the core adds the MCP SDK and the CUDA libraries.
 
 Plus the GPU (``nvidia-smi``), the CUDA libraries (libcudart, libcublas, from the system or from the
 ``nvidia-*`` wheels), the work, cache and weights directories. A failing *required* check makes the exit
@@ -15,14 +16,18 @@ only the core (``--profile core``); on a machine with a GPU, the GPU engines too
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor, as_completed, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +137,17 @@ def _last_error_line(stderr: str, stdout: str) -> str:
     return "no output"
 
 
+#: the check processes running now (killed, with everything they started, when doctor is interrupted)
+_RUNNING: set[subprocess.Popen] = set()
+_RUNNING_LOCK = threading.Lock()
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """Kill a check's process group (its session: the check and whatever it started)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 def run_engine_check(check: DoctorCheck, *, gpu: bool, timeout_s: float, required: bool) -> CheckResult:
     """Run one check in a fresh interpreter; a crash, hang or wrong number is a failure, never an
     exception."""
@@ -140,30 +156,37 @@ def run_engine_check(check: DoctorCheck, *, gpu: bool, timeout_s: float, require
     result = CheckResult(check.name, check.what, "fail", required, "", check.fix)
     limit = check.timeout_s if check.timeout_s and check.timeout_s > timeout_s else timeout_s
     started = time.monotonic()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    with _RUNNING_LOCK:
+        _RUNNING.add(proc)
     try:
-        proc = subprocess.run(
-            [sys.executable, "-c", code],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=limit,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        stdout, stderr = proc.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
+        _kill(proc)
+        proc.communicate()
         result.wall_s = round(time.monotonic() - started, 2)
         result.detail = f"timed out after {limit:g} s (import or computation hangs)"
         return result
+    finally:
+        with _RUNNING_LOCK:
+            _RUNNING.discard(proc)
     result.wall_s = round(time.monotonic() - started, 2)
     facts = None
-    for line in proc.stdout.splitlines():
+    for line in stdout.splitlines():
         if line.startswith(MARKER):
             facts = json.loads(line[len(MARKER) :])
     if proc.returncode < 0:
-        result.detail = f"crashed with {_signal_name(proc.returncode)} ({_last_error_line(proc.stderr, '')})"
+        result.detail = f"crashed with {_signal_name(proc.returncode)} ({_last_error_line(stderr, '')})"
     elif proc.returncode != 0 or facts is None:
-        message = _last_error_line(proc.stderr, proc.stdout)
+        message = _last_error_line(stderr, stdout)
         if "ModuleNotFoundError" in message or "ImportError" in message:
             result.detail = f"not installed or not importable: {message}"
         else:
@@ -376,6 +399,12 @@ def executor_check(timeout_s: float = 20.0) -> CheckResult:
     )
 
 
+def default_jobs() -> int:
+    """Checks run at once by default: one more than the cores. A check is mostly an interpreter importing
+    its engine (CPU and disk), and a subprocess waiting on the disk leaves its core to the next one."""
+    return (os.cpu_count() or 1) + 1
+
+
 def run_doctor(
     *,
     profile: str = "all",
@@ -383,9 +412,11 @@ def run_doctor(
     timeout_s: float = 120.0,
     jobs: int | None = None,
     gpus: list[dict[str, str]] | None = None,
+    on_result: Callable[[CheckResult], None] | None = None,
 ) -> dict[str, Any]:
     """All checks; returns ``{"ok", "profile", "gpu", "checks": [...]}`` (``ok``: no required check
-    failed)."""
+    failed). The checks run at once, ``jobs`` at a time (default :func:`default_jobs`), those slowest in
+    the last run first; ``on_result`` is called with each result as it comes, in this thread."""
     from tools_server.core import hardware
 
     if profile not in PROFILES:
@@ -399,28 +430,46 @@ def run_doctor(
     has_gpu = bool(found_gpus)
     wanted = set(only or names)
     results: list[CheckResult] = []
+
+    def done(result: CheckResult) -> None:
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+
     if "gpu" in wanted:
-        results.append(gpu_check(found_gpus))
-    runnable = []
-    for check in (c for c in checks if c.name in wanted):
+        done(gpu_check(found_gpus))
+    tasks: list[Callable[[], CheckResult]] = []
+    last = _last_times()
+    # the slowest first (in the last run; before one, those that declare a long time limit), so the run
+    # ends about when its slowest check does
+    slowest_first = sorted(
+        (c for c in checks if c.name in wanted), key=lambda c: -last.get(c.name, c.timeout_s or 0.0)
+    )
+    for check in slowest_first:
         if check.gpu_only and not has_gpu:
-            results.append(CheckResult(check.name, check.what, "skip", False, "no GPU", None))
+            done(CheckResult(check.name, check.what, "skip", False, "no GPU", None))
             continue
         required = check.profile == "core" or (check.profile == "all" and profile == "all") or check.gpu_only
-        runnable.append((check, required))
-    workers = max(1, jobs or min(4, os.cpu_count() or 1))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [
-            pool.submit(run_engine_check, c, gpu=has_gpu, timeout_s=timeout_s, required=r)
-            for c, r in runnable
-        ]
-        results += [f.result() for f in futures]
-    if "dirs" in wanted:
-        results.append(dirs_check())
-    if "weights" in wanted:
-        results.append(weights_check())
-    if "executor" in wanted:
-        results.append(executor_check(timeout_s=min(timeout_s, 20.0)))
+        tasks.append(
+            functools.partial(run_engine_check, check, gpu=has_gpu, timeout_s=timeout_s, required=required)
+        )
+    local = {"dirs": dirs_check, "weights": weights_check}
+    local["executor"] = functools.partial(executor_check, timeout_s=min(timeout_s, 20.0))
+    tasks = [local[name] for name in local if name in wanted] + tasks  # quick ones: shown at once
+    with ThreadPoolExecutor(max_workers=max(1, jobs or default_jobs())) as pool:
+        futures = [pool.submit(task) for task in tasks]
+        try:
+            for future in as_completed(futures):
+                done(future.result())
+        except KeyboardInterrupt:  # Ctrl-C: no check is left running (each runs in its own session)
+            pool.shutdown(wait=False, cancel_futures=True)
+            while not all(f.done() for f in futures):  # until no thread is left to start a check
+                with _RUNNING_LOCK:
+                    for proc in _RUNNING:
+                        _kill(proc)
+                wait(futures, timeout=0.1)
+            raise
+    _remember_times({**last, **{r.name: r.wall_s for r in results if r.status != "skip"}})
     order = {name: i for i, name in enumerate(names)}
     results.sort(key=lambda r: order[r.name])
     ok = not any(r.status == "fail" and r.required for r in results)
@@ -431,3 +480,27 @@ def run_doctor(
         "python": sys.version.split()[0],
         "checks": [asdict(r) for r in results],
     }
+
+
+def _times_file() -> Path:
+    from tools_server.core import settings
+
+    return settings.cache_dir() / "doctor-times.json"
+
+
+def _last_times() -> dict[str, float]:
+    """Each check's wall time in the last run on this machine (none before the first run)."""
+    try:
+        times = json.loads(_times_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in times.items() if isinstance(v, int | float)} if isinstance(times, dict) else {}
+
+
+def _remember_times(times: dict[str, float]) -> None:
+    """Kept for the next run's order; a cache folder that cannot be written only costs that order (the
+    dirs check reports the folder)."""
+    from spu_common.jsonfiles import atomic_write_json
+
+    with contextlib.suppress(OSError):
+        atomic_write_json(_times_file(), times)

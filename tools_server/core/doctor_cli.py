@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -23,51 +24,61 @@ def doctor(
         typer.Option("--only", help="Run only these checks (repeatable), e.g. --only rdkit --only pyscf."),
     ] = None,
     timeout: Annotated[
-        float, typer.Option(help="Seconds each engine check may take (GPU checks: at least 300).")
+        float, typer.Option(min=1, help="Seconds each engine check may take (GPU checks: at least 300).")
     ] = 120.0,
     jobs: Annotated[
-        int | None, typer.Option("-j", "--jobs", help="Checks run at once (default: up to 4).")
+        int | None,
+        typer.Option("-j", "--jobs", min=1, help="Checks run at once (default: one more than the cores)."),
     ] = None,
 ) -> None:
     """What works on this machine: every engine does a tiny real computation in its own process (a crash
-    or hang cannot take doctor down), plus the GPU, CUDA libraries, work/cache/weights directories.
-    Exit 1 when a required check fails."""
+    or hang cannot take doctor down), plus the GPU, CUDA libraries, work/cache/weights directories. Each
+    check is printed as it finishes. Exit 1 when a required check fails."""
+    from rich.console import Console
+
     from tools_server.core.doctor import run_doctor
 
+    console = Console(highlight=False)
+    if not as_json:
+        console.print("[bold]spu doctor[/]: checking the engines, GPU and folders of this machine ...")
     try:
-        summary = run_doctor(profile=profile, only=only, timeout_s=timeout, jobs=jobs)
+        summary = run_doctor(
+            profile=profile,
+            only=only,
+            timeout_s=timeout,
+            jobs=jobs,
+            on_result=None if as_json else lambda r: _print_check(console, asdict(r)),
+        )
     except ValueError as exc:
         raise fail(str(exc)) from None
     if as_json:
         typer.echo(json.dumps(summary, indent=2))
     else:
-        _print_table(summary)
+        _print_summary(console, summary)
     if not summary["ok"]:
         raise typer.Exit(1)
 
 
-def _print_table(summary: dict) -> None:
-    from rich.console import Console
+def _print_check(console, check: dict) -> None:
+    """One finished check: status, name (and whether it is optional), version, what it found. Texts are
+    printed literally: "pip install 'spu-scaffold[dock]'" is not Rich markup."""
     from rich.markup import escape
-    from rich.table import Table
 
-    table = Table(
-        title=f"spu doctor (Python {summary['python']}, profile {summary['profile']}, "
-        f"GPU {'yes' if summary['gpu'] else 'no'})"
+    optional = " (optional)" if not check["required"] and check["status"] not in ("ok", "skip") else ""
+    version = f" {check['version']}" if check["version"] else ""
+    seconds = f" ({check['wall_s']:.1f} s)" if check["wall_s"] >= 0.1 else ""
+    console.print(
+        f"[{_STYLE[check['status']]}]{check['status']:<4}[/] [bold]{escape(check['name'])}[/]{optional}"
+        f"{escape(version)}: {escape(check['detail'])}{seconds}"
     )
-    for column in ("check", "status", "version", "detail"):
-        table.add_column(column, overflow="fold")
-    for c in summary["checks"]:
-        status = c["status"] + ("" if c["required"] or c["status"] in ("ok", "skip") else " (optional)")
-        # checks' texts are printed literally: "pip install 'spu-scaffold[dock]'" is not Rich markup
-        table.add_row(
-            escape(c["name"]),
-            f"[{_STYLE[c['status']]}]{status}[/]",
-            escape(c["version"] or ""),
-            escape(c["detail"]),
-        )
-    console = Console()
-    console.print(table)
+
+
+def _print_summary(console, summary: dict) -> None:
+    from rich.markup import escape
+
+    console.print(
+        f"Python {summary['python']}, profile {summary['profile']}, GPU {'yes' if summary['gpu'] else 'no'}"
+    )
     fixes = [c for c in summary["checks"] if c["status"] in ("fail", "warn") and c["fix"]]
     if fixes:
         console.print("[bold]How to fix:[/]")

@@ -58,7 +58,8 @@ def _resolved_under_roots(path: str | os.PathLike[str]) -> tuple[Path, Path]:
             "invalid_input",
             f"{given} is outside the directories tools may read",
             hint="Use a file under the server's work directory or the directory it was started in, "
-            "or add its directory to SPU_INPUT_ROOTS.",
+            "or add its directory to SPU_INPUT_ROOTS (`spu config claude|codex --write --task-root DIR` "
+            "records it for the client).",
         )
     return given, resolved
 

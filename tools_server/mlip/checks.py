@@ -25,7 +25,7 @@ else:
     _dl = os.environ.get("SPU_WEIGHTS_DOWNLOAD") == "1"
     WEIGHTS = dict(
         weights_present=False,
-        warning=f"{{INFO[{engine!r}].label}} weights missing: no {{_path}}; mlip_run and "
+        warning=f"{{INFO[{engine!r}].label}} weights not found (looked for {{_path}}); mlip_run and "
         f"mlip_conformers with engine={engine} answer weights_missing"
         + (" unless the download succeeds" if _dl else ""),
         warning_fix=f"put {{_path.name}} in {{_path.parent}} (under SPU_WEIGHTS_DIR, now "

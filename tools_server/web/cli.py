@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from environment.audit_cli import audit_app
+from spu_common.console import EXIT_INVALID, fail
 
 
 @audit_app.command("serve")
@@ -40,30 +41,25 @@ def serve_cmd(
 
     token = token or os.environ.get(AUDIT_TOKEN_ENV)
     if not token:
-        typer.echo("a token is required: --token T or SPU_AUDIT_TOKEN", err=True)
-        raise typer.Exit(2)
+        raise fail("a token is required: --token T or SPU_AUDIT_TOKEN")
     if not is_loopback(host) and (problem := token_problem(token)) is not None:
-        typer.echo(
+        raise fail(
             f"refusing to bind {host}: a non-loopback address needs a token of at least 32 random "
-            f"characters: {problem}. {TOKEN_ADVICE}",
-            err=True,
+            f"characters: {problem}. {TOKEN_ADVICE}"
         )
-        raise typer.Exit(2)
     if policy is not None:
         from tools_server.web.policy import Policy, PolicyError
 
         try:
             Policy.load(policy)
         except PolicyError as exc:
-            typer.echo(f"refusing to start: {exc}", err=True)
-            raise typer.Exit(2) from None
+            raise fail(f"refusing to start: {exc}") from None
     try:
         serve(
             log_path=log, token=token, policy_path=policy, host=host, port=port, workdir=workdir, key_file=key
         )
     except CannotListen as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
 
 
 policy_app = typer.Typer(help="Information policy files.", no_args_is_help=True)
@@ -87,9 +83,8 @@ def policy_check_cmd(
     except PolicyError as exc:
         if as_json:
             typer.echo(json.dumps({"ok": False, "file": exc.source, "key": exc.key, "problem": exc.problem}))
-        else:
-            typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from None
+            raise typer.Exit(EXIT_INVALID) from None
+        raise fail(str(exc), EXIT_INVALID) from None
     counts = {
         kind: len(getattr(policy, kind))
         for kind in ("dois", "pmids", "pmcids", "titles", "preprint_dois", "preprint_titles")

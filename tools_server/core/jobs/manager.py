@@ -129,7 +129,8 @@ class JobManager:
                         "internal_error", f"Finishing the result failed: {type(exc).__name__}: {exc}"
                     ).to_dict()
                     job.status = "error"
-            job.progress = 1.0 if job.status == "done" else job.progress
+            if job.status == "done":  # the last progress note ("7/8 molecules") would outlive the job
+                job.progress, job.message = 1.0, None
             job.finished = time.time()
             # the final record is on disk before anyone is told (the result cache entry too: the
             # finisher writes it), so a result a client has seen survives the server's death
