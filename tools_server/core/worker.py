@@ -8,6 +8,7 @@ executor keeps in a log file whose tail explains a crash.
 
 from __future__ import annotations
 
+import errno
 import faulthandler
 import importlib
 import json
@@ -19,6 +20,23 @@ import traceback
 from typing import Any
 
 from tools_server.core.errors import ToolError
+
+#: What a file write that failed for want of room or permission says: the disk, not the tool.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+
+def _os_error(exc: OSError) -> ToolError:
+    """A full disk, a quota or a read-only folder is ``storage_error``; any other OS error a bug report."""
+    if exc.errno in STORAGE_ERRNOS:
+        where = f" ({exc.filename})" if exc.filename else ""
+        return ToolError("storage_error", f"The job could not write its files{where}: {exc.strerror}.")
+    return _internal_error(exc)
+
+
+def _internal_error(exc: Exception) -> ToolError:
+    tb = traceback.format_exc()
+    print(tb, file=sys.stderr, flush=True)
+    return ToolError("internal_error", f"{type(exc).__name__}: {exc}", traceback_tail=tb[-2000:])
 
 
 def die_with_parent() -> None:
@@ -115,18 +133,10 @@ def main() -> None:
                     ).to_dict(),
                 }
             )
+        except OSError as exc:
+            send({"type": "error", "job_id": job_id, "error": _os_error(exc).to_dict()})
         except Exception as exc:
-            tb = traceback.format_exc()
-            print(tb, file=sys.stderr, flush=True)
-            send(
-                {
-                    "type": "error",
-                    "job_id": job_id,
-                    "error": ToolError(
-                        "internal_error", f"{type(exc).__name__}: {exc}", traceback_tail=tb[-2000:]
-                    ).to_dict(),
-                }
-            )
+            send({"type": "error", "job_id": job_id, "error": _internal_error(exc).to_dict()})
         finally:
             idle.set()
 
