@@ -180,9 +180,13 @@ class Dispatcher:
                 await progress(j.progress, j.message)
 
         await self.jobs.wait(job, wait_s, report if progress else None)
-        if not job.done:  # the id goes to the client: its record first
-            await anyio.to_thread.run_sync(self.jobs.acknowledge, job)
-        return self.job_outcome(job)
+        if job.done:
+            return self.job_outcome(job)
+        pending = job.status_payload()  # the state the caller is told: as it is now
+        await anyio.to_thread.run_sync(self.jobs.acknowledge, job)  # the id goes out: its record first
+        if job.warnings:
+            pending["warnings"] = list(job.warnings)
+        return pending
 
     @staticmethod
     def job_outcome(job: Job) -> dict[str, Any]:

@@ -56,9 +56,9 @@ class NoInput(BaseModel):
 
 async def system_info(args: NoInput, dispatcher: Dispatcher) -> dict[str, Any]:
     """Describe the machine the tools run on: CPU cores, memory (MiB), GPUs and CUDA presence, which
-    compute engines are installed (with versions), the loaded tool domains, plugins that failed to load
-    (plugin_errors), and the work and cache directories. Call it first to decide what is affordable (DFT
-    on a GPU, ESMFold memory, MD length)."""
+    compute engines are installed (with versions), the loaded tool domains and any plugin that failed to
+    load, and the work and cache directories. Call it first to decide what is affordable (DFT on a GPU,
+    ESMFold memory, MD length)."""
     gpus = hardware.gpus()
     registry = dispatcher.registry
     return {
