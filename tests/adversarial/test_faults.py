@@ -29,6 +29,7 @@ from tools_server.core.errors import ToolError
 from tools_server.web.audit import AuditLog
 
 pytestmark = pytest.mark.slow
+CORE_TESTS = Path(__file__).resolve().parent.parent / "core"  # spu_testing_tools
 
 
 class PipelinedServer:
@@ -168,6 +169,20 @@ def test_a_full_cache_disk_keeps_the_computed_result(spu_env, mounts, start_mcp_
     assert "cache entry" in warning and "No space left on device" in warning
     waited = server.call_ok("job_wait", {"job_id": result["provenance"]["job_id"], "wait_s": 5})
     assert waited["items"][0]["energy_hartree"] == result["items"][0]["energy_hartree"]
+
+
+def test_a_job_that_cannot_write_its_files_is_a_storage_error(spu_env, mounts, start_mcp_server, monkeypatch):
+    """An engine writing its output on a full disk: storage_error, not 'a bug in the tool server'."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(CORE_TESTS), os.environ["PYTHONPATH"]]))
+    monkeypatch.setenv("SPU_TOOL_MODULES", "spu_testing_tools")
+    artifacts = mounts.tmpfs(Path(spu_env["SPU_WORKDIR"]) / "artifacts", 256)
+    fill(artifacts)
+    server = start_mcp_server(dict(os.environ))
+    result = server.call("test_write", {"kilobytes": 1024, "wait_s": 120})
+    error = result.structured_content["error"]
+    assert (
+        result.is_error and error["code"] == "storage_error" and "No space left on device" in error["message"]
+    )
 
 
 def test_a_full_disk_never_advances_the_audit_seal(mounts, tmp_path):

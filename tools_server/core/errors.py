@@ -9,6 +9,7 @@ declared once in :mod:`spu_common.error_codes`; each domain declares its own in 
 
 from __future__ import annotations
 
+import errno
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -91,3 +92,16 @@ def storage_warning(what: str, path: object, reason: object, consequence: str) -
     if isinstance(reason, OSError):
         reason = reason.strerror or reason
     return f"{STORAGE_WARNING}: {what} could not be written to {path} ({reason}); {consequence}"
+
+
+#: What a file write that failed for want of room or permission says: the disk, not the tool.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+
+def storage_error(exc: OSError) -> ToolError | None:
+    """``storage_error`` for a write that failed on a full disk, a quota or a read-only folder (a tool's
+    own files); None for any other ``OSError`` (a bug report)."""
+    if exc.errno not in STORAGE_ERRNOS:
+        return None
+    where = f" ({exc.filename})" if exc.filename else ""
+    return ToolError("storage_error", f"The tool could not write its files{where}: {exc.strerror}.")

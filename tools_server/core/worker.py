@@ -8,7 +8,6 @@ executor keeps in a log file whose tail explains a crash.
 
 from __future__ import annotations
 
-import errno
 import faulthandler
 import importlib
 import json
@@ -19,18 +18,12 @@ import time
 import traceback
 from typing import Any
 
-from tools_server.core.errors import ToolError
-
-#: What a file write that failed for want of room or permission says: the disk, not the tool.
-STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+from tools_server.core.errors import ToolError, storage_error
 
 
 def _os_error(exc: OSError) -> ToolError:
     """A full disk, a quota or a read-only folder is ``storage_error``; any other OS error a bug report."""
-    if exc.errno in STORAGE_ERRNOS:
-        where = f" ({exc.filename})" if exc.filename else ""
-        return ToolError("storage_error", f"The job could not write its files{where}: {exc.strerror}.")
-    return _internal_error(exc)
+    return storage_error(exc) or _internal_error(exc)
 
 
 def _internal_error(exc: Exception) -> ToolError:
