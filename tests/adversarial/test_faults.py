@@ -216,3 +216,21 @@ def test_a_read_only_audit_folder_is_a_storage_error(mounts, tmp_path):
             writer.append({"kind": "http", "url": "https://example.org/more"})
         assert err.value.code == "storage_error" and "Read-only file system" in err.value.message
     assert log.path.read_bytes() == before and verify(log.path).ok
+
+
+def test_a_cache_entry_written_after_the_reply_warns_when_it_cannot_land(mounts, tmp_path):
+    """An instant or net tool's entry is written after its reply: the result is warned when the folder is
+    read-only or full then, or when the last write failed."""
+    from tools_server.core.cache import ResultCache
+
+    result = {"provenance": {"tool": "t", "tool_version": "1", "input_hash": "x"}}
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    mounts.read_only(folder)
+    cache = ResultCache(folder)
+    assert cache.stage("a" * 64, result) == "read-only file system"
+    cache.flush()
+    assert cache.write_problem == "Read-only file system"  # the write itself failed, and says so next time
+    full = ResultCache(mounts.tmpfs(tmp_path / "full", 256))
+    fill(full.root.parent)
+    assert full.stage("b" * 64, result) == "no space left on device"

@@ -82,16 +82,12 @@ def _rebuild_tool_error(cls: type, code: str, message: str, hint: str, details: 
     return cls(code, message, hint, **details)
 
 
-#: The text every warning about a failed write starts with (a result's ``warnings`` list holds strings).
-STORAGE_WARNING = "storage_error"
-
-
 def storage_warning(what: str, path: object, reason: object, consequence: str) -> str:
     """The warning a result carries when ``what`` (a job record, a cache entry) could not be written:
     ``storage_error: <what> could not be written to <path> (<reason>); <consequence>``."""
     if isinstance(reason, OSError):
         reason = reason.strerror or reason
-    return f"{STORAGE_WARNING}: {what} could not be written to {path} ({reason}); {consequence}"
+    return f"storage_error: {what} could not be written to {path} ({reason}); {consequence}"
 
 
 #: What a file write that failed for want of room or permission says: the disk, not the tool.

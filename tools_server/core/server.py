@@ -152,14 +152,13 @@ class SpuServer:
             result = await self.dispatcher.call(name, arguments, progress)
         except ToolError as exc:
             return error_result(exc)
-        except OSError as exc:  # a tool run in the server (instant, net) that could not write its files
-            if (error := storage_error(exc)) is not None:
-                return error_result(error)
-            log.exception("tool %s failed", name)
-            return error_result(ToolError("internal_error", f"{type(exc).__name__}: {exc}"))
         except Exception as exc:
-            log.exception("tool %s failed", name)
-            return error_result(ToolError("internal_error", f"{type(exc).__name__}: {exc}"))
+            # a tool run in the server (instant, net) that could not write its files is storage_error
+            error = storage_error(exc) if isinstance(exc, OSError) else None
+            if error is None:
+                log.exception("tool %s failed", name)
+                error = ToolError("internal_error", f"{type(exc).__name__}: {exc}")
+            return error_result(error)
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(result, default=str))],
             structured_content=result,

@@ -21,17 +21,6 @@ from typing import Any
 from tools_server.core.errors import ToolError, storage_error
 
 
-def _os_error(exc: OSError) -> ToolError:
-    """A full disk, a quota or a read-only folder is ``storage_error``; any other OS error a bug report."""
-    return storage_error(exc) or _internal_error(exc)
-
-
-def _internal_error(exc: Exception) -> ToolError:
-    tb = traceback.format_exc()
-    print(tb, file=sys.stderr, flush=True)
-    return ToolError("internal_error", f"{type(exc).__name__}: {exc}", traceback_tail=tb[-2000:])
-
-
 def die_with_parent() -> None:
     """End this worker and everything it started when the server goes, whatever the job is doing.
 
@@ -126,10 +115,14 @@ def main() -> None:
                     ).to_dict(),
                 }
             )
-        except OSError as exc:
-            send({"type": "error", "job_id": job_id, "error": _os_error(exc).to_dict()})
         except Exception as exc:
-            send({"type": "error", "job_id": job_id, "error": _internal_error(exc).to_dict()})
+            # a full disk, a quota or a read-only folder is the disk's fault, not a bug in the tool
+            error = storage_error(exc) if isinstance(exc, OSError) else None
+            if error is None:
+                tb = traceback.format_exc()
+                print(tb, file=sys.stderr, flush=True)
+                error = ToolError("internal_error", f"{type(exc).__name__}: {exc}", traceback_tail=tb[-2000:])
+            send({"type": "error", "job_id": job_id, "error": error.to_dict()})
         finally:
             idle.set()
 

@@ -39,7 +39,7 @@ Mode = Literal["observe", "enforce"]
 POLICY_ENV = "SPU_POLICY"
 
 _DOI_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)", re.IGNORECASE)
-_DOI = re.compile(r"^10\.\d+(?:\.\d+)*/\S+$")
+_DOI = re.compile(r"^10\.\d+/\S+$")
 _WORD = re.compile(r"[^\W_]+")
 #: The least a title (or preprint title) must hold: shorter ones match unrelated pages.
 MIN_TITLE_WORDS = 4
