@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import fill
+from disk_faults import fill
 from mcp_wire import INIT
 
 from environment.audit_log import verify
