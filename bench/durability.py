@@ -20,6 +20,7 @@ import collections
 import json
 import os
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -115,6 +116,13 @@ def main() -> None:
     parser.add_argument("--drop-caches", action="store_true", help="drop the page cache after the kill")
     opts = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="spu-bench-durability-"))
+    try:
+        run(work, opts)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(work: Path, opts: argparse.Namespace) -> None:
     env = {**os.environ, "SPU_WORKDIR": str(work), "SPU_CACHE_DIR": str(work / "cache")}
     server = Server(env)
     started = time.perf_counter()
