@@ -1,11 +1,14 @@
 """Latency of spu tools over stdio against a bare MCPServer echo server, measured in the same run.
 
-    .venv/bin/python bench/mcp_overhead.py [--calls 200]
+    .venv/bin/python bench/mcp_overhead.py [--calls 200] [--baseline DIR]
 
 Prints p50 and p95 per call for: the bare SDK echo server (baseline), an instant spu tool (bench_echo,
 and system_info), and a trivial `cpu` job that runs in a worker process (bench_noop_job), each with its
 ratio to the baseline. The servers run side by side and the calls are interleaved (one call to each in
 turn), so a shared machine's changing load falls on every case alike; the ratios are of the medians.
+With ``--baseline DIR`` (a checkout of an earlier commit: ``git worktree add DIR <commit>``), a server of
+that checkout runs beside them with the same three calls, and its job dispatch overhead is printed too:
+old and new code measured in the same run.
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def pct(values: list[float], q: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=200)
+    parser.add_argument("--baseline", type=Path, help="a checkout of an earlier commit to compare with")
     opts = parser.parse_args()
     work = tempfile.mkdtemp(prefix="spu-bench-")
     env = {
@@ -73,6 +77,17 @@ def main() -> None:
         ("spu system_info", spu, "system_info", {}),
         ("spu cpu job in a worker (bench_noop_job)", spu, "bench_noop_job", {"text": "hi"}),
     ]
+    if opts.baseline is not None:
+        old_env = {**env, "PYTHONPATH": os.pathsep.join([str(opts.baseline.resolve()), env["PYTHONPATH"]])}
+        old_env["SPU_WORKDIR"] = work + "/baseline"
+        old = StdioServerParameters(
+            command=sys.executable, args=["-m", "spu", "serve"], env=old_env, cwd=str(opts.baseline.resolve())
+        )
+        rows += [  # the same three calls in the same order, so each server sees the same sequence
+            ("earlier checkout: instant tool", old, "bench_echo", {"text": "hi"}),
+            ("earlier checkout: system_info", old, "system_info", {}),
+            ("earlier checkout: cpu job", old, "bench_noop_job", {"text": "hi"}),
+        ]
     baseline = None
     print(f"{'case':44s} {'p50 ms':>8s} {'p95 ms':>8s} {'p50/base':>9s} {'p95/base':>9s}")
     all_times = asyncio.run(measure(rows, opts.calls))
@@ -83,6 +98,9 @@ def main() -> None:
         print(f"{label:44s} {p50:8.2f} {p95:8.2f} {p50 / baseline[0]:9.2f} {p95 / baseline[1]:9.2f}")
     job, instant = pct(all_times[3], 50), pct(all_times[1], 50)
     print(f"job dispatch overhead (cpu job p50 - instant tool p50): {job - instant:.2f} ms")
+    if opts.baseline is not None:
+        old_overhead = pct(all_times[6], 50) - pct(all_times[4], 50)
+        print(f"earlier checkout's job dispatch overhead: {old_overhead:.2f} ms")
 
 
 if __name__ == "__main__":

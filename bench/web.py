@@ -7,8 +7,8 @@
 * Detector: time to scan the same page for a full policy (DOI, PMID, PMC id, title).
 * Audit log: appends per second with fsync (what the tools do) against appends without fsync on the
   same disk; the ratio says what durability costs.
-* Audit chain check (``--chain-only``): ms per append into a 10,000-record log by a writer holding a
-  checkpoint, by a fresh writer, and into a short log (the baseline).
+
+The audit log at 1 MB to 1 GB (start-up, appends, verify) is ``bench/audit_log.py``.
 """
 
 from __future__ import annotations
@@ -119,50 +119,12 @@ def bench_audit(appends: int) -> dict:
     return {"appends_per_s": out}
 
 
-def bench_chain(records: int = 10_000, appends: int = 200) -> dict[str, float]:
-    """Milliseconds per append (no fsync) into a log already holding ``records`` records: by a writer
-    holding a checkpoint (each append re-hashes the verified bytes and parses only new records), by a
-    fresh writer (parses and chains the whole log), and into a short log (baseline)."""
-    from tools_server.web.audit import AuditLog
-
-    record = {"kind": "http", "tool": "web_fetch", "url": "https://example.org/page", "status": 200}
-    out: dict[str, float] = {}
-    with tempfile.TemporaryDirectory(dir=Path.cwd()) as tmp:
-        short = AuditLog(Path(tmp) / "short.jsonl", fsync=False)
-        long = AuditLog(Path(tmp) / "long.jsonl", fsync=False)
-        for _ in range(records):
-            long.append(record)
-        for name, make in (
-            ("short_log", lambda: short),
-            ("checkpointed", lambda: long),
-            ("fresh_writer", lambda: AuditLog(long.path, fsync=False)),
-        ):
-            n = appends if name != "fresh_writer" else max(5, appends // 20)
-            t0 = time.perf_counter()
-            for _ in range(n):
-                make().append(record)
-            out[name + "_ms"] = (time.perf_counter() - t0) / n * 1000
-        out["log_mb"] = long.path.stat().st_size / 1e6
-    out["ratio_checkpointed_over_short"] = out["checkpointed_ms"] / out["short_log_ms"]
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--appends", type=int, default=300)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--chain-only", action="store_true", help="only the chain-check cost")
     args = parser.parse_args()
-    if args.chain_only:
-        chain = bench_chain()
-        print(
-            f"Audit chain check, log of 10,000 records ({chain['log_mb']:.1f} MB), ms per append: "
-            f"checkpointed {chain['checkpointed_ms']:.2f}, fresh writer {chain['fresh_writer_ms']:.1f}, "
-            f"short log (baseline) {chain['short_log_ms']:.2f}, "
-            f"ratio {chain['ratio_checkpointed_over_short']:.2f}x"
-        )
-        return
     conv = bench_conversion(args.repeats)
     audit = bench_audit(args.appends)["appends_per_s"]
     if args.json:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -49,7 +50,9 @@ def verify_cmd(
         typer.Option("--key", help="The log's HMAC key file (the audit service's LOG.key): checks MACs too."),
     ] = None,
 ) -> None:
-    """Check the hash chain and the seal; exit 1 if the log was modified, cut, truncated or forged."""
+    """Check the hash chain and the seal; exit 1 if the log was modified, cut, truncated or forged.
+
+    The log is read as a stream; on a long log the progress goes to stderr about once a second."""
     from environment.audit_log import verify
 
     path = _log_path(log)
@@ -57,7 +60,7 @@ def verify_cmd(
         key_bytes = bytes.fromhex(key.read_text(encoding="ascii").strip()) if key is not None else None
     except (OSError, ValueError) as exc:
         raise fail(f"cannot read the key {key}: {exc}") from None
-    result = verify(path, key_bytes)
+    result = verify(path, key_bytes, progress=_progress_printer(path.name))
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
     else:
@@ -69,6 +72,24 @@ def verify_cmd(
         for warning in result.warnings:
             typer.echo(f"  warning: {warning}")
     raise typer.Exit(0 if result.ok else 1)
+
+
+def _progress_printer(name: str):
+    """A ``progress(done, total)`` callback printing ``name: N of M MiB verified (P%)`` on stderr, at most
+    once a second (nothing for a log checked within the first second)."""
+    last = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= 1.0:
+            last = now
+            share = 100 * done / total if total else 100
+            typer.echo(
+                f"{name}: {done / 2**20:.0f} of {total / 2**20:.0f} MiB verified ({share:.0f}%)", err=True
+            )
+
+    return progress
 
 
 @audit_app.command("summary")

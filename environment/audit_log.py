@@ -11,10 +11,13 @@ One JSON object per line, keys sorted, no spaces::
 
 ``hash`` is SHA-256 over the canonical JSON (sorted keys, ``(",", ":")`` separators, UTF-8) of the record
 without its ``hash`` field, ``prev`` included; the first record's ``prev`` is 64 zeros. The seal file
-(``audit.jsonl.seal``) holds ``{"count": N, "head": "<hash of the last record>"}``, so a truncated tail is
-detected. A keyed log (the audit service's) also gives every record ``mac``, HMAC-SHA256 of its hash
-under a key kept beside the log (``audit.jsonl.key``), and the seal a ``mac`` of ``count:head``; ``hash``
-covers the record without ``hash`` and ``mac``. Record kinds: ``attempt`` (an HTTP attempt about to
+(``audit.jsonl.seal``, one line padded to :data:`SEAL_BYTES`) holds ``{"count": N, "head": "<hash of the last
+record>", "size": <bytes of the log it covers>, "sha256": "<SHA-256 of those bytes>"}``, so a truncated tail
+is detected, and a writer starting on a long log checks it by hashing its bytes, without parsing a record
+(seals written before ``size`` and ``sha256`` existed hold only ``count`` and ``head``). A keyed log (the
+audit service's) also gives every record ``mac``, HMAC-SHA256 of its hash under a key kept beside the log
+(``audit.jsonl.key``), and the seal a ``mac`` of ``count:head:size:sha256`` (``count:head`` in an old seal);
+``hash`` covers the record without ``hash`` and ``mac``. Record kinds: ``attempt`` (an HTTP attempt about to
 connect), ``http`` (its outcome), ``call`` (one tool call with its outcome and detector flags), ``recovery``
 (a torn last line dropped at start-up), ``service`` (audit service start).
 """
@@ -27,6 +30,7 @@ import hmac
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,9 +52,35 @@ def record_mac(key: bytes, record_hash_hex: str) -> str:
     return hmac.new(key, record_hash_hex.encode("ascii"), hashlib.sha256).hexdigest()
 
 
-def seal_mac(key: bytes, count: int, head: str) -> str:
-    """HMAC-SHA256 of the seal's ``count:head`` under the log's key."""
-    return hmac.new(key, f"{count}:{head}".encode("ascii"), hashlib.sha256).hexdigest()
+def seal_mac(key: bytes, count: int, head: str, size: int | None = None, sha256: str | None = None) -> str:
+    """HMAC-SHA256 of the seal's ``count:head:size:sha256`` (``count:head`` for an old seal) under the log's
+    key."""
+    text = f"{count}:{head}" if size is None else f"{count}:{head}:{size}:{sha256}"
+    return hmac.new(key, text.encode("ascii"), hashlib.sha256).hexdigest()
+
+
+def record_hash_ok(line: bytes, record: dict[str, Any]) -> bool:
+    """Whether ``record`` (parsed from ``line``, one line of the log) holds the hash of its content.
+
+    A line the writer wrote is canonical JSON, so its bytes without the ``hash`` and ``mac`` fields are what
+    was hashed: hashing them skips serialising the record again (half of a long log's verification). A line
+    that is not in that form is checked the long way, with the same verdict."""
+    digest = record.get("hash")
+    if not isinstance(digest, str):
+        return False
+    body = line.rstrip(b"\n")
+    for field_name in ("hash", "mac"):
+        value = record.get(field_name)
+        if isinstance(value, str) and value.isascii():
+            pair = f'"{field_name}":"{value}"'.encode()
+            body = (
+                body.replace(b"," + pair, b"", 1)
+                if b"," + pair in body
+                else body.replace(pair + b",", b"", 1)
+            )
+    if hashlib.sha256(body).hexdigest() == digest:
+        return True
+    return record_hash(record) == digest
 
 
 def key_path(log_path: Path) -> Path:
@@ -64,6 +94,53 @@ def utc_now() -> str:
 
 def seal_path(log_path: Path) -> Path:
     return log_path.with_name(log_path.name + ".seal")
+
+
+#: A seal is one line of this many bytes, overwritten in place (one ``pwrite``, no rename).
+SEAL_BYTES = 512
+
+
+@dataclass(frozen=True)
+class Seal:
+    """The seal: the log's first ``size`` bytes hold ``count`` records ending in ``head``, and hash to
+    ``sha256`` (``size`` and ``sha256`` are None in a seal written before they existed)."""
+
+    count: int
+    head: str
+    size: int | None = None
+    sha256: str | None = None
+    mac: str | None = None
+
+    def mac_ok(self, key: bytes) -> bool:
+        expected = seal_mac(key, self.count, self.head, self.size, self.sha256)
+        return hmac.compare_digest(str(self.mac or ""), expected)
+
+    def to_bytes(self, key: bytes | None = None) -> bytes:
+        """The seal file's content, with its MAC when ``key`` is given."""
+        fields: dict[str, Any] = {"count": self.count, "head": self.head, "ts": utc_now()}
+        if self.size is not None:
+            fields.update(size=self.size, sha256=self.sha256)
+        if key is not None:
+            fields["mac"] = seal_mac(key, self.count, self.head, self.size, self.sha256)
+        return canonical_json(fields).encode().ljust(SEAL_BYTES - 1) + b"\n"
+
+
+def parse_seal(data: bytes) -> Seal:
+    """The seal in ``data``; ``ValueError`` when it is not one."""
+    seal = json.loads(data)
+    if not isinstance(seal, dict):
+        raise ValueError("not an object")
+    count, head, size, sha256 = seal.get("count"), seal.get("head"), seal.get("size"), seal.get("sha256")
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0 or not isinstance(head, str):
+        raise ValueError("no record count and head")
+    if (size is None) != (sha256 is None) or (
+        size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0)
+    ):
+        raise ValueError("size and sha256 go together")
+    if sha256 is not None and not isinstance(sha256, str):
+        raise ValueError("sha256 is not a string")
+    mac = seal.get("mac")
+    return Seal(count, head, size, sha256, mac if isinstance(mac, str) else None)
 
 
 def read_records(path: str | os.PathLike[str]):
@@ -94,78 +171,128 @@ class VerifyResult:
         }
 
 
-def verify(path: str | os.PathLike[str], key: bytes | None = None) -> VerifyResult:
-    """Check every line's hash and link, the sequence numbers, and the seal (truncation); with the log's
-    ``key``, also every record's and the seal's MAC (forgery by someone without the key)."""
+#: How many problems :func:`verify` lists before it only counts them (a damaged long log has millions).
+MAX_LISTED_PROBLEMS = 100
+#: :func:`verify` reports its progress about every this many bytes.
+PROGRESS_BYTES = 16 * 2**20
+
+
+class _Problems(list):
+    """The first :data:`MAX_LISTED_PROBLEMS` problems, and how many more there were."""
+
+    more = 0
+
+    def add(self, text: str) -> None:
+        if len(self) < MAX_LISTED_PROBLEMS:
+            self.append(text)
+        else:
+            self.more += 1
+
+    def listed(self) -> list[str]:
+        return [*self, f"... and {self.more} more problems"] if self.more else list(self)
+
+
+def verify(
+    path: str | os.PathLike[str],
+    key: bytes | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> VerifyResult:
+    """Check every line's hash and link, the sequence numbers, and the seal (truncation, and the SHA-256
+    of the bytes it covers); with the log's ``key``, also every record's and the seal's MAC (forgery by
+    someone without the key). The log is read as a stream, one line at a time; ``progress(bytes_done,
+    bytes_total)`` is called about every :data:`PROGRESS_BYTES`."""
     path = Path(path)
-    errors: list[str] = []
+    errors = _Problems()
     warnings: list[str] = []
     if not path.exists():
         return VerifyResult(False, 0, GENESIS, [f"no audit log at {path.name}"])
-    raw = path.read_bytes()
-    if raw and not raw.endswith(b"\n"):
-        errors.append("the last line is incomplete (torn write)")
-    prev = GENESIS
-    hashes: list[str] = []
-    macs_unchecked = False
-    for lineno, line in enumerate(raw.split(b"\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            errors.append(f"line {lineno}: not valid JSON")
-            prev = None  # type: ignore[assignment]
-            continue
-        if not isinstance(record, dict):
-            errors.append(f"line {lineno}: not a JSON object")
-            prev = None  # type: ignore[assignment]
-            continue
-        seq = record.get("seq")
-        if seq != len(hashes):
-            errors.append(
-                f"line {lineno}: seq {seq} where {len(hashes)} was expected (a line was removed or moved)"
-            )
-        if record.get("hash") != record_hash(record):
-            errors.append(f"line {lineno}: hash does not match the record (the line was modified)")
-        if prev is not None and record.get("prev") != prev:
-            errors.append(f"line {lineno}: prev does not match the previous record's hash (chain broken)")
-        if key is not None and not hmac.compare_digest(
-            str(record.get("mac", "")), record_mac(key, str(record.get("hash", "")))
-        ):
-            errors.append(f"line {lineno}: the MAC does not match (forged, or re-chained without the key)")
-        elif key is None and "mac" in record and not macs_unchecked:
-            macs_unchecked = True
-            warnings.append("the log is keyed but no key was given: MACs were not checked (--key FILE)")
-        prev = record.get("hash")
-        hashes.append(record.get("hash", ""))
-    head = hashes[-1] if hashes else GENESIS
+    seal: Seal | None = None
     seal_file = seal_path(path)
     if not seal_file.exists():
-        errors.append("the seal file is missing")
+        errors.add("the seal file is missing")
     else:
         try:
-            seal = json.loads(seal_file.read_text())
-            sealed_count, sealed_head = int(seal["count"]), seal["head"]
-        except (ValueError, KeyError, TypeError):
-            errors.append("the seal file is not valid")
-        else:
-            if key is not None and not hmac.compare_digest(
-                str(seal.get("mac", "")), seal_mac(key, sealed_count, str(sealed_head))
-            ):
-                errors.append("the seal's MAC does not match (rewritten without the key)")
-            if sealed_count > len(hashes):
-                errors.append(
-                    f"the log holds {len(hashes)} records but the seal counts {sealed_count}: the tail was "
-                    "truncated"
+            seal = parse_seal(seal_file.read_bytes())
+        except (OSError, ValueError):
+            errors.add("the seal file is not valid")
+    digest = hashlib.sha256() if seal is not None and seal.size is not None else None
+    sealed_bytes = seal.size if seal is not None and seal.size is not None else 0
+    sealed_hash = GENESIS
+    prev: str | None = GENESIS
+    count = 0
+    head = GENESIS
+    macs_unchecked = False
+    done = 0
+    next_report = PROGRESS_BYTES
+    with open(path, "rb") as fh:
+        total = os.fstat(fh.fileno()).st_size
+        for lineno, line in enumerate(fh, start=1):
+            start, done = done, done + len(line)
+            if digest is not None and start < sealed_bytes:
+                digest.update(line[: sealed_bytes - start])
+            if progress is not None and done >= next_report:
+                progress(done, total)
+                next_report = done + PROGRESS_BYTES
+            if not line.endswith(b"\n"):
+                errors.add("the last line is incomplete (torn write)")
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line.decode("utf-8"))  # a str skips json's encoding detection
+            except ValueError:
+                errors.add(f"line {lineno}: not valid JSON")
+                prev = None
+                continue
+            if not isinstance(record, dict):
+                errors.add(f"line {lineno}: not a JSON object")
+                prev = None
+                continue
+            seq = record.get("seq")
+            if seq != count:
+                errors.add(
+                    f"line {lineno}: seq {seq} where {count} was expected (a line was removed or moved)"
                 )
-            elif sealed_count >= 1 and hashes[sealed_count - 1] != sealed_head:
-                errors.append(f"record {sealed_count - 1} does not match the sealed head hash")
-            elif sealed_count < len(hashes):
-                extra = len(hashes) - sealed_count
-                msg = f"{extra} record(s) after the seal (a writer stopped between the log and the seal)"
-                (warnings if extra == 1 else errors).append(msg)
-    return VerifyResult(not errors, len(hashes), head, errors, warnings)
+            if not record_hash_ok(line, record):
+                errors.add(f"line {lineno}: hash does not match the record (the line was modified)")
+            if prev is not None and record.get("prev") != prev:
+                errors.add(f"line {lineno}: prev does not match the previous record's hash (chain broken)")
+            if key is not None and not hmac.compare_digest(
+                str(record.get("mac", "")), record_mac(key, str(record.get("hash", "")))
+            ):
+                errors.add(f"line {lineno}: the MAC does not match (forged, or re-chained without the key)")
+            elif key is None and "mac" in record and not macs_unchecked:
+                macs_unchecked = True
+                warnings.append("the log is keyed but no key was given: MACs were not checked (--key FILE)")
+            prev = head = str(record.get("hash", ""))
+            count += 1
+            if seal is not None and count == seal.count:
+                sealed_hash = head
+    if progress is not None:
+        progress(done, total)
+    if seal is not None:
+        if key is not None and not seal.mac_ok(key):
+            errors.add("the seal's MAC does not match (rewritten without the key)")
+        if seal.count > count:
+            errors.add(
+                f"the log holds {count} records but the seal counts {seal.count}: the tail was truncated"
+            )
+        elif seal.count >= 1 and sealed_hash != seal.head:
+            errors.add(f"record {seal.count - 1} does not match the sealed head hash")
+        elif seal.count < count:
+            extra = count - seal.count
+            msg = f"{extra} record(s) after the seal (a writer stopped between the log and the seal)"
+            if extra == 1:
+                warnings.append(msg)
+            else:
+                errors.add(msg)
+        if digest is not None and total < sealed_bytes:
+            errors.add(f"the log holds {total} bytes but its seal covers {sealed_bytes}: it was truncated")
+        elif digest is not None and digest.hexdigest() != seal.sha256:
+            errors.add(
+                f"the log's first {sealed_bytes} bytes are not those its seal covers (SHA-256 differs)"
+            )
+    problems = errors.listed()
+    return VerifyResult(not problems, count, head, problems, warnings)
 
 
 #: call outcomes that are refusals: by the information policy, or by the address guard (SSRF)

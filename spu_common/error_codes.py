@@ -27,6 +27,8 @@ SHARED_ERROR_CODES: dict[str, str] = {
     "job_not_found": "List jobs with the `jobs` tool; job ids are printed when a job starts.",
     "unknown_tool": "List the available tools; the name may be misspelled.",
     "internal_error": "This is a bug in the tool server; report it with the job id.",
+    "storage_error": "The server could not write to its disk (full, over quota, read-only or failing): "
+    "tell the operator to free space or make the folder writable, then call again.",
     # shared by several domains (molecules, proteins, model weights)
     "invalid_smiles": "Check the SMILES string (valences, ring closures, brackets) or pass a molblock.",
     "charge_multiplicity_mismatch": "Check the total charge and the spin multiplicity (2S+1): an even "

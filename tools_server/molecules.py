@@ -35,7 +35,6 @@ from tools_server.core.invisible import INVISIBLE_RE
 
 #: ETKDG seed: fixed so a SMILES always gives the same 3D start (and cached results stay reproducible).
 EMBED_SEED = 0xF00D
-MAX_FILE_BYTES = 50 * 2**20
 _FILE_SUFFIXES = (".sdf", ".mol", ".xyz", ".sd")
 _XYZ_LINE = re.compile(r"^\s*([A-Z][a-z]?|\d{1,3})\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
 
@@ -193,7 +192,7 @@ def read_file_text(spec: str) -> tuple[str, str, int]:
 
     base, _, index = spec.strip().partition("#")
     try:
-        path = readable_file(base, max_bytes=MAX_FILE_BYTES)
+        path = readable_file(base, kind="molecule")
     except ToolError as exc:
         raise MoleculeError(exc.code, exc.message) from None
     try:
@@ -605,8 +604,10 @@ MAX_MOLECULE_CHARS = 2_000_000
 _SMILES_ATOM = re.compile(r"\[[^\]]*\]|Br|Cl|[BCNOPSFIbcnops*]")
 
 
-def estimate_atoms(text: str) -> int:
-    """An upper bound on the heavy atoms (SMILES) or atoms (XYZ, molblock) of a molecule string."""
+def count_atoms(text: str) -> int:
+    """The atoms of a molecule string as its reader counts them: the atoms written in a SMILES (heavy atoms
+    and bracket atoms), the counts line of a molblock, the atom lines of an XYZ block (after its two header
+    lines, when the first holds the count)."""
     kind = detect_format(text)
     if kind == "smiles":
         return len(_SMILES_ATOM.findall(text))
@@ -616,7 +617,9 @@ def estimate_atoms(text: str) -> int:
             return int(m.group(1))
         m = re.search(r"COUNTS\s+(\d+)", text)
         return int(m.group(1)) if m else text.count("\n")
-    return text.count("\n") + 1
+    lines = text.strip().splitlines()
+    header = 2 if lines and lines[0].strip().isdigit() else 0
+    return sum(1 for line in lines[header:] if line.strip())
 
 
 def check_size(text: str) -> None:
@@ -625,9 +628,9 @@ def check_size(text: str) -> None:
         raise MoleculeError(
             "too_large", f"The molecule text has {len(text)} characters (limit {MAX_MOLECULE_CHARS})"
         )
-    n = estimate_atoms(text)
+    n = count_atoms(text)
     if n > MAX_ATOMS:
-        raise MoleculeError("too_large", f"The molecule has about {n} atoms (limit {MAX_ATOMS})")
+        raise MoleculeError("too_large", f"The molecule has {n} atoms (limit {MAX_ATOMS})")
 
 
 def check_smiles_text(text: str) -> None:

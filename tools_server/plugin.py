@@ -17,7 +17,9 @@ A plugin (a third-party package named in the ``spu.tools`` entry points, or a mo
   the engines it computes with, its ``spu doctor`` checks and its own error codes;
 * :data:`InputPath` and :data:`InputDir`, the types of an input field that names a file or a folder: the
   server resolves and confines it (under the allowed roots, links resolved, never ``/proc``, ``/sys`` or a
-  device) before the tool runs, and a cluster executor ships its content with the job.
+  device, one hard link) and sizes a file against its kind's cap before the tool runs, and a cluster
+  executor ships its content with the job; :data:`StructurePath`, :data:`TrajectoryPath` and
+  :func:`input_file` (``input_file("molecule")``) name files of a kind with its own cap.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from __future__ import annotations
 from tools_server.core.context import ToolContext
 from tools_server.core.domain import DoctorCheck, Domain, Engine
 from tools_server.core.errors import ERROR_CODES, ToolError
-from tools_server.core.paths import InputDir, InputPath
+from tools_server.core.paths import InputDir, InputPath, StructurePath, TrajectoryPath, input_file
 from tools_server.core.registry import Resource, tool
 from tools_server.core.results import ToolResult
 
@@ -37,8 +39,11 @@ __all__ = [
     "InputDir",
     "InputPath",
     "Resource",
+    "StructurePath",
     "ToolContext",
     "ToolError",
     "ToolResult",
+    "TrajectoryPath",
+    "input_file",
     "tool",
 ]

@@ -1,10 +1,5 @@
-"""Reading ``spec.yaml`` safely: the safe loader, with limits a hostile or broken file cannot get past.
-
-PyYAML's safe loader still expands aliases (a few lines of ``&a [*b, *b, ...]`` grow to gigabytes when
-printed or walked: an alias bomb ran 30-100 s into ``MemoryError``) and composes nested collections
-recursively (deep nesting ended in ``RecursionError``). A spec needs neither, so aliases are refused, the
-nesting depth and the file size are capped, and a key repeated in one mapping is refused (plain YAML keeps
-the last one silently).
+"""Reading ``spec.yaml`` safely: the project's strict YAML reader (:mod:`spu_common.yamlfiles`: no aliases,
+a depth cap, a key repeated in one mapping refused), with the file's size capped too.
 """
 
 from __future__ import annotations
@@ -16,52 +11,9 @@ from typing import Any
 import yaml
 
 from environment.taskbuild.problems import SPEC_FILE, spec_error
+from spu_common.yamlfiles import StrictLoader, YamlRefused, loads_yaml_strict
 
 MAX_SPEC_BYTES = 1_000_000
-MAX_DEPTH = 20
-
-
-class _Refused(Exception):
-    def __init__(self, code: str, message: str, line: int | None, key: str | None = None):
-        super().__init__(message)
-        self.code, self.message, self.line, self.key = code, message, line, key
-
-
-class _LimitedLoader(yaml.SafeLoader):
-    """The safe loader without aliases, with a depth limit, refusing repeated keys."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.depth = 0
-
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            mark = self.peek_event().start_mark
-            raise _Refused(
-                "yaml-alias", "uses a YAML alias (*name); specs may not use aliases", mark.line + 1
-            )
-        self.depth += 1
-        try:
-            if self.depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark
-                raise _Refused("yaml-too-deep", f"nests deeper than {MAX_DEPTH} levels", mark.line + 1)
-            return super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-
-    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
-        seen: set[str] = set()
-        for key_node, _ in node.value:
-            key = str(self.construct_object(key_node, deep=deep))
-            if key in seen:
-                raise _Refused(
-                    "repeated-key",
-                    f"the key {key!r} appears twice in one mapping (YAML would keep only the last)",
-                    key_node.start_mark.line + 1,
-                    key,
-                )
-            seen.add(key)
-        return super().construct_mapping(node, deep=deep)
 
 
 def read_text(path: Path) -> str:
@@ -82,8 +34,8 @@ def read_text(path: Path) -> str:
 def load(text: str) -> Any:
     """The data of a spec's YAML text; a :class:`SpecError` says what is wrong and on which line."""
     try:
-        return yaml.load(text, Loader=_LimitedLoader)
-    except _Refused as exc:
+        return loads_yaml_strict(text)
+    except YamlRefused as exc:
         raise spec_error(exc.code, SPEC_FILE, exc.message, row=exc.line, field=exc.key) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
@@ -99,8 +51,8 @@ def load(text: str) -> Any:
 def key_lines(text: str) -> dict[tuple, int]:
     """Line numbers (1-based) of the keys of spec.yaml: ("task_id",), ("groups", 0), ("groups", 0, "unit")."""
     try:
-        root = yaml.compose(text, Loader=_LimitedLoader)
-    except (yaml.YAMLError, _Refused):
+        root = yaml.compose(text, Loader=StrictLoader)
+    except (yaml.YAMLError, YamlRefused):
         return {}
     lines: dict[tuple, int] = {}
     if not isinstance(root, yaml.MappingNode):

@@ -84,6 +84,7 @@ def hostile_paths(workdir: Path | None) -> dict[str, str]:
                 "dir_link_out": str(workdir / "dir-link" / "secret.pdb"),
                 "fifo": str(workdir / "pipe.pdb"),
                 "link_to_proc": str(workdir / "environ.pdb"),
+                "hard_link_out": str(workdir / "hard-link.pdb"),
             }
         )
     return out
@@ -91,6 +92,17 @@ def hostile_paths(workdir: Path | None) -> dict[str, str]:
 
 #: What the file outside the roots holds: it must never appear in a reply or an artifact.
 SECRET = "ATOM      1  N   SEC A   1      11.111  22.222  33.333  1.00  0.00           N  SECRET-7f3a"
+
+
+#: Sparse files over the cap of their kind (docs/server.md): the issue's 10 GB PDB held the only CPU slot
+#: for 211 s and reached 19 GiB of memory.
+OVERSIZED = {"huge.pdb": 10 * 2**30, "huge.sdf": 51 * 2**20, "huge.json": 2 * 2**20}
+#: What :func:`prepare_workdir` puts in the work directory that is hostile in itself.
+PREPARED = frozenset({"hard-link.pdb", "hard-link.sdf", *OVERSIZED})
+
+
+def _xyz(atoms: int) -> str:
+    return f"{atoms}\nhelium grid\n" + "".join(f"He {3.0 * i:.1f} 0.0 0.0\n" for i in range(atoms))
 
 
 def prepare_workdir(workdir: Path) -> None:
@@ -102,6 +114,13 @@ def prepare_workdir(workdir: Path) -> None:
     (workdir / "dir-link").symlink_to(outside, target_is_directory=True)
     (workdir / "environ.pdb").symlink_to("/proc/self/environ")
     os.mkfifo(workdir / "pipe.pdb")
+    os.link(
+        outside / "secret.pdb", workdir / "hard-link.pdb"
+    )  # resolves under the root: the link count tells
+    os.link(outside / "secret.pdb", workdir / "hard-link.sdf")
+    for name, size in OVERSIZED.items():  # sparse: no disk used, and the server must not read them
+        with open(workdir / name, "wb") as fh:
+            fh.truncate(size)
     jobs = workdir / "jobs"
     jobs.mkdir(exist_ok=True)
     (jobs / "chem_conformers-00000000aa.json").write_bytes(b'{"job_id": "\xff\xfe", "status": "running"}')
@@ -256,4 +275,30 @@ def cases(workdir: Path | None = None) -> list[Case]:
         i += 1
     if workdir is not None:
         out.append(Case("jobs_with_damaged_records", _call(1300, "jobs", {}), ("ok", None)))
+        huge, i = str(workdir / "huge.pdb"), 1310
+        for tool, arguments in PATH_TOOLS:
+            if tool != "ranking_check":
+                out.append(
+                    Case(
+                        f"oversized_{tool}_{i}", _call(i, tool, _fill(arguments, huge)), ("tool", "too_large")
+                    )
+                )
+                i += 1
+        draft = {"task_dir": ".", "draft_path": str(workdir / "huge.json")}
+        out.append(Case("oversized_draft", _call(i, "ranking_check", draft), ("tool", "too_large")))
+        molecule = {"molecules": [str(workdir / "huge.sdf")]}
+        out.append(
+            Case("oversized_molecule_file", _call(i + 1, "chem_parse", molecule), ("item", "too_large"))
+        )
+        hard = {"molecules": [str(workdir / "hard-link.sdf")]}
+        out.append(
+            Case("hard_link_molecule_file", _call(i + 2, "chem_parse", hard), ("item", "invalid_input"))
+        )
+    out.append(
+        Case(
+            "xyz_over_2000_atoms",
+            _call(1330, "chem_parse", {"molecules": [_xyz(2001)]}),
+            ("item", "too_large"),
+        )
+    )
     return out

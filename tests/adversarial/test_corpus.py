@@ -2,7 +2,12 @@
 every case gets its stable answer within the time limit (0 hangs), the server answers a ping after the
 whole corpus (0 crashes), and nothing outside the roots appears in a reply or an artifact (0 files read).
 Beside the corpus, per transport: a broken audit chain refuses the next web call, a policy of the wrong
-shape stops the server from starting, and (HTTP) the request checks answer before any body is read."""
+shape (or too vague, or with a repeated YAML key) stops the server from starting, and (HTTP) the request
+checks answer before any body is read; a plugin that fails to load leaves every other tool working.
+
+The other classes of hostile conditions have their own files here: real faults (kills, full disks,
+read-only folders) in test_faults.py, documented limits (atom counts, HTTP requests in flight) in
+test_limits.py."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from typing import Any
 
 import httpx
 import pytest
-from adversarial_corpus import SECRET, Case, cases, prepare_workdir
+from adversarial_corpus import PREPARED, SECRET, Case, cases, prepare_workdir
 from mcp_wire import INIT, http_spu_server
 
 REPLY_TIMEOUT_S = 120.0
@@ -62,6 +67,8 @@ def _nothing_leaked(workdir: Path) -> None:
     """No artifact, job record or cache entry holds the outside file's content."""
     marker = SECRET.split()[-1].encode()
     for path in workdir.rglob("*"):
+        if path.name in PREPARED and path.parent == workdir:
+            continue  # the hostile files themselves (a hard link to the outside file, sparse giants)
         if path.is_file() and not path.is_symlink():
             assert marker not in path.read_bytes(), f"{path.name} holds the outside file's content"
 
@@ -240,19 +247,26 @@ def test_a_broken_audit_chain_refuses_the_next_web_call_over_http(http_url, spu_
         assert _tool_code(reply) == "audit_log_invalid"
 
 
+BAD_POLICIES = {
+    "nested": ("policy.json", json.dumps({"mode": "enforce", "policy": {"dois": ["10.1021/jacs.5b01234"]}})),
+    "misspelt": ("policy.json", json.dumps({"mode": "enforce", "doys": ["10.1021/jacs.5b01234"]})),
+    "only_mode": ("policy.json", json.dumps({"mode": "enforce"})),
+    # a one-character title would block nearly every page in enforce mode
+    "one_letter_title": ("policy.json", json.dumps({"mode": "enforce", "titles": ["x"]})),
+    # YAML keeps the last of a repeated key silently: refused, as JSON's is
+    "yaml_repeated_key": (
+        "policy.yaml",
+        "mode: enforce\ndois: ['10.1021/jacs.5b01234']\ndois: ['10.1021/b.5b0999']\n",
+    ),
+}
+
+
 @pytest.mark.parametrize("transport", ["stdio", "http"])
-@pytest.mark.parametrize(
-    "policy",
-    [
-        {"mode": "enforce", "policy": {"dois": ["10.1021/jacs.5b01234"]}},
-        {"mode": "enforce", "doys": ["10.1021/jacs.5b01234"]},
-        {"mode": "enforce"},
-    ],
-    ids=["nested", "misspelt", "only_mode"],
-)
+@pytest.mark.parametrize("policy", sorted(BAD_POLICIES))
 def test_a_policy_of_the_wrong_shape_stops_the_server(spu_env, tmp_path, transport, policy):
-    path = tmp_path / "policy.json"
-    path.write_text(json.dumps(policy))
+    name, text = BAD_POLICIES[policy]
+    path = tmp_path / name
+    path.write_text(text)
     result = subprocess.run(
         [sys.executable, "-m", "spu", "serve", "--transport", transport, "--port", "0"],
         env={**spu_env, "SPU_POLICY": str(path)},
@@ -295,3 +309,37 @@ def test_http_probes_are_answered_before_the_body(http_url, probe):
         sock.sendall("\r\n".join(head).encode())
         assert int(sock.recv(100).split(b" ")[1]) == status
     assert proc.poll() is None
+
+
+def test_a_plugin_that_fails_to_load_leaves_every_other_tool_working(spu_env):
+    server = StdioServer({**spu_env, "SPU_TOOL_MODULES": "no_such_plugin_module"})
+    try:
+        server.send(json.dumps(INIT).encode())
+        assert server.reply() is not None
+        server.send(PING)
+        assert server.reply()["result"]["tools"], "tools/list failed"
+        server.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 2,
+                    "method": "tools/call",
+                    "params": {"name": "system_info", "arguments": {}},
+                }
+            ).encode()
+        )
+        (error,) = server.reply()["result"]["structuredContent"]["plugin_errors"]
+        assert error["plugin"] == "no_such_plugin_module" and error["error"].startswith("ModuleNotFoundError")
+        server.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 3,
+                    "method": "tools/call",
+                    "params": {"name": "chem_parse", "arguments": {"molecules": ["CCO"]}},
+                }
+            ).encode()
+        )
+        assert server.reply()["result"]["structuredContent"]["items"][0]["canonical_smiles"] == "CCO"
+    finally:
+        server.close()

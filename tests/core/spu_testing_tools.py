@@ -96,3 +96,17 @@ def square_job(args: SquareInput, ctx: ToolContext) -> dict:
     """A trivial cacheable job."""
     ctx.set_engine("python", "3")
     return {"square": args.x * args.x, "pid": os.getpid()}
+
+
+class WriteInput(BaseModel):
+    kilobytes: int = Field(ge=1, le=1_000_000)
+
+
+@tool(name="test_write", resource="cpu", cacheable=False)
+def write_job(args: WriteInput, ctx: ToolContext) -> dict:
+    """Write an artifact of the given size (a full disk makes this fail as an engine's output would)."""
+    path = ctx.artifact("out.bin")
+    with open(path, "wb") as fh:
+        for _ in range(args.kilobytes):
+            fh.write(b"\0" * 1024)
+    return {"path": str(path)}

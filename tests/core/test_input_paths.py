@@ -63,6 +63,8 @@ def _hostile(tmp_path: Path, work: Path, kind: str) -> dict[str, str]:
     fifo = work / "pipe.pdb"
     if not fifo.exists():
         os.mkfifo(fifo)
+    (work / "hard_out.pdb").unlink(missing_ok=True)
+    os.link(secret, work / "hard_out.pdb")  # resolving it shows nothing: the link count is the sign
     cases = {
         "proc_environ": "/proc/self/environ",
         "sys_file": "/sys/kernel/mm/transparent_hugepage/enabled",
@@ -72,6 +74,7 @@ def _hostile(tmp_path: Path, work: Path, kind: str) -> dict[str, str]:
         "dotdot_out": str(work / ".." / "outside" / "secret.pdb"),
         "through_dir_link": str(work / "dir_link" / "secret.pdb"),
         "fifo": str(fifo),
+        "hard_link_out": str(work / "hard_out.pdb"),
         "missing": str(work / "nothing.pdb"),
         "empty": "",
         "nul": str(work) + "/a\x00b",
@@ -122,7 +125,73 @@ def test_every_path_field_of_every_tool_follows_the_rule(registry, tmp_path):
         via_link.symlink_to(good)
         adapter = TypeAdapter(_field_annotation(model, field))
         assert adapter.validate_python(str(via_link)) == str(Path(good).resolve())
-    assert checked >= 9 * 11
+    assert checked >= 9 * 12
+
+
+def test_every_file_is_sized_before_it_is_read(registry, tmp_path):
+    """A sparse file larger than every cap (the issue's 10 GB PDB kept protein_pka reading for 211 s, up to
+    19 GiB of memory): each file field refuses it as too_large, having read none of it."""
+    from tools_server.core.paths import MAX_BYTES
+
+    work = Path(os.environ["SPU_WORKDIR"])
+    huge = work / "huge.pdb"
+    with open(huge, "wb") as fh:
+        fh.truncate(max(MAX_BYTES.values()) + 2**30)
+    fields = [
+        (name, field)
+        for name, spec in sorted(registry.tools.items())
+        for field, kind in path_fields(spec.input_model).items()
+        if kind == "file"
+    ]
+    assert ("protein_pka", "pdb_path") in fields and ("md_analyze", "trajectory_path") in fields
+    read_before = _bytes_read()
+    for name, field in fields:
+        with pytest.raises(ToolError) as err:
+            registry.tools[name].input_model.model_validate(_nest(field, str(huge)))
+        assert err.value.code == "too_large" and str(huge.stat().st_size) in err.value.message, (name, field)
+    assert _bytes_read() - read_before < 2**20  # sized by stat, never read
+
+
+def test_each_kind_has_its_cap(spu_env):
+    from tools_server.core.paths import MAX_BYTES, readable_file
+
+    work = Path(os.environ["SPU_WORKDIR"])
+    for kind, cap in MAX_BYTES.items():
+        path = work / f"{kind}.bin"
+        with open(path, "wb") as fh:
+            fh.truncate(cap)
+        assert readable_file(path, kind=kind) == path.resolve()  # the cap itself is allowed
+        with open(path, "wb") as fh:
+            fh.truncate(cap + 1)
+        with pytest.raises(ToolError) as err:
+            readable_file(path, kind=kind)
+        assert err.value.code == "too_large", kind
+
+
+def test_a_hard_link_to_an_outside_file_is_refused_unless_the_operator_allows_it(
+    spu_env, tmp_path, monkeypatch
+):
+    from tools_server.molecules import MoleculeError, read_file_text
+
+    work = Path(os.environ["SPU_WORKDIR"])
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.sdf").write_text(
+        "secret\n  RDKit\n\n  0  0  0  0  0  0  0  0  0  0999 V2000\nM  END\n"
+    )
+    os.link(outside / "secret.sdf", work / "linked.sdf")
+    with pytest.raises(MoleculeError) as err:  # how chem_parse reads a molecule file
+        read_file_text(str(work / "linked.sdf"))
+    assert err.value.code == "invalid_input" and "hard links" in err.value.message
+    assert "secret" not in err.value.message.replace(str(outside), "")
+    monkeypatch.setenv("SPU_ALLOW_HARD_LINKS", "1")
+    assert read_file_text(str(work / "linked.sdf"))[0].startswith("secret")
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read through read syscalls (/proc/self/io ``rchar``)."""
+    line = next(x for x in Path("/proc/self/io").read_text().splitlines() if x.startswith("rchar:"))
+    return int(line.split()[1])
 
 
 def test_extra_input_roots_are_honoured(registry, tmp_path, monkeypatch):

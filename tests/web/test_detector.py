@@ -129,9 +129,9 @@ def test_policy_validation(tmp_path):
     with pytest.raises(ValueError, match="digits"):
         Policy.from_dict({"pmid": "abc"})
     yaml_file = tmp_path / "p.yaml"
-    yaml_file.write_text("mode: enforce\ndois: ['doi:10.1/ABC']\npmcids: [PMC12]\n")
+    yaml_file.write_text("mode: enforce\ndois: ['doi:10.1021/ABC123']\npmcids: [PMC4512345]\n")
     p = Policy.load(yaml_file)
-    assert p.mode == "enforce" and p.dois == ("10.1/abc",) and p.pmcids == ("12",)
+    assert p.mode == "enforce" and p.dois == ("10.1021/abc123",) and p.pmcids == ("4512345",)
     assert Policy().empty
 
 

@@ -24,6 +24,14 @@ BAD = {
     "bad_mode": ({"mode": "block", "doi": "10.1021/a"}, "mode", "'observe' or 'enforce'"),
     "not_a_doi": ({"doi": "jacs.5b01234"}, "doi", "10.<digits>/<suffix>"),
     "list_file": (["10.1021/a"], "(file)", "must hold an object"),
+    # too vague to single out one study: in enforce mode they would block nearly every page
+    "one_letter_title": ({"mode": "enforce", "titles": ["x"]}, "titles[0]", "at least 4 words"),
+    "short_title": ({"title": "Benzoic acid pKa"}, "title[0]", "at least 4 words and 20 letters"),
+    "few_letter_title": ({"preprint_title": "A b c d e"}, "preprint_title[0]", "20 letters"),
+    "short_pmid": ({"pmids": ["26012345", "123"]}, "pmids[1]", "fewer than 4 digits"),
+    "short_pmcid": ({"pmcid": "PMC12"}, "pmcid[0]", "fewer than 4 digits"),
+    "short_doi_registrant": ({"doi": "10.1/jacs.5b01234"}, "doi[0]", "registrant code of at least 4"),
+    "short_doi_suffix": ({"dois": ["10.1021/x"]}, "dois[0]", "suffix of at least 3"),
 }
 
 
@@ -44,6 +52,31 @@ def test_yaml_and_json_syntax_errors_name_the_file(tmp_path):
     for name in ("p.yaml", "p.json"):
         with pytest.raises(PolicyError, match=rf"{name}: \(file\): is not valid"):
             Policy.load(tmp_path / name)
+
+
+def test_a_key_given_twice_in_yaml_is_refused_as_in_json(spu_env, tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text("mode: enforce\ndois: ['10.1021/jacs.5b01234']\ndois: ['10.1021/other.5b0999']\n")
+    with pytest.raises(PolicyError) as err:
+        Policy.load(path)
+    assert (
+        err.value.key == "(file)"
+        and "'dois' appears twice" in err.value.problem
+        and "line 3" in str(err.value)
+    )
+    checked = _run(["audit", "policy", "check", str(path), "--json"], spu_env)
+    assert checked.returncode == 1 and "appears twice" in json.loads(checked.stdout)["problem"]
+
+
+def test_policy_check_refuses_a_vague_title_with_a_hint(spu_env, tmp_path):
+    path = tmp_path / "policy.yaml"
+    path.write_text("mode: enforce\ntitles: [x]\n")
+    checked = _run(["audit", "policy", "check", str(path)], spu_env)
+    assert (
+        checked.returncode == 1
+        and "titles[0]" in checked.stderr
+        and "give the study's full title" in checked.stderr
+    )
 
 
 def _run(args: list[str], env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:

@@ -332,3 +332,24 @@ def test_sources_json(make_gateway, farm, tmp_path):
     src = data["sources"][0]
     assert src["url"] == farm.url("/redirect/1") and src["final_url"] == farm.url("/page.html")
     assert src["status"] == 200 and len(src["content_sha256"]) == 64 and src["flagged"] is False
+
+
+def test_a_page_that_cannot_be_kept_is_returned_with_a_warning(make_gateway, farm, monkeypatch):
+    """The fetch cache's disk is full: the page comes back all the same, saying its next parts will be
+    fetched again (an OSError here was an internal_error before)."""
+    import errno
+    import os
+
+    from tools_server.web import fetch
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(fetch, "atomic_write_json", full)
+    gw = make_gateway()
+    page = gw.call("web_fetch", {"url": farm.url("/big.html"), "max_length": 5000})
+    assert page["returned_chars"] == 5000 and not page["from_cache"]
+    (warning,) = page["warnings"]
+    assert (
+        warning.startswith("storage_error: the page could not be written to ") and "No space left" in warning
+    )

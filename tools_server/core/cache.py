@@ -9,6 +9,11 @@ On read the checksum is verified and the result checked against the shape every 
 object whose ``provenance`` names the tool and version asked for); an entry that fails (hand-edited,
 truncated, ``{}``) is deleted, reported as a miss with a reason (the dispatcher adds a warning to the
 recomputed result), and never served.
+
+A write that fails (a full disk, a read-only folder) is never silent: the result of a job carries a
+``storage_error`` warning (the dispatcher adds it), and so does the result of an ``instant`` or ``net`` tool,
+whose entry is written just after the reply, when the folder is known to be full or read-only then or the
+last write failed.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import threading
 from pathlib import Path
@@ -27,6 +33,26 @@ from tools_server.core.deferred import DeferredWrites
 
 log = logging.getLogger(__name__)
 _LAYOUT = "v2"
+#: Below this much free space the cache folder counts as full (an entry takes a few KB).
+MIN_FREE_BYTES = 1 << 20
+
+
+def space_problem(folder: Path) -> str | None:
+    """Why a file cannot be written in ``folder`` (or its nearest existing parent) now: a read-only file
+    system or folder, or less than :data:`MIN_FREE_BYTES` free; None when nothing is known against it."""
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    if st.f_flag & os.ST_RDONLY:
+        return "read-only file system"
+    if not os.access(folder, os.W_OK):
+        return "permission denied"
+    if st.f_bavail * st.f_frsize < MIN_FREE_BYTES:
+        return "no space left on device"
+    return None
 
 
 def input_hash(value: Any) -> str:
@@ -56,7 +82,7 @@ def result_problem(result: Any, tool: str | None, version: str | None) -> str | 
 
 
 class ResultCache:
-    def _path(self, key: str) -> Path:
+    def path_of(self, key: str) -> Path:
         return self.root / key[:2] / f"{key}.json"
 
     def __init__(self, root: Path | None = None) -> None:
@@ -66,10 +92,14 @@ class ResultCache:
         self._staged: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
         self._later = DeferredWrites("spu-cache-writes")
+        #: why the last write failed (None after one succeeds)
+        self.write_problem: str | None = None
 
-    def stage(self, key: str, result: dict[str, Any]) -> None:
+    def stage(self, key: str, result: dict[str, Any]) -> str | None:
         """Store ``result`` under ``key``: this process's reads see it at once, and a background thread
-        writes it to disk a moment later (:mod:`tools_server.core.deferred`), off the call's path."""
+        writes it to disk a moment later (:mod:`tools_server.core.deferred`), off the call's path. Returns
+        why the entry will likely not reach the disk when that is known now (:func:`space_problem`, or the
+        last write failed), else None."""
         with self._lock:
             self._staged[key] = result
 
@@ -82,6 +112,7 @@ class ResultCache:
                         del self._staged[key]
 
         self._later.add(key, write)
+        return self.write_problem or space_problem(self.root)
 
     def flush(self) -> None:
         """Wait until every staged result is on disk."""
@@ -92,7 +123,7 @@ class ResultCache:
             staged = self._staged.get(key)
         if staged is not None:  # a copy: the caller marks it as a hit
             return json.loads(json.dumps(staged, default=str))
-        path = self._path(key)
+        path = self.path_of(key)
         try:
             raw = path.read_text(encoding="utf-8")
         except (FileNotFoundError, NotADirectoryError):
@@ -123,7 +154,12 @@ class ResultCache:
         # through JSON first, so the checksum covers exactly what a reader will load
         clean = json.loads(json.dumps(result, default=str))
         entry = {"sha256": input_hash(clean), "result": clean}
-        atomic_write_json(self._path(key), entry, indent=None, fsync=False, default=str)
+        try:
+            atomic_write_json(self.path_of(key), entry, indent=None, fsync=False, default=str)
+        except OSError as exc:
+            self.write_problem = exc.strerror or str(exc)
+            raise
+        self.write_problem = None
 
     def stats(self) -> dict[str, Any]:
         entries = 0

@@ -13,10 +13,11 @@ from typing import Any
 import anyio
 from pydantic import ValidationError
 
+from spu_common.jsonfiles import atomic_write_text
 from tools_server import __version__
 from tools_server.core import settings
 from tools_server.core.cache import ResultCache, cache_key, input_hash
-from tools_server.core.errors import ERROR_CODES, ToolError
+from tools_server.core.errors import ERROR_CODES, ToolError, storage_warning
 from tools_server.core.execute import run_tool, validation_error
 from tools_server.core.finite import check_finite_arguments
 from tools_server.core.jobs import Job, JobManager
@@ -110,10 +111,22 @@ class Dispatcher:
 
         def finish(job_id: str | None, payload: dict[str, Any], device: str) -> dict[str, Any]:
             result = self._finish(spec, params, canonical, engines, payload, job_id, device)
+            problem = None
             if key is not None and spec.is_job:
-                self.cache.put(key, result)  # the executor's thread: on disk before the caller is woken
+                try:  # the executor's thread: on disk before the caller is woken
+                    self.cache.put(key, result)
+                except OSError as exc:
+                    problem = exc
             elif key is not None:
-                self.cache.stage(key, result)
+                problem = self.cache.stage(key, result)
+            if problem is not None:
+                consequence = "the same call will be computed again" + (
+                    f" (job_wait with job_id {job_id!r} returns this result meanwhile)" if job_id else ""
+                )
+                warning = storage_warning(
+                    "the result's cache entry", self.cache.path_of(key), problem, consequence
+                )
+                result["warnings"] = [*result.get("warnings", []), warning]
             if discarded:
                 warning = f"a stored result for this call was discarded and recomputed: {discarded}"
                 result["warnings"] = [*result.get("warnings", []), warning]
@@ -167,7 +180,13 @@ class Dispatcher:
                 await progress(j.progress, j.message)
 
         await self.jobs.wait(job, wait_s, report if progress else None)
-        return self.job_outcome(job)
+        if job.done:
+            return self.job_outcome(job)
+        pending = job.status_payload()  # the state the caller is told: as it is now
+        await anyio.to_thread.run_sync(self.jobs.acknowledge, job)  # the id goes out: its record first
+        if job.warnings:
+            pending["warnings"] = list(job.warnings)
+        return pending
 
     @staticmethod
     def job_outcome(job: Job) -> dict[str, Any]:
@@ -296,8 +315,12 @@ def fit_budget(tool: str, result: dict[str, Any], stem: str) -> dict[str, Any]:
     if len(text) <= RESULT_BUDGET_CHARS:
         return result
     path = settings.artifacts_dir() / tool / f"{stem}-result.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(result, indent=1, default=str), fsync=False)
+    except OSError as exc:  # the result is not lost for want of an artifact: it comes back whole
+        warning = storage_warning("the result artifact", path, exc, "the whole result is returned inline")
+        return {**result, "warnings": [*result.get("warnings", []), warning]}
     small: dict[str, Any] = {}
     moved = []
     for k, v in result.items():

@@ -110,11 +110,26 @@ CORE_CHECKS: tuple[DoctorCheck, ...] = (
 )
 
 
-def engine_checks() -> list[DoctorCheck]:
+def engine_checks(registry: Any = None) -> list[DoctorCheck]:
     """The core's checks, then every loaded domain's (the project's own and third-party)."""
     from tools_server.core.registry import load_registry
 
-    return [*CORE_CHECKS, *load_registry().doctor_checks()]
+    return [*CORE_CHECKS, *(registry or load_registry()).doctor_checks()]
+
+
+def plugin_results(registry: Any) -> list[CheckResult]:
+    """One failed check per plugin the server could not load (it skips them; the other tools work)."""
+    return [
+        CheckResult(
+            f"plugin {e['plugin']}",
+            f"tool plugin named in {e['source']}",
+            "fail",
+            True,
+            e["error"],
+            "fix the plugin, or remove it from SPU_TOOL_MODULES (or uninstall its package)",
+        )
+        for e in registry.load_errors
+    ]
 
 
 def check_names(checks: list[DoctorCheck] | None = None) -> list[str]:
@@ -421,7 +436,10 @@ def run_doctor(
 
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}")
-    checks = engine_checks()
+    from tools_server.core.registry import load_registry
+
+    registry = load_registry()
+    checks = engine_checks(registry)
     names = check_names(checks)
     unknown = sorted(set(only or []) - set(names))
     if unknown:
@@ -472,6 +490,7 @@ def run_doctor(
     _remember_times({**last, **{r.name: r.wall_s for r in results if r.status != "skip"}})
     order = {name: i for i, name in enumerate(names)}
     results.sort(key=lambda r: order[r.name])
+    results += plugin_results(registry)
     ok = not any(r.status == "fail" and r.required for r in results)
     return {
         "ok": ok,

@@ -9,6 +9,7 @@ declared once in :mod:`spu_common.error_codes`; each domain declares its own in 
 
 from __future__ import annotations
 
+import errno
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -79,3 +80,24 @@ class ToolError(Exception):
 
 def _rebuild_tool_error(cls: type, code: str, message: str, hint: str, details: dict[str, Any]) -> ToolError:
     return cls(code, message, hint, **details)
+
+
+def storage_warning(what: str, path: object, reason: object, consequence: str) -> str:
+    """The warning a result carries when ``what`` (a job record, a cache entry) could not be written:
+    ``storage_error: <what> could not be written to <path> (<reason>); <consequence>``."""
+    if isinstance(reason, OSError):
+        reason = reason.strerror or reason
+    return f"storage_error: {what} could not be written to {path} ({reason}); {consequence}"
+
+
+#: What a file write that failed for want of room or permission says: the disk, not the tool.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EFBIG})
+
+
+def storage_error(exc: OSError) -> ToolError | None:
+    """``storage_error`` for a write that failed on a full disk, a quota or a read-only folder (a tool's
+    own files); None for any other ``OSError`` (a bug report)."""
+    if exc.errno not in STORAGE_ERRNOS:
+        return None
+    where = f" ({exc.filename})" if exc.filename else ""
+    return ToolError("storage_error", f"The tool could not write its files{where}: {exc.strerror}.")

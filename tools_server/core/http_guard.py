@@ -10,10 +10,15 @@
   token is a 401; a ``Content-Length`` over the body limit (or not a number) is a 413 (400) at once. The
   body is then read under one deadline for the whole body (:data:`BODY_TIMEOUT_S`, 408) and the size
   limit (413), and handed to the application in one piece.
+* **Requests in flight**: at most :data:`MAX_REQUESTS` POST requests are served at once; one more gets a
+  503 with ``Retry-After: 1`` before its body is read. A session's event stream (its long-lived GET) and
+  idle connections do not count.
 * **Connections** (:func:`uvicorn_options`): a connection that has not sent a complete request head
   within :data:`HEADER_TIMEOUT_S` is closed (uvicorn itself waits for ever), request heads are capped
   at 64 KiB, idle keep-alive connections close after 5 s, and at most :data:`MAX_CONNECTIONS` are open
-  at once (more get a 503).
+  at once (more get a 503). uvicorn's own limit counts open connections, not requests: an MCP client
+  holds two or three (its event stream, its POSTs, a keep-alive), so that limit alone, at 200, let only
+  about 50 clients call a tool at once.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ MIN_TOKEN_BITS = 128
 #: Seconds a connection may take to send a complete request head, and a request its whole body.
 HEADER_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 30.0
-MAX_CONNECTIONS = 200
+MAX_REQUESTS = 200
+MAX_CONNECTIONS = 1000
 MAX_HEAD_BYTES = 64 * 1024
 
 _RUN = 5  # an arithmetic run of this many characters (small step) is a sequence
@@ -117,11 +123,14 @@ def guard_requests(
     token: str | None = None,
     allowed_hosts: Iterable[str] | None = None,
     body_timeout_s: float = BODY_TIMEOUT_S,
+    max_requests: int = MAX_REQUESTS,
 ) -> Any:
     """ASGI wrapper applying the request checks of the module docstring. ``allowed_hosts``: the exact
-    ``Host`` values accepted (None: any); ``token``: the bearer token required (None: none)."""
+    ``Host`` values accepted (None: any); ``token``: the bearer token required (None: none);
+    ``max_requests``: POST requests served at once."""
     hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
     expected = f"Bearer {token}".encode() if token else None
+    in_flight = 0
 
     async def guarded(scope, receive, send):
         if scope["type"] != "http":
@@ -154,6 +163,30 @@ def guard_requests(
         if scope.get("method") not in ("POST", "PUT", "PATCH"):
             await app(scope, receive, send)
             return
+        nonlocal in_flight
+        if in_flight >= max_requests:
+            await _reply(send, 503, f"{max_requests} requests in flight; try again", [(b"retry-after", b"1")])
+            return
+        in_flight += 1
+        answered = False
+
+        def done() -> None:
+            nonlocal in_flight, answered
+            if not answered:
+                answered = True
+                in_flight -= 1
+
+        async def counted_send(message):
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                done()  # answered: the application may still be tidying up, but the request is served
+
+        try:
+            await _serve_body(scope, receive, counted_send)
+        finally:
+            done()
+
+    async def _serve_body(scope, receive, send):
         chunks: list[bytes] = []
         size = 0
         try:

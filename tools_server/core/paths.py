@@ -1,19 +1,25 @@
-"""Which files tools may read: regular files under the allowed roots, checked in one place.
+"""Which files tools may read: regular files under the allowed roots, of a bounded size, checked in one place.
 
 Roots: the server's work directory (artifacts included), the directory the server was started in, and
 the directories named in ``SPU_INPUT_ROOTS`` (``os.pathsep``-separated). A path is resolved (symlinks
 followed) before the check, so a link that leaves the roots is refused; devices, FIFOs, sockets and
 directories are refused, and so is anything under ``/proc``, ``/sys`` or ``/dev`` whatever the roots say
-(a server started in ``/`` must still not read ``/proc/self/environ``). Errors name the path, never the
-file's contents.
+(a server started in ``/`` must still not read ``/proc/self/environ``). A file with more than one hard
+link is refused too: a hard link under a root to a file outside every root looks like any other file once
+resolved, so the link count is the only sign of it (``SPU_ALLOW_HARD_LINKS=1`` lets an operator allow them).
+Every file is sized before a byte of it is read, against the cap of its kind (:data:`MAX_BYTES`, in
+docs/server.md): a larger one is ``too_large``. Errors name the path, never the file's contents.
 
 A tool declares a path argument with the annotated types below; pydantic runs the check when the
 arguments are validated, in the core, before any tool code runs, and the tool receives the resolved
 path (a string)::
 
     class Input(BaseModel):
-        pdb_path: InputPath | None = Field(None, description="PDB file")
+        pdb_path: StructurePath | None = Field(None, description="PDB file")
         task_dir: InputDir = Field(..., description="task folder")
+
+A tool that reads a file named some other way (a file reference inside a text argument) calls
+:func:`readable_file` with the file's kind before reading it.
 
 :func:`path_fields` lists a model's path-typed fields (the registry test walks every tool with it).
 """
@@ -33,6 +39,18 @@ from tools_server.core.errors import ToolError
 
 #: Never readable, whatever the roots: kernel and device pseudo-filesystems.
 SYSTEM_PREFIXES = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+#: The largest file of each kind a tool reads (bytes): ``file`` for any other input file.
+MAX_BYTES = {
+    "file": 64 * 2**20,
+    "molecule": 50 * 2**20,  # SDF, MOL, MOL2, XYZ and PDB files of small molecules
+    "structure": 100 * 2**20,  # PDB and mmCIF files of proteins and complexes
+    "trajectory": 2 * 2**30,  # DCD and XTC trajectories
+    "task": 16 * 2**20,  # each file of a task folder (contract, targets, prose)
+    "submission": 2**20,  # a rankings.json draft (the submission limit)
+}
+#: Set to 1 to let tools read files that have more than one hard link.
+ALLOW_HARD_LINKS_ENV = "SPU_ALLOW_HARD_LINKS"
 
 
 def allowed_roots() -> list[Path]:
@@ -64,8 +82,10 @@ def _resolved_under_roots(path: str | os.PathLike[str]) -> tuple[Path, Path]:
     return given, resolved
 
 
-def readable_file(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> Path:
-    """The resolved path of a regular file under an allowed root, or :class:`ToolError` ``invalid_input``."""
+def readable_file(path: str | os.PathLike[str], *, kind: str = "file", max_bytes: int | None = None) -> Path:
+    """The resolved path of a regular file under an allowed root, with one hard link (unless the operator
+    allows more) and at most ``max_bytes`` (default: the cap of its ``kind``, :data:`MAX_BYTES`);
+    else :class:`ToolError` ``invalid_input`` or ``too_large``. Nothing of the file is read."""
     given, resolved = _resolved_under_roots(path)
     try:
         st = resolved.stat()
@@ -73,9 +93,26 @@ def readable_file(path: str | os.PathLike[str], *, max_bytes: int | None = None)
         raise ToolError("invalid_input", f"No such file: {given}") from None
     if not stat.S_ISREG(st.st_mode):
         raise ToolError("invalid_input", f"{given} is not a regular file")
-    if max_bytes is not None and st.st_size > max_bytes:
-        raise ToolError("too_large", f"{given} is larger than {max_bytes // 2**20} MiB")
+    if st.st_nlink > 1 and os.environ.get(ALLOW_HARD_LINKS_ENV, "").strip() != "1":
+        raise ToolError(
+            "invalid_input",
+            f"{given} has {st.st_nlink} hard links; tools read only files with one (a hard link can reach a "
+            "file outside the directories tools may read)",
+            hint="Copy the file (cp, not ln) into the work directory and pass the copy; an operator who "
+            f"trusts the links can set {ALLOW_HARD_LINKS_ENV}=1.",
+        )
+    limit = MAX_BYTES[kind] if max_bytes is None else max_bytes
+    if st.st_size > limit:
+        raise ToolError(
+            "too_large",
+            f"{given} has {st.st_size} bytes; a {kind} file may have at most {_size_text(limit)}",
+            hint="Pass a smaller file (fewer models, frames or records), or cut it down first.",
+        )
     return resolved
+
+
+def _size_text(n: int) -> str:
+    return f"{n // 2**30} GiB" if n >= 2**30 and n % 2**30 == 0 else f"{n // 2**20} MiB"
 
 
 def readable_dir(path: str | os.PathLike[str]) -> Path:
@@ -87,17 +124,33 @@ def readable_dir(path: str | os.PathLike[str]) -> Path:
 
 
 class PathKind:
-    """Marks a path-typed field: ``kind`` is ``"file"`` or ``"dir"``."""
+    """Marks a path-typed field: ``kind`` is ``"file"`` or ``"dir"``; ``size_kind`` the file's cap
+    (:data:`MAX_BYTES`)."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, size_kind: str | None = None) -> None:
         self.kind = kind
+        self.size_kind = size_kind
 
     def __repr__(self) -> str:
-        return f"PathKind({self.kind!r})"
+        return f"PathKind({self.kind!r}, {self.size_kind!r})"
 
 
-#: A readable regular file under the allowed roots; the tool receives its resolved path.
-InputPath = Annotated[str, AfterValidator(lambda v: str(readable_file(v))), PathKind("file")]
+def input_file(kind: str) -> Any:
+    """The type of an argument naming a file of ``kind`` (a key of :data:`MAX_BYTES`): checked by
+    :func:`readable_file`; the tool receives the resolved path."""
+    if kind not in MAX_BYTES:
+        raise ValueError(f"unknown file kind {kind!r} (known: {', '.join(MAX_BYTES)})")
+    return Annotated[str, AfterValidator(lambda v: str(readable_file(v, kind=kind))), PathKind("file", kind)]
+
+
+#: A readable regular file under the allowed roots (at most ``MAX_BYTES["file"]``).
+InputPath = input_file("file")
+#: A protein structure file (PDB, mmCIF).
+StructurePath = input_file("structure")
+#: A trajectory (DCD, XTC).
+TrajectoryPath = input_file("trajectory")
+#: A rankings.json draft.
+SubmissionPath = input_file("submission")
 #: A directory under the allowed roots; the tool receives its resolved path.
 InputDir = Annotated[str, AfterValidator(lambda v: str(readable_dir(v))), PathKind("dir")]
 

@@ -278,39 +278,73 @@ def tools_in_module(module: ModuleType) -> list[ToolSpec]:
 
 
 class Registry:
-    """The tools one server offers, by name, and the domains they came from."""
+    """The tools one server offers, by name, and the domains they came from. ``load_errors`` lists the
+    plugins that could not be loaded (each skipped whole, so the other tools work)."""
 
     def __init__(self) -> None:
         self.tools: dict[str, ToolSpec] = {}
         self.domains: dict[str, Domain] = {}
         self.domain_of: dict[str, str] = {}
+        self.load_errors: list[dict[str, str]] = []
         self._versions: dict[tuple[str, ...], dict[str, str | None]] = {}
 
     def add(self, spec: ToolSpec, domain: str = "core") -> None:
-        existing = self.tools.get(spec.name)
-        if existing is not None and existing.module != spec.module:
-            raise ValueError(f"tool {spec.name!r} is defined twice: in {existing.module} and {spec.module}")
+        self._check_new(spec)
         self.tools[spec.name] = spec
         self.domain_of[spec.name] = domain
 
     def add_module(self, module_name: str, domain: str = "plugins") -> None:
-        for spec in tools_in_module(importlib.import_module(module_name)):
-            self.add(spec, domain)
+        self._add_all([(spec, domain) for spec in tools_in_module(importlib.import_module(module_name))])
 
     def add_named_module(self, module_name: str) -> None:
         """A module named in ``SPU_TOOL_MODULES``: one that defines a ``DOMAIN`` loads as that domain (its
         tools, engines, doctor checks and error codes), any other as a bare module of tools."""
-        domain = getattr(importlib.import_module(module_name), "DOMAIN", None)
+        module = importlib.import_module(module_name)
+        domain = getattr(module, "DOMAIN", None)
         if isinstance(domain, Domain):
-            self.add_domain(domain)
-            if module_name in domain.tool_modules:
-                return
-        self.add_module(module_name, domain.name if isinstance(domain, Domain) else "plugins")
+            specs = self._domain_specs(domain)
+            if module_name not in domain.tool_modules:
+                specs += [(spec, domain.name) for spec in tools_in_module(module)]
+            self._add_all(specs)
+            self.domains[domain.name] = domain
+            return
+        self.add_module(module_name, "plugins")
 
     def add_domain(self, domain: Domain) -> None:
+        """All of the domain's tool modules, or (one failing to import, or naming a tool already known)
+        none of them: the error is raised and the registry is as it was."""
+        self._add_all(self._domain_specs(domain))
         self.domains[domain.name] = domain
-        for module_name in domain.tool_modules:
-            self.add_module(module_name, domain.name)
+
+    @staticmethod
+    def _domain_specs(domain: Domain) -> list[tuple[ToolSpec, str]]:
+        return [
+            (spec, domain.name)
+            for module_name in domain.tool_modules
+            for spec in tools_in_module(importlib.import_module(module_name))
+        ]
+
+    def _check_new(self, spec: ToolSpec) -> None:
+        existing = self.tools.get(spec.name)
+        if existing is not None and existing.module != spec.module:
+            raise ValueError(f"tool {spec.name!r} is defined twice: in {existing.module} and {spec.module}")
+
+    def _add_all(self, specs: list[tuple[ToolSpec, str]]) -> None:
+        for spec, _ in specs:  # checked first, so a clash adds nothing
+            self._check_new(spec)
+        for spec, domain in specs:
+            self.add(spec, domain)
+
+    def load(self, source: str, name: str, load: Callable[[], None]) -> None:
+        """Run ``load`` (adding one plugin); when it fails, skip the plugin and keep the error (``source``:
+        where it was named, ``name``: what) for ``system_info`` and ``spu doctor``, and log it."""
+        try:
+            load()
+        except (Exception, SystemExit) as exc:  # a plugin's import may raise anything, even SystemExit
+            log.error("skipping the plugin %s (%s): %s: %s", name, source, type(exc).__name__, exc)
+            self.load_errors.append(
+                {"source": source, "plugin": name, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+            )
 
     def get(self, name: str) -> ToolSpec:
         spec = self.tools.get(name)
@@ -364,12 +398,15 @@ def load_registry(*, entry_points: bool = True) -> Registry:
     """A registry holding every domain of the ``spu.tools`` entry points and the modules named in
     ``SPU_TOOL_MODULES`` (comma-separated; see :meth:`Registry.add_named_module`).
 
-    A plugin that fails to import is logged and skipped so one broken package cannot take the server down.
+    A plugin that fails to load (its import raises, it names a tool already known, an entry point that is
+    neither a domain nor a module) is skipped whole and recorded in ``Registry.load_errors``: one broken
+    package cannot take the other tools down.
     """
     registry = Registry()
     if entry_points:
         for ep in sorted(metadata.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-            try:
+
+            def add(ep: metadata.EntryPoint = ep) -> None:
                 found = ep.load()
                 if isinstance(found, Domain):
                     registry.add_domain(found)
@@ -377,8 +414,8 @@ def load_registry(*, entry_points: bool = True) -> Registry:
                     registry.add_module(found.__name__, ep.name)
                 else:
                     raise TypeError(f"{ep.value} is neither a Domain nor a module")
-            except Exception:
-                log.exception("could not load spu.tools entry point %s = %s", ep.name, ep.value)
+
+            registry.load(f"{ENTRY_POINT_GROUP} entry point {ep.name}", ep.value, add)
     for module in filter(None, (m.strip() for m in os.environ.get("SPU_TOOL_MODULES", "").split(","))):
-        registry.add_named_module(module)
+        registry.load("SPU_TOOL_MODULES", module, lambda module=module: registry.add_named_module(module))
     return registry

@@ -22,7 +22,7 @@ from tools_server import __version__
 from tools_server.core import toollist
 from tools_server.core.bind import is_loopback, is_wildcard
 from tools_server.core.dispatch import Dispatcher
-from tools_server.core.errors import ToolError
+from tools_server.core.errors import ToolError, storage_error
 from tools_server.core.framing import MAX_FRAME_BYTES, StdioWire, guard_http, serve_stdio
 from tools_server.core.handshake import INSTRUCTIONS, SERVER_NAME
 from tools_server.core.http_guard import guard_requests, uvicorn_options
@@ -154,8 +154,12 @@ class SpuServer:
         except ToolError as exc:
             return error_result(exc)
         except Exception as exc:
-            log.exception("tool %s failed", name)
-            return error_result(ToolError("internal_error", f"{type(exc).__name__}: {exc}"))
+            # a tool run in the server (instant, net) that could not write its files is storage_error
+            error = storage_error(exc) if isinstance(exc, OSError) else None
+            if error is None:
+                log.exception("tool %s failed", name)
+                error = ToolError("internal_error", f"{type(exc).__name__}: {exc}")
+            return error_result(error)
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(result, default=str))],
             structured_content=result,

@@ -92,8 +92,9 @@ class JobList(ToolResult):
 
 async def system_info(args: NoInput, dispatcher: Dispatcher) -> dict[str, Any]:
     """Describe the machine the tools run on: CPU cores, memory (MiB), GPUs and CUDA presence, which
-    compute engines are installed (with versions), the loaded tool domains, and the work and cache
-    directories. Call it first to decide what is affordable (DFT on a GPU, ESMFold memory, MD length)."""
+    compute engines are installed (with versions), the loaded tool domains and any plugin that failed to
+    load, and the work and cache directories. Call it first to decide what is affordable (DFT on a GPU,
+    ESMFold memory, MD length)."""
     gpus = hardware.gpus()
     registry = dispatcher.registry
     return {
@@ -107,6 +108,7 @@ async def system_info(args: NoInput, dispatcher: Dispatcher) -> dict[str, Any]:
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "engines": registry.engine_table(),
         "domains": sorted(registry.domains),
+        "plugin_errors": registry.load_errors,
         "workdir": str(settings.workdir()),
         "cache_dir": str(settings.cache_dir()),
         "weights_dir": str(settings.weights_dir()),

@@ -18,7 +18,7 @@ import time
 import traceback
 from typing import Any
 
-from tools_server.core.errors import ToolError
+from tools_server.core.errors import ToolError, storage_error
 
 
 def die_with_parent() -> None:
@@ -116,17 +116,13 @@ def main() -> None:
                 }
             )
         except Exception as exc:
-            tb = traceback.format_exc()
-            print(tb, file=sys.stderr, flush=True)
-            send(
-                {
-                    "type": "error",
-                    "job_id": job_id,
-                    "error": ToolError(
-                        "internal_error", f"{type(exc).__name__}: {exc}", traceback_tail=tb[-2000:]
-                    ).to_dict(),
-                }
-            )
+            # a full disk, a quota or a read-only folder is the disk's fault, not a bug in the tool
+            error = storage_error(exc) if isinstance(exc, OSError) else None
+            if error is None:
+                tb = traceback.format_exc()
+                print(tb, file=sys.stderr, flush=True)
+                error = ToolError("internal_error", f"{type(exc).__name__}: {exc}", traceback_tail=tb[-2000:])
+            send({"type": "error", "job_id": job_id, "error": error.to_dict()})
         finally:
             idle.set()
 

@@ -99,7 +99,7 @@ def reference_ligand_coords(spec: str, records: list[dict[str, Any]]) -> tuple[A
 
         from tools_server.core.paths import readable_file
 
-        path = readable_file(spec)  # a file reference follows the one path rule (under the roots)
+        path = readable_file(spec, kind="molecule")  # the one path rule (under the roots, sized)
         suffix = path.suffix.lower()
         if suffix == ".mol2":
             mol = Chem.MolFromMol2File(str(path), removeHs=False)

@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
-from tools_server.core.paths import InputPath
+from tools_server.core.paths import StructurePath
 from tools_server.core.registry import tool
 from tools_server.core.results import Item, ToolResult
 
@@ -34,7 +34,7 @@ class DockResult(ToolResult):
 
 class DockInput(BaseModel):
     ligands: list[str] = Field(..., min_length=1, max_length=50, description=_LIGAND_DESC)
-    receptor_path: InputPath | None = Field(
+    receptor_path: StructurePath | None = Field(
         None, max_length=4096, description="PDB or mmCIF file of the protein (e.g. a pdb_lookup artifact)"
     )
     receptor_text: str | None = Field(None, max_length=5_000_000, description="PDB text instead of a file")

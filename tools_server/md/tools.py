@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
-from tools_server.core.paths import InputPath
+from tools_server.core.paths import StructurePath, TrajectoryPath
 from tools_server.core.registry import tool
 from tools_server.core.results import ToolResult
 from tools_server.molecules import file_fingerprint
@@ -54,7 +54,7 @@ class LiquidComponent(BaseModel):
 
 
 class MdRunInput(BaseModel):
-    pdb_path: InputPath | None = Field(
+    pdb_path: StructurePath | None = Field(
         None, max_length=4096, description="PDB or mmCIF file of a protein (e.g. a pdb_lookup artifact path)"
     )
     pdb_text: str | None = Field(
@@ -243,10 +243,12 @@ AnalysisName = Literal["rmsd", "rmsf", "rg", "sasa", "hbonds", "density", "diffu
 
 
 class MdAnalyzeInput(BaseModel):
-    trajectory_path: InputPath = Field(
+    trajectory_path: TrajectoryPath = Field(
         ..., max_length=4096, description="DCD/XTC/PDB trajectory (md_run's trajectory_xtc)"
     )
-    topology_path: InputPath = Field(..., max_length=4096, description="PDB topology (md_run's topology_pdb)")
+    topology_path: StructurePath = Field(
+        ..., max_length=4096, description="PDB topology (md_run's topology_pdb)"
+    )
     analyses: list[AnalysisName] | None = Field(
         None, description="default: rmsd, rmsf, rg, sasa, hbonds for proteins; density, diffusion for liquids"
     )

@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
-from tools_server.core.paths import InputPath
+from tools_server.core.paths import StructurePath
 from tools_server.core.registry import tool
 from tools_server.core.results import ToolResult
 
@@ -27,7 +27,7 @@ class PkaResult(ToolResult):
 
 
 class ProteinPkaInput(BaseModel):
-    pdb_path: InputPath | None = Field(
+    pdb_path: StructurePath | None = Field(
         None, max_length=4096, description="PDB file of a protein (e.g. a pdb_lookup artifact path)"
     )
     pdb_text: str | None = Field(None, max_length=5_000_000, description="PDB text instead of a file")

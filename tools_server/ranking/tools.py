@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import itertools
 import math
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
 from tools_server.core.errors import ToolError
-from tools_server.core.paths import InputDir, InputPath
+from tools_server.core.paths import InputDir, SubmissionPath, readable_file
 from tools_server.core.registry import tool
 from tools_server.core.results import ToolResult
 
@@ -65,7 +66,7 @@ class CheckInput(BaseModel):
         description='The draft submission object: {"task_id", "task_version", "rankings": [{"group_id", '
         '"order": [ids lowest -> highest]}]}. Give this or draft_path.',
     )
-    draft_path: InputPath | None = Field(
+    draft_path: SubmissionPath | None = Field(
         None, max_length=4096, description="Path of a rankings.json file to check instead."
     )
 
@@ -77,8 +78,12 @@ class CheckInput(BaseModel):
 
 
 def _load_task(task_dir: str):
+    from environment.contract import TASK_FILES
     from environment.task import TaskError, load_task
 
+    for name in TASK_FILES:  # each file the loader reads is sized (and confined) first
+        if (path := Path(task_dir) / name).exists():
+            readable_file(path, kind="task")
     try:
         return load_task(task_dir)
     except TaskError as exc:
@@ -158,8 +163,6 @@ def ranking_check(args: CheckInput) -> CheckResult:
     scored poorly in SPU. Returns valid (after recovery), strict_valid (no recovery needed), file_errors,
     group_errors, recovered, warnings, per-group diagnostics (presented_order_rho, condition_rhos), and
     normalized (the canonical submission, when a recovery was applied)."""
-    from pathlib import Path
-
     from environment.submission import validate_submission
 
     task = _load_task(args.task_dir)

@@ -2,21 +2,35 @@
 
 The format and the reading side (verify, summary, sources) live in ``environment.audit_log``. Each append
 takes an exclusive file lock (``audit.jsonl.lock``), so threads and processes can share one log; the line is
-written with one ``write`` and fsynced before :meth:`AuditLog.append` returns, so a process killed with
-SIGKILL afterwards loses nothing that was reported as logged. Then the seal file is overwritten in place
-(fixed size); a seal one record behind the log (a crash between the two writes) is reported by ``verify``
-as a warning, not an error.
+written in full and fsynced before :meth:`AuditLog.append` returns, so a process killed with SIGKILL
+afterwards loses nothing that was reported as logged. Then the seal file is overwritten in place (fixed
+size) with the new record count, head hash, and the size and SHA-256 of the log; a seal one record behind
+the log (a crash between the two writes) is reported by ``verify`` as a warning, not an error.
 
-Before each append (and before each web call, :meth:`AuditLog.check`) the whole chain is checked, from a
-checkpoint: the bytes this process has already verified are read again and compared with the copy kept at
-the checkpoint (or, past 64 MiB, with its SHA-256), with no parsing, and only the records after it are
-parsed and chained (``seq``, ``prev``, ``hash``, and ``mac`` when keyed). Then the log is checked against
-the seal (record count and last hash). Any break (a record edited, moved, removed or added in the middle,
-the log truncated, emptied or edited at its end, the seal deleted or altered) refuses the append with
-``ToolError`` ``audit_log_invalid`` and nothing is written (``spu audit verify`` says what is wrong); the
-seal is never rewritten to match a changed log. A torn last line (no newline: a writer died inside
-``write``) and a corrupt line after the sealed records (a writer died before its seal update) are cut, and a
-``recovery`` record with the cut bytes' length and SHA-256 is appended.
+**Appends take constant time, whatever the log's length.** The writer keeps the chain's state in memory:
+the record count, the head hash, the SHA-256 state of the log's bytes, and the log's inode, size and
+modification and change times after its last write. Before each append (and before each web call,
+:meth:`AuditLog.check`) it compares those with the log's ``fstat`` and re-reads the seal (512 bytes): when
+nothing else touched either, it appends at once. When another writer appended, only the records after the
+writer's own state are parsed and chained (``seq``, ``prev``, ``hash``, and ``mac`` when keyed), and the
+SHA-256 state, carried over them, must give the seal's. Otherwise (a new writer, or a log changed some other
+way) the log's bytes are hashed (about 1 s per GB, no record parsed) and compared with the seal. A seal
+written before it held the log's size and SHA-256 is checked once by parsing the whole chain.
+
+Any break (a record edited, moved, removed or inserted, the log truncated, emptied or edited at its end, the
+seal deleted or altered) refuses the append with ``ToolError`` ``audit_log_invalid`` and nothing is written
+(``spu audit verify`` says which record); the seal is never rewritten to match a changed log. A torn last
+line (no newline: a writer died inside ``write``) and a corrupt line after the sealed records (a writer
+died before its seal update) are cut, and a ``recovery`` record with the cut bytes' length and SHA-256 is
+appended. The writer notices a change between its own appends by the log's size, inode and times: on a
+kernel whose file times are coarse (a clock tick), a rewrite in place that keeps the log's size within the
+same tick as an append is found by the next writer to start and by ``spu audit verify``, not before the
+next append.
+
+**A write that fails is never counted.** A full disk, a quota, a read-only folder or an I/O error during
+the record's write, its fsync or the seal's write cuts the log back to its size before the write, leaves
+the seal as it was, and raises ``ToolError`` ``storage_error``; the next append after space returns
+continues the chain.
 
 With a ``key`` (the audit service keeps one beside its log, unreadable to the agent), every record also
 carries ``mac``, an HMAC-SHA256 of its hash, and so does the seal: a record forged or re-chained by
@@ -29,6 +43,7 @@ that holds the lock gets the call a ``timeout`` error by its deadline, never a s
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import hmac
 import json
@@ -42,67 +57,77 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from environment.audit_log import GENESIS, read_records, record_hash, record_mac, seal_mac, seal_path, utc_now
+from environment.audit_log import (
+    GENESIS,
+    Seal,
+    parse_seal,
+    read_records,
+    record_hash,
+    record_hash_ok,
+    record_mac,
+    seal_path,
+    utc_now,
+)
 from spu_common.jsonfiles import canonical_json
 
-_SEAL_BYTES = 256  # fixed size, so a seal update is one in-place write
 _BLOCK = 1 << 20
-#: Up to this size the writer keeps the verified bytes themselves and compares (about 0.3 ms per MB);
-#: beyond it, only their SHA-256 (about 2.5 ms per MB here).
-KEEP_BYTES = 64 * 2**20
 
 
-def _read_last_line(fh, size: int) -> bytes:
-    """The last complete line of a file that ends with a newline (without the newline)."""
-    block = 8192
-    end = size - 1  # skip the final newline
-    buf = b""
-    pos = end
-    while pos > 0:
-        start = max(0, pos - block)
-        fh.seek(start)
-        buf = fh.read(pos - start) + buf
-        pos = start
-        nl = buf.rfind(b"\n")
-        if nl >= 0:
-            return buf[nl + 1 :]
-    return buf
+def _signature(st: os.stat_result) -> tuple[int, int, int, int]:
+    """What changes when anyone writes the file: inode, size, modification and change time."""
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 @dataclass
-class _Checkpoint:
+class _State:
     """The log's first ``size`` bytes hold ``count`` verified records ending in ``head``; ``digest`` is
-    their SHA-256 state and ``data`` the bytes themselves (None past :data:`KEEP_BYTES`)."""
+    their SHA-256 state. ``stat`` and ``seal`` are the log's signature and the seal's bytes when the writer
+    last saw them (None: not seen since this state was computed)."""
 
     size: int
     count: int
     head: str
     digest: Any  # hashlib object
-    before_head: str  # the hash before the last record (a seal one record behind names it)
-    data: bytearray | None
+    stat: tuple[int, int, int, int] | None = None
+    seal: bytes | None = None
+    #: the record whose write made this state
+    record: dict[str, Any] | None = None
 
-    def extend(self, line: bytes, head: str) -> _Checkpoint:
-        self.digest.update(line)
-        if self.data is not None:
-            self.data += line
-            if len(self.data) > KEEP_BYTES:
-                self.data = None
-        return _Checkpoint(self.size + len(line), self.count + 1, head, self.digest, self.head, self.data)
+    @classmethod
+    def empty(cls) -> _State:
+        return cls(0, 0, GENESIS, hashlib.sha256())
 
-    def matches(self, fh) -> bool:
-        """Whether the file's first ``size`` bytes are still the verified ones."""
-        fh.seek(0)
-        if self.data is not None:
-            return fh.read(self.size) == self.data
-        digest = hashlib.sha256()
-        left = self.size
-        while left:
-            block = fh.read(min(_BLOCK, left))
-            if not block:
-                return False
-            digest.update(block)
-            left -= len(block)
-        return digest.digest() == self.digest.digest()
+    def extended(self, line: bytes, head: str) -> _State:
+        digest = self.digest.copy()
+        digest.update(line)
+        return _State(self.size + len(line), self.count + 1, head, digest)
+
+    def seal_for(self) -> Seal:
+        return Seal(self.count, self.head, self.size, self.digest.hexdigest())
+
+
+def _hash_prefix(fh, size: int) -> Any:
+    """The SHA-256 state of the file's first ``size`` bytes (None when it is shorter)."""
+    digest = hashlib.sha256()
+    fh.seek(0)
+    left = size
+    while left:
+        block = fh.read(min(_BLOCK, left))
+        if not block:
+            return None
+        digest.update(block)
+        left -= len(block)
+    return digest
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data``; a write that takes nothing is a full disk (``OSError`` ENOSPC)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        if n <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        view = view[n:]
 
 
 class _BadLine(Exception):
@@ -120,7 +145,9 @@ class AuditLog:
         self.key = key
         self._thread_lock = threading.Lock()
         self._file_lock = FileLock(str(self.path) + ".lock")
-        self._checkpoint: _Checkpoint | None = None
+        self._state: _State | None = None
+        #: a recovery record that a full disk kept from being written (written before the next record)
+        self._pending_recovery: dict[str, Any] | None = None
         self._local = threading.local()
 
     # -- deadlines -------------------------------------------------------------------------------------
@@ -147,6 +174,8 @@ class AuditLog:
                 self._file_lock.acquire(timeout=left)
             except Timeout:
                 self._lock_timeout()
+            except OSError as exc:  # the lock file cannot be made: a read-only folder, a full disk
+                raise self._storage_error(exc) from None
             try:
                 yield
             finally:
@@ -166,89 +195,134 @@ class AuditLog:
         )
 
     # -- checking --------------------------------------------------------------------------------------
-    def _head(self, fh) -> tuple[str, int]:
-        """Head hash and record count after checking the chain from the checkpoint and the seal."""
-        size = os.fstat(fh.fileno()).st_size
-        seal = self._read_seal()
-        if size == 0:
-            if seal is not None and seal[0] > 0:
-                self._refuse(f"the log is empty but the seal counts {seal[0]} records")
-            self._checkpoint = None
-            return GENESIS, 0
-        fh.seek(size - 1)
-        if fh.read(1) != b"\n":
-            self._drop_torn_tail(fh, size)
-            return self._head(fh)
+    def _current(self, fh) -> _State:
+        """The log's verified state, after checking it against this writer's state and the seal (see the
+        module docstring); refuses a log that no longer matches its seal."""
+        st = os.fstat(fh.fileno())
+        seal_bytes = self._seal_bytes()
+        state = self._state
+        if state is not None and state.stat == _signature(st) and state.seal == seal_bytes:
+            return state  # nothing touched the log or the seal since this writer last saw them
+        self._state = None
+        seal = self._parse_seal(seal_bytes)
+        grown = None
+        if (
+            state is not None
+            and state.stat is not None
+            and state.stat[0] == st.st_ino
+            and seal is not None
+            and seal.size == st.st_size > state.size
+        ):
+            grown = self._appended_by_another(fh, state, seal)
+        fresh = grown or self._full_check(fh, st.st_size, seal)
+        fresh.stat, fresh.seal = _signature(os.fstat(fh.fileno())), self._seal_bytes()
+        self._state = fresh
+        return fresh
+
+    def _appended_by_another(self, fh, state: _State, seal: Seal) -> _State | None:
+        """The state after the records another writer appended, when they chain from ``state`` and end
+        where its seal says; else None (the full check decides)."""
         try:
-            checkpoint, prev_of_last = self._chain(fh, size)
+            grown = self._chain(fh, state, seal.size or 0)
+        except _BadLine:
+            return None
+        if (grown.count, grown.head, grown.digest.hexdigest()) != (seal.count, seal.head, seal.sha256):
+            return None
+        return grown
+
+    def _full_check(self, fh, size: int, seal: Seal | None) -> _State:
+        if size == 0:
+            if seal is not None and seal.count > 0:
+                self._refuse(f"the log is empty but its seal counts {seal.count} records (truncated)")
+            return _State.empty()
+        if seal is None:
+            self._refuse(f"the seal file is missing but the log holds {size} bytes")
+            raise AssertionError  # unreachable
+        if seal.size is None:  # a seal from before sizes were sealed: parse the chain up to it, once
+            state = self._sealed_by_chain(fh, seal)
+        else:
+            if size < seal.size:
+                self._refuse(
+                    f"the log holds {size} bytes but its seal covers {seal.size} ({seal.count} records): "
+                    "it was truncated"
+                )
+            digest = _hash_prefix(fh, seal.size)
+            if digest is None or digest.hexdigest() != seal.sha256:
+                self._refuse(
+                    f"the log's first {seal.count} records are not those its seal covers (a record was "
+                    "edited, removed, moved or inserted)"
+                )
+            state = _State(seal.size, seal.count, seal.head, digest)
+        return self._after_seal(fh, state, size) if size > state.size else state
+
+    def _sealed_by_chain(self, fh, seal: Seal) -> _State:
+        """Parse the chain from the start up to the sealed record (a seal without size and SHA-256)."""
+        try:
+            state = self._chain(fh, _State.empty(), os.fstat(fh.fileno()).st_size, upto=seal.count)
         except _BadLine as bad:
-            last_start = size - len(_read_last_line(fh, size)) - 1
-            # a corrupt last line: cut it only when the records before it are exactly the sealed ones
-            if bad.offset == last_start and bad.why == "not valid JSON" and seal is not None:
-                keep = last_start
-                if self._sealed_prefix(fh, keep, seal):
-                    self._drop_torn_tail(fh, size, keep=keep)
-                    return self._head(fh)
             self._refuse(bad.why)
             raise AssertionError from None  # unreachable
-        head, count = checkpoint.head, checkpoint.count
-        if seal is None:
-            self._refuse(f"the seal file is missing but the log holds {count} records")
-            raise AssertionError  # unreachable
-        sealed_count, sealed_head = seal
-        if not (
-            (sealed_count == count and sealed_head == head)
-            # the writer stopped between the log and the seal: the next seal covers it
-            or (sealed_count == count - 1 and sealed_head == prev_of_last)
-        ):
-            if sealed_count > count:
-                self._refuse(f"the log holds {count} records but the seal counts {sealed_count} (truncated)")
-            self._refuse(f"the log ({count} records) does not match its seal ({sealed_count} records)")
-        self._checkpoint = checkpoint
-        return head, count
+        if state.count < seal.count:
+            self._refuse(f"the log holds {state.count} records but the seal counts {seal.count} (truncated)")
+        if state.head != seal.head:
+            self._refuse(f"the log ({state.count} records) does not match its seal's head hash")
+        return state
 
-    def _chain(self, fh, size: int) -> tuple[_Checkpoint, str]:
-        """Verify the log from the checkpoint on; returns the new checkpoint and the hash before the last
-        record. Raises :class:`_BadLine` at the first break."""
-        cp = self._checkpoint
-        if cp is not None and cp.size > size:
-            raise _BadLine(-1, f"the log is shorter than its {cp.count} verified records (truncated)")
-        if cp is not None and not cp.matches(fh):
-            raise _BadLine(
-                -1,
-                f"the first {cp.count} records changed since they were verified (a record was edited, "
-                "removed, moved or inserted)",
+    def _after_seal(self, fh, state: _State, size: int) -> _State:
+        """The bytes after the sealed records: one complete record (a writer stopped before its seal
+        update) is kept; a torn or corrupt last line is cut and recorded; anything more is refused."""
+        fh.seek(state.size)
+        tail = fh.read(size - state.size)
+        keep = tail.rfind(b"\n") + 1
+        lines = tail[:keep].split(b"\n")[:-1]
+        if len(lines) > 1:
+            self._refuse(
+                f"{len(lines)} lines follow the {state.count} records its seal covers (a writer adds one "
+                "record before it updates the seal)"
             )
-        if cp is None:
-            cp = _Checkpoint(0, 0, GENESIS, hashlib.sha256(), GENESIS, bytearray())
-        fh.seek(cp.size)
-        rest = fh.read(size - cp.size)
-        pos = 0
-        while pos < len(rest):
-            end = rest.index(b"\n", pos)
-            line = rest[pos:end]
-            where = cp.size
-            pos = end + 1
-            if not line.strip():
-                raise _BadLine(where, f"record {cp.count}: an empty line in the log")
+        cut_from = state.size + keep
+        if lines:
             try:
-                record = json.loads(line)
-            except ValueError:
-                raise _BadLine(where, "not valid JSON") from None
-            if not isinstance(record, dict):
-                raise _BadLine(where, f"record {cp.count}: not a JSON object")
-            problem = self._record_problem(record, cp.count, cp.head)
-            if problem:
-                raise _BadLine(where, f"record {cp.count}: {problem}")
-            cp = cp.extend(line + b"\n", record["hash"])
-        return cp, cp.before_head
+                state = self._chain(fh, state, state.size + keep)
+            except _BadLine as bad:
+                if bad.why != "not valid JSON":
+                    self._refuse(bad.why)
+                cut_from = state.size  # a corrupt line a dying writer left
+        if cut_from < size:
+            fh.seek(cut_from)
+            self._cut(cut_from, fh.read(size - cut_from))
+            state = self._write(state, self._pending_recovery or {})
+            self._pending_recovery = None
+        return state
 
-    def _record_problem(self, record: dict[str, Any], seq: int, prev: str) -> str | None:
+    def _chain(self, fh, state: _State, end: int, upto: int | None = None) -> _State:
+        """Parse and chain the records from ``state`` up to byte ``end`` (or ``upto`` records); raises
+        :class:`_BadLine` at the first break."""
+        fh.seek(state.size)
+        while state.size < end and (upto is None or state.count < upto):
+            line = fh.readline(end - state.size)
+            if not line.endswith(b"\n"):
+                raise _BadLine(state.size, "not valid JSON" if line.strip() else "a torn line")
+            if not line.strip():
+                raise _BadLine(state.size, f"record {state.count}: an empty line in the log")
+            try:
+                record = json.loads(line.decode("utf-8"))  # a str skips json's encoding detection
+            except ValueError:
+                raise _BadLine(state.size, "not valid JSON") from None
+            if not isinstance(record, dict):
+                raise _BadLine(state.size, f"record {state.count}: not a JSON object")
+            problem = self._record_problem(line, record, state.count, state.head)
+            if problem:
+                raise _BadLine(state.size, f"record {state.count}: {problem}")
+            state = state.extended(line, record["hash"])
+        return state
+
+    def _record_problem(self, line: bytes, record: dict[str, Any], seq: int, prev: str) -> str | None:
         if record.get("seq") != seq:
             return f"seq {record.get('seq')!r} where {seq} was expected (a record was removed or moved)"
         if record.get("prev") != prev:
             return "prev does not match the previous record's hash (the chain is broken)"
-        if record.get("hash") != record_hash(record):
+        if not record_hash_ok(line, record):
             return "its hash does not match its content (the record was edited)"
         if self.key is not None and not hmac.compare_digest(
             str(record.get("mac", "")), record_mac(self.key, record["hash"])
@@ -256,33 +330,28 @@ class AuditLog:
             return "its MAC does not match (the record was forged or re-chained without the key)"
         return None
 
-    def _read_seal(self) -> tuple[int, str] | None:
+    def _seal_bytes(self) -> bytes | None:
         try:
-            seal = json.loads(seal_path(self.path).read_bytes())
-            count, head = int(seal["count"]), str(seal["head"])
+            return seal_path(self.path).read_bytes()
         except FileNotFoundError:
             return None
-        except (ValueError, KeyError, TypeError, OSError):
+
+    def _parse_seal(self, data: bytes | None) -> Seal | None:
+        if data is None:
+            return None
+        try:
+            seal = parse_seal(data)
+        except ValueError:
             self._refuse("the seal file is not valid")
             raise AssertionError from None  # unreachable
-        if self.key is not None and not hmac.compare_digest(
-            str(seal.get("mac", "")), seal_mac(self.key, count, head)
-        ):
+        if self.key is not None and not seal.mac_ok(self.key):
             self._refuse("the seal's MAC does not match (the seal was rewritten without the key)")
-        return count, head
-
-    def _sealed_prefix(self, fh, keep: int, seal: tuple[int, str]) -> bool:
-        """Whether the first ``keep`` bytes end with the sealed record."""
-        try:
-            last = json.loads(_read_last_line(fh, keep))
-            return int(last["seq"]) + 1 == seal[0] and last["hash"] == seal[1]
-        except (ValueError, KeyError, TypeError):
-            return False
+        return seal
 
     def _refuse(self, why: str) -> None:
         from tools_server.core.errors import ToolError
 
-        self._checkpoint = None
+        self._state = None
         raise ToolError(
             "audit_log_invalid",
             f"The audit log {self.path.name} failed its check: {why}. Nothing was appended.",
@@ -290,83 +359,111 @@ class AuditLog:
             "(point SPU_WORKDIR at a new work directory).",
         )
 
-    # -- writing ---------------------------------------------------------------------------------------
-    def _drop_torn_tail(self, fh, size: int, keep: int | None = None) -> None:
-        """A writer died inside ``write``: cut the partial line, and record that we did."""
-        fh.seek(0)
-        data = fh.read(size)
-        if keep is None:
-            keep = data.rfind(b"\n") + 1
-        torn = data[keep:]
-        os.truncate(self.path, keep)
-        self._checkpoint = None
-        prev, count = self._head(fh) if keep else (GENESIS, 0)
-        self._write(
-            fh,
-            {
-                "kind": "recovery",
-                "dropped_bytes": len(torn),
-                "dropped_sha256": hashlib.sha256(torn).hexdigest(),
-            },
-            prev,
-            count,
+    def _storage_error(self, exc: OSError) -> Exception:
+        from tools_server.core.errors import ToolError
+
+        return ToolError(
+            "storage_error",
+            f"The audit log {self.path.name} could not be written ({exc.strerror or exc}); nothing was "
+            "appended, and nothing unrecorded is returned.",
+            hint="Tell the operator: free disk space or make the audit log's folder writable, then call "
+            "again; the log continues where it stopped.",
+            path=str(self.path),
+            reason=exc.strerror or str(exc),
         )
 
-    def _write(self, fh, fields: dict[str, Any], prev: str, seq: int) -> dict[str, Any]:
-        record = {"seq": seq, "ts": utc_now(), **fields, "prev": prev}
+    # -- writing ---------------------------------------------------------------------------------------
+    def _cut(self, keep: int, torn: bytes) -> None:
+        """A writer died inside ``write`` (or before its seal): cut the bytes after ``keep``, and keep the
+        recovery record to append next."""
+        os.truncate(self.path, keep)
+        self._pending_recovery = {
+            "kind": "recovery",
+            "dropped_bytes": len(torn),
+            "dropped_sha256": hashlib.sha256(torn).hexdigest(),
+        }
+
+    def _write(self, state: _State, fields: dict[str, Any]) -> _State:
+        """Append one record after ``state`` and seal it; on any failure the log and the seal stay as they
+        were (``storage_error``). Returns the new state (its ``record`` is the record written)."""
+        record = {"seq": state.count, "ts": utc_now(), **fields, "prev": state.head}
         record["hash"] = record_hash(record)
         if self.key is not None:
             record["mac"] = record_mac(self.key, record["hash"])
         line = (canonical_json(record) + "\n").encode("utf-8")
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        new = state.extended(line, record["hash"])
+        seal = new.seal_for().to_bytes(self.key)
         try:
-            os.write(fd, line)
-            if self.fsync:
-                os.fsync(fd)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise self._storage_error(exc) from None
+        try:
+            try:
+                _write_all(fd, line)
+                if self.fsync:
+                    os.fsync(fd)
+                self._write_seal(seal, state.seal if state.seal is not None else self._seal_bytes())
+            except OSError as exc:
+                with contextlib.suppress(OSError):  # the record never counted: the log is as it was
+                    os.ftruncate(fd, state.size)
+                self._state = None
+                raise self._storage_error(exc) from None
+            new.stat = _signature(os.fstat(fd))
         finally:
             os.close(fd)
-        cp = self._checkpoint
-        if cp is not None and cp.count == seq:
-            self._checkpoint = cp.extend(line, record["hash"])
-        else:
-            self._checkpoint = None  # verified from the start next time
-        self._write_seal(record["hash"], seq + 1)
-        return record
+        new.seal, new.record = seal, record
+        self._state = new
+        return new
 
-    def _write_seal(self, head: str, count: int) -> None:
-        """Overwrite the seal in place with one fixed-size ``pwrite`` (no rename: that costs ms per
-        append)."""
-        seal: dict[str, Any] = {"count": count, "head": head, "ts": utc_now()}
-        if self.key is not None:
-            seal["mac"] = seal_mac(self.key, count, head)
-        data = canonical_json(seal).encode()
-        data = data.ljust(_SEAL_BYTES - 1) + b"\n"
-        fd = os.open(seal_path(self.path), os.O_WRONLY | os.O_CREAT, 0o644)
+    def _write_seal(self, data: bytes, previous: bytes | None) -> None:
+        """Overwrite the seal in place with one fixed-size ``pwrite`` (no rename: that costs ms per append);
+        on failure put back the ``previous`` seal, or remove a seal this write created."""
+        target = seal_path(self.path)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT, 0o644)
         try:
-            os.pwrite(fd, data, 0)
-            if self.fsync:
-                os.fsync(fd)
+            try:
+                if os.pwrite(fd, data, 0) != len(data):
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+                if self.fsync:
+                    os.fsync(fd)
+            except OSError:
+                with contextlib.suppress(OSError):
+                    if previous is None:
+                        target.unlink()
+                    else:
+                        os.pwrite(fd, previous, 0)
+                raise
         finally:
             os.close(fd)
 
     def append(self, fields: dict[str, Any]) -> dict[str, Any]:
         """Append one record (``seq``, ``ts``, ``prev``, ``hash`` and ``mac`` are added); durable on
-        return."""
+        return. ``ToolError`` ``audit_log_invalid`` for a log that fails its check, ``storage_error`` for a
+        write that failed (nothing counted)."""
         if {"hash", "prev", "seq", "mac"} & set(fields):
             raise ValueError("seq, prev, hash and mac are set by the log")
-        with self._locked():
-            self.path.touch(exist_ok=True)
-            with open(self.path, "rb") as fh:
-                prev, count = self._head(fh)
-                return self._write(fh, fields, prev, count)
+        with self._locked(), self._opened() as fh:
+            state = self._current(fh)
+            if self._pending_recovery is not None:
+                state = self._write(state, self._pending_recovery)
+                self._pending_recovery = None
+            return self._write(state, fields).record
 
     def check(self) -> None:
         """Raise ``ToolError`` ``audit_log_invalid`` when the chain or the seal is broken (called before a
         web call opens any connection, so nothing goes out that could not be recorded)."""
-        with self._locked():
-            self.path.touch(exist_ok=True)
-            with open(self.path, "rb") as fh:
-                self._head(fh)
+        with self._locked(), self._opened() as fh:
+            self._current(fh)
+
+    @contextlib.contextmanager
+    def _opened(self) -> Iterator[Any]:
+        """The log opened for reading (created when missing); ``storage_error`` when that fails."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise self._storage_error(exc) from None
+        with open(fd, "rb") as fh:
+            yield fh
 
     def records(self) -> list[dict[str, Any]]:
         return list(read_records(self.path))

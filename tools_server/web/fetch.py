@@ -28,7 +28,7 @@ from urllib.robotparser import RobotFileParser
 from pydantic import BaseModel, Field
 
 from spu_common.jsonfiles import atomic_write_json
-from tools_server.core.errors import ToolError
+from tools_server.core.errors import ToolError, storage_warning
 from tools_server.web.net import CallNet
 
 ROBOTS_AGENT = "spu-scaffold"
@@ -64,8 +64,14 @@ def _load_cache(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _save_cache(path: Path, doc: dict[str, Any]) -> None:
-    atomic_write_json(path, doc, indent=None, fsync=False)
+def _save_cache(path: Path, doc: dict[str, Any]) -> str | None:
+    """Keep the converted page for the next pages of it; a warning when the write fails (the page is
+    returned all the same, and fetched again for its next part)."""
+    try:
+        atomic_write_json(path, doc, indent=None, fsync=False)
+    except OSError as exc:
+        return storage_warning("the page", path, exc, "a later start_index fetches the page again")
+    return None
 
 
 def robots_allowed(net: CallNet, url: str) -> bool:
@@ -214,6 +220,7 @@ def web_fetch(args: FetchInput, net: CallNet) -> dict[str, Any]:
     cache = _cache_file(net.workdir, args.url, args.raw)
     doc = _load_cache(cache)
     from_cache = doc is not None
+    cache_warning = None
     if doc is None:
         net.check_url(args.url)
         ignore_robots = os.environ.get(IGNORE_ROBOTS_ENV, "").lower() in ("1", "true", "yes")
@@ -251,7 +258,7 @@ def web_fetch(args: FetchInput, net: CallNet) -> dict[str, Any]:
             "robots_checked": not ignore_robots,
             **_convert(r, args.raw),
         }
-        _save_cache(cache, doc)
+        cache_warning = _save_cache(cache, doc)
     text: str = doc["text"]
     start = min(args.start_index, len(text))
     chunk = text[start : start + args.max_length]
@@ -283,4 +290,5 @@ def web_fetch(args: FetchInput, net: CallNet) -> dict[str, Any]:
         "returned_chars": len(chunk),
         "next_start_index": end if end < len(text) else None,
         "content": chunk,
+        **({"warnings": [cache_warning]} if cache_warning else {}),
     }

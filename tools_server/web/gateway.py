@@ -13,7 +13,10 @@ anything matched, withhold the result and return the stop notice instead; append
 
 from __future__ import annotations
 
+import contextlib
 import json
+import mmap
+import os
 import threading
 import time
 import uuid
@@ -24,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from environment.audit_log import read_records, utc_now
+from environment.audit_log import utc_now
 from spu_common.jsonfiles import atomic_write_json
 from tools_server.core.errors import ToolError
 from tools_server.web import fetch, scholarly, search
@@ -200,7 +203,28 @@ def _mark_exposed(log: Path, tool: str) -> None:
 
 
 def _any_flag(log: Path) -> bool:
-    return any(r.get("kind") == "call" and r.get("flags") for r in read_records(log))
+    """Whether the log records a flagged call. Only the lines holding ``"flags":`` are parsed (a byte search
+    over the file, a fraction of a second per GB: a flagged record always holds it, canonical JSON never
+    escapes it), so an enforce-mode start on a long log does not parse every record."""
+    try:
+        fh = open(log, "rb")  # noqa: SIM115 - closed below, with the map
+    except FileNotFoundError:
+        return False
+    with fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            at = data.find(b'"flags":')
+            while at >= 0:
+                start = data.rfind(b"\n", 0, at) + 1
+                end = data.find(b"\n", at)
+                end = len(data) if end < 0 else end
+                with contextlib.suppress(ValueError):
+                    record = json.loads(data[start:end])
+                    if isinstance(record, dict) and record.get("kind") == "call" and record.get("flags"):
+                        return True
+                at = data.find(b'"flags":', end)
+    return False
 
 
 def _ms(started: float) -> float:

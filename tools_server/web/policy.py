@@ -14,10 +14,13 @@ JSON (or YAML) with these fields, all optional except at least one identifier::
 
 The singular forms ``doi``, ``pmid``, ``pmcid``, ``title``, ``preprint_doi`` and ``preprint_title`` are
 accepted too (a string or a list of strings). Nothing else is: an unknown key (a misspelling, a nested
-object), a value of the wrong shape, or a policy naming no identifier (only ``mode``) is a
-:class:`PolicyError` whose text is ``file: key: problem``, and neither ``spu serve`` nor ``spu audit serve``
-starts with it (``spu audit policy check FILE`` checks a file). The policy lives with the audit log
-(embedded: ``SPU_POLICY``; service: ``--policy``) and is never shown to the agent.
+object), a key given twice (in JSON or YAML alike), a value of the wrong shape, an identifier too short to
+single out one study (:data:`MIN_TITLE_WORDS`, :data:`MIN_TITLE_LETTERS`, :data:`MIN_ID_DIGITS`,
+:data:`MIN_DOI_SUFFIX`: a title of one word would flag nearly every page), or a policy naming no
+identifier (only ``mode``) is a :class:`PolicyError` whose text is ``file: key: problem``, and neither
+``spu serve`` nor ``spu audit serve`` starts with it (``spu audit policy check FILE`` checks a file). The
+policy lives with the audit log (embedded: ``SPU_POLICY``; service: ``--policy``) and is never shown to the
+agent.
 """
 
 from __future__ import annotations
@@ -30,12 +33,22 @@ from pathlib import Path
 from typing import Any, Literal
 
 from spu_common.jsonfiles import loads_strict
+from spu_common.yamlfiles import loads_yaml_strict
 
 Mode = Literal["observe", "enforce"]
 POLICY_ENV = "SPU_POLICY"
 
 _DOI_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)", re.IGNORECASE)
 _DOI = re.compile(r"^10\.\d+/\S+$")
+_WORD = re.compile(r"[^\W_]+")
+#: The least a title (or preprint title) must hold: shorter ones match unrelated pages.
+MIN_TITLE_WORDS = 4
+MIN_TITLE_LETTERS = 20
+#: The fewest digits of a PubMed or PMC id, and characters of a DOI's suffix (after the ``/``), and digits
+#: of its registrant code (``10.1021``).
+MIN_ID_DIGITS = 4
+MIN_DOI_SUFFIX = 3
+MIN_DOI_REGISTRANT = 4
 #: The keys a policy file may hold (each identifier key also in its singular form).
 _IDENTIFIER_KEYS = ("doi", "pmid", "pmcid", "title", "preprint_doi", "preprint_title")
 _KEYS = frozenset({"mode", *_IDENTIFIER_KEYS, *(k + "s" for k in _IDENTIFIER_KEYS)})
@@ -96,6 +109,12 @@ class Policy:
                 raise PolicyError(source, name, "holds an empty entry")
             return out
 
+        def specific(key: str, values: tuple[str, ...], problem: Any) -> None:
+            for index, value in enumerate(values):
+                why = problem(value)
+                if why:
+                    raise PolicyError(source, f"{used[key]}[{index}]", why)
+
         mode = data.get("mode", "observe")
         if mode not in ("observe", "enforce"):
             raise PolicyError(source, "mode", f"must be 'observe' or 'enforce', not {mode!r}")
@@ -112,6 +131,12 @@ class Policy:
             if any(not _DOI.match(d) for d in values):
                 raise PolicyError(source, used[key], "a DOI must look like 10.<digits>/<suffix>")
         titles, preprint_titles = many("title"), many("preprint_title")
+        specific("pmid", pmids, lambda p: _too_few_digits(p, "PubMed id"))
+        specific("pmcid", pmcids, lambda p: _too_few_digits(p, "PMC id"))
+        specific("doi", dois, _doi_too_vague)
+        specific("preprint_doi", preprint_dois, _doi_too_vague)
+        specific("title", titles, _title_too_vague)
+        specific("preprint_title", preprint_titles, _title_too_vague)
         policy = cls(
             mode=mode,
             dois=dois,
@@ -139,12 +164,7 @@ class Policy:
         except (OSError, UnicodeDecodeError) as exc:
             raise PolicyError(source, "(file)", f"cannot be read: {exc}") from None
         try:
-            if source.endswith((".yaml", ".yml")):
-                import yaml
-
-                data = yaml.safe_load(text)
-            else:
-                data = loads_strict(text)
+            data = loads_yaml_strict(text) if source.endswith((".yaml", ".yml")) else loads_strict(text)
         except Exception as exc:  # yaml and json errors alike: the file is not a policy
             raise PolicyError(
                 source,
@@ -157,6 +177,37 @@ class Policy:
     def from_env(cls) -> Policy | None:
         path = os.environ.get(POLICY_ENV)
         return cls.load(path) if path else None
+
+
+def _too_few_digits(value: str, kind: str) -> str | None:
+    if len(value.lstrip("0")) < MIN_ID_DIGITS:
+        return (
+            f"a {kind} of fewer than {MIN_ID_DIGITS} digits is found in unrelated pages; give the study's "
+            "full id"
+        )
+    return None
+
+
+def _doi_too_vague(doi: str) -> str | None:
+    registrant, _, suffix = doi.partition("/")
+    if len(registrant.split(".")[1]) < MIN_DOI_REGISTRANT or len(suffix) < MIN_DOI_SUFFIX:
+        return (
+            f"a DOI needs a registrant code of at least {MIN_DOI_REGISTRANT} digits and a suffix of at least "
+            f"{MIN_DOI_SUFFIX} characters (10.1021/jacs.5b01234); give the study's full DOI"
+        )
+    return None
+
+
+def _title_too_vague(title: str) -> str | None:
+    words = _WORD.findall(title)
+    letters = sum(len(w) for w in words)
+    if len(words) < MIN_TITLE_WORDS or letters < MIN_TITLE_LETTERS:
+        return (
+            f"has {len(words)} words and {letters} letters; a title needs at least {MIN_TITLE_WORDS} words "
+            f"and {MIN_TITLE_LETTERS} letters (a shorter one flags unrelated pages); give the study's full "
+            "title"
+        )
+    return None
 
 
 class PolicyError(ValueError):

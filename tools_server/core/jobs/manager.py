@@ -7,11 +7,10 @@ import logging
 import os
 import threading
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from tools_server.core.errors import ToolError
+from tools_server.core.errors import ToolError, storage_warning
 from tools_server.core.jobs.model import TERMINAL, Finisher, Job, lost_to_restart
 from tools_server.core.jobs.store import JobStore, owner_alive
 from tools_server.core.registry import ToolSpec
@@ -28,6 +27,19 @@ def _as_seen_now(record: dict[str, Any]) -> dict[str, Any]:
     if record["status"] in TERMINAL or (owner_alive(record) and record.get("server_pid") != os.getpid()):
         return record
     return {**record, "status": "lost", "error": lost_to_restart()}
+
+
+def _lost_without_record(job_id: str) -> dict[str, Any]:
+    """The record of a job this work folder issued (its id's tag says so) whose record is gone."""
+    error = ToolError(
+        "engine_crashed",
+        "This job's record is missing: the server stopped (killed, or the machine lost power) before the "
+        "record reached the disk, or the record was removed after SPU_JOB_RETENTION_S (job status: lost).",
+        "Submit the same call again (finished results are cached).",
+        status="lost",
+    ).to_dict()
+    tool = job_id.rpartition("-")[0]
+    return {"job_id": job_id, "tool": tool, "module": "", "status": "lost", "created": 0.0, "error": error}
 
 
 class Executor(Protocol):
@@ -98,7 +110,7 @@ class JobManager:
     def submit(self, spec: ToolSpec, params: dict[str, Any], finish: Finisher, threads: int | str = 1) -> Job:
         """Queue a job; ``threads`` is its CPU reservation (:meth:`ToolSpec.threads_for`)."""
         job = Job(
-            job_id=f"{spec.name}-{uuid.uuid4().hex[:10]}",
+            job_id=self.store.new_id(spec.name),
             tool=spec.name,
             module=spec.module,
             params=params,
@@ -134,10 +146,9 @@ class JobManager:
             job.finished = time.time()
             # the final record is on disk before anyone is told (the result cache entry too: the
             # finisher writes it), so a result a client has seen survives the server's death
-            try:
-                self.store.save(job)
-            except OSError:
-                log.warning("could not write the record of job %s", job.job_id, exc_info=True)
+            self._save_or_warn(
+                job, "the job's result stays in this server's memory; after a restart job_wait answers lost"
+            )
             job._done.set()
             job._notify()  # last: the waiting call should not wait for this thread to finish its work
             return job.result or {}
@@ -145,12 +156,40 @@ class JobManager:
         self.executor.submit(job, complete)
         return job
 
+    def _save_or_warn(self, job: Job, consequence: str) -> bool:
+        """Write the job's record now; when that fails, say so in the job's result (or error) as a
+        ``storage_error`` warning, and in the server log. Returns whether the record was written."""
+        try:
+            self.store.save(job)
+            return True
+        except OSError as exc:
+            log.warning("could not write the record of job %s: %s", job.job_id, exc)
+            warning = storage_warning("the job record", self.store.path_of(job.job_id), exc, consequence)
+            if job.result is not None:
+                job.result["warnings"] = [*job.result.get("warnings", []), warning]
+            elif job.error is not None:
+                details = job.error.setdefault("details", {})
+                details["warnings"] = [*details.get("warnings", []), warning]
+            else:
+                job.warnings.append(warning)
+            return False
+
+    def acknowledge(self, job: Job) -> None:
+        """Put the record of a job still queued or running on disk before its id is given to a client (a
+        server killed after the answer still knows the job, and reads it ``lost``)."""
+        if not job.done and not job.acknowledged:
+            job.acknowledged = self._save_or_warn(
+                job, "the job runs, but job_wait after a server restart answers lost"
+            )
+
     def lookup(self, job_id: str) -> Job:
         """The job, live or rebuilt from its stored record (an earlier server process, or pruned from
-        memory)."""
+        memory); a job this work folder issued whose record is gone is ``lost``, never unknown."""
         if job_id in self.jobs:
             return self.jobs[job_id]
         record = self.store.load(job_id)
+        if record is None and self.store.issued(job_id):
+            record = _lost_without_record(job_id)
         if record is None:
             raise ToolError("job_not_found", f"No job with id {job_id!r} is known to this server.")
         return Job.from_record(_as_seen_now(record))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import threading
 import time
@@ -28,6 +29,18 @@ def lost_to_restart() -> dict[str, Any]:
         "Submit the same call again (finished results are cached).",
         status="lost",
     ).to_dict()
+
+
+@functools.cache
+def process_started() -> float | None:
+    """When this process started (seconds since the epoch; None when unknown). With the pid it tells a
+    server apart from a later process that got the same pid (after a reboot)."""
+    import psutil
+
+    try:
+        return psutil.Process().create_time()
+    except psutil.Error:
+        return None
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -63,8 +76,13 @@ class Job:
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     cancel_requested: bool = False
+    #: ``storage_error`` warnings of a job not finished yet (its record could not be written)
+    warnings: list[str] = field(default_factory=list)
+    #: whether the record of the job, unfinished, was written before its id was first given out
+    acknowledged: bool = False
     #: the server process that runs the job (a record whose server is gone reads ``lost``)
     server_pid: int = field(default_factory=os.getpid)
+    server_started: float | None = field(default_factory=process_started)
     _done: threading.Event = field(default_factory=threading.Event, repr=False)
     _waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = field(
         default_factory=list, repr=False
@@ -101,6 +119,7 @@ class Job:
             "result": self.result,
             "error": self.error,
             "server_pid": self.server_pid,
+            "server_started": self.server_started,
         }
 
     def status_payload(self) -> dict[str, Any]:
@@ -113,6 +132,7 @@ class Job:
             "message": self.message,
             "eta_s": self.eta_s(),
             "hint": f"Call job_wait with job_id={self.job_id!r} to wait for the result.",
+            **({"warnings": list(self.warnings)} if self.warnings else {}),
         }
 
     def _notify(self) -> None:
@@ -162,6 +182,7 @@ class Job:
             result=record.get("result"),
             error=record.get("error"),
             server_pid=int(record.get("server_pid") or 0),
+            server_started=record.get("server_started"),
         )
         job._done.set()
         return job

@@ -1,17 +1,26 @@
 """Job records on disk: one JSON file per job under ``$SPU_WORKDIR/jobs``, so ``job_wait`` after a server
 restart returns the stored result.
 
-A job's final record is written before its caller is woken (:meth:`JobStore.save`), so a result a client
-has seen survives the server's death. A record that cannot be read (not UTF-8, not JSON, not a job
-record) is skipped with a warning: one damaged file never fails ``jobs()`` or ``job_wait``."""
+A job's record is on disk before its id reaches a client: the final record before its caller is woken
+(:meth:`JobStore.save`), the record of a job still queued or running before the call answers with its id
+(the dispatcher). A record that cannot be read (not UTF-8, not JSON, not a job record) is skipped with a
+warning: one damaged file never fails ``jobs()`` or ``job_wait``.
+
+Records are not fsynced (that would cost milliseconds per job), so a power cut may still take the newest
+ones. Job ids therefore carry a tag, an HMAC of the id under a key the work folder keeps
+(``jobs/.job-id-key``, written and synced once): an id whose record is missing or unreadable but whose tag
+is this folder's was issued here, and reads as ``lost``; an id never issued here is ``job_not_found``."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import logging
 import os
 import re
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -19,7 +28,7 @@ from typing import Any
 
 from tools_server.core import settings
 from tools_server.core.deferred import DeferredWrites
-from tools_server.core.jobs.model import Job
+from tools_server.core.jobs.model import Job, process_started
 
 _JOB_ID_RE = re.compile(r"^[a-z0-9_]+-[0-9a-f]+$")
 log = logging.getLogger(__name__)
@@ -58,14 +67,38 @@ def owner_alive(record: dict[str, Any]) -> bool:
     if not isinstance(pid, int) or pid <= 0:
         return False
     if pid == os.getpid():
-        return True
+        return record.get("server_started") in (None, process_started())
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # alive, owned by another user
+        pass
+    started = record.get("server_started")
+    if not isinstance(started, int | float):
+        return True  # a record written before start times were kept: the pid alone decides
+    import psutil
+
+    try:
+        return abs(psutil.Process(pid).create_time() - started) < 0.01
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.Error:
         return True
-    return True
+
+
+#: Hex digits of a job id's random part and of its tag.
+ID_RANDOM_HEX = 10
+ID_TAG_HEX = 8
+
+
+def _sync_folder(folder: Path) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 class JobStore:
@@ -76,16 +109,71 @@ class JobStore:
         self.root.mkdir(parents=True, exist_ok=True)
 
         self._later = DeferredWrites("spu-job-records")
+        self._key: bytes | None = None
         # one job's writes never overlap (a deferred write that took the record before the final save must
         # not rename it over the final record); striped, so unrelated jobs rarely wait for each other
         self._locks = [threading.Lock() for _ in range(16)]
 
+    # -- job ids -----------------------------------------------------------------------------------------
+    def new_id(self, tool: str) -> str:
+        """A fresh job id for ``tool``: ``tool-<random><tag>`` (see the module docstring)."""
+        stem = f"{tool}-{secrets.token_hex(ID_RANDOM_HEX // 2)}"
+        return stem + self._tag(stem)
+
+    def issued(self, job_id: str) -> bool:
+        """Whether ``job_id`` carries this work folder's tag (it was issued here)."""
+        stem, tag = job_id[:-ID_TAG_HEX], job_id[-ID_TAG_HEX:]
+        hexpart = stem.rpartition("-")[2]
+        if not _JOB_ID_RE.match(job_id) or len(hexpart) != ID_RANDOM_HEX:
+            return False
+        return hmac.compare_digest(tag, self._tag(stem))
+
+    def _tag(self, stem: str) -> str:
+        return hmac.new(self._id_key(), stem.encode(), hashlib.sha256).hexdigest()[:ID_TAG_HEX]
+
+    def _id_key(self) -> bytes:
+        """The work folder's job id key, created (written, synced, linked into place) on first use; a folder
+        where it cannot be written gets a key for this process only (its ids are not recognised after a
+        restart: their records could not be written either)."""
+        if self._key is None:
+            path = self.root / ".job-id-key"
+            try:
+                self._key = bytes.fromhex(path.read_text(encoding="ascii").strip())
+            except (FileNotFoundError, ValueError):
+                self._key = self._create_key(path)
+            except OSError:
+                log.warning("cannot read the job id key %s", path, exc_info=True)
+                self._key = secrets.token_bytes(32)
+        return self._key
+
+    def _create_key(self, path: Path) -> bytes:
+        tmp = path.with_name(f".job-id-key.{os.getpid()}-{threading.get_ident()}.tmp")
+        try:
+            with open(tmp, "w", encoding="ascii") as fh:
+                fh.write(secrets.token_hex(32) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            with contextlib.suppress(FileExistsError):  # another server made it first: use that one
+                os.link(tmp, path)
+            _sync_folder(path.parent)
+            return bytes.fromhex(path.read_text(encoding="ascii").strip())
+        except (OSError, ValueError):
+            log.warning("cannot create the job id key %s: job ids will not outlive this process", path)
+            return secrets.token_bytes(32)
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+    # -- records ---------------------------------------------------------------------------------------
     def save(self, job: Job) -> None:
         """Write the job's record now (its final state: before the caller sees the result). A deferred
         write still pending for the job is dropped: it would only write the same record again, and
         renaming over an existing file costs milliseconds on ext4 (it starts the new file's writeback)."""
         self._write(job)
         self._later.discard(job.job_id)  # only now: if this thread dies mid-write, the pending one remains
+
+    def path_of(self, job_id: str) -> Path:
+        return self.root / f"{job_id}.json"
 
     def _write(self, job: Job) -> None:
         """The record in a new file, then the old record removed and the new file renamed into its place.
@@ -96,7 +184,7 @@ class JobStore:
         with self._locks[hash(job.job_id) % len(self._locks)]:
             record = job.record()  # taken under the lock: the newest state wins
             data = json.dumps(record, ensure_ascii=False, allow_nan=False, default=str).encode("utf-8")
-            path = self.root / f"{job.job_id}.json"
+            path = self.path_of(job.job_id)
             tmp = path.with_name(f".{path.name}.{os.getpid()}-{threading.get_ident()}.tmp")
             try:
                 tmp.write_bytes(data)
