@@ -47,6 +47,20 @@ def test_an_unannotated_extra_parameter_is_refused():
             return {}
 
 
+@pytest.fixture(autouse=True)
+def _error_codes_restored():
+    """Test domains declare codes in the process-wide table: put it back, so a later test (the docs list of
+    codes) sees only the real domains' codes whatever order the tests run in."""
+    from tools_server.core import errors
+
+    codes, owners = dict(errors.ERROR_CODES), dict(errors._OWNERS)
+    yield
+    errors.ERROR_CODES.clear()
+    errors.ERROR_CODES.update(codes)
+    errors._OWNERS.clear()
+    errors._OWNERS.update(owners)
+
+
 def test_domain_error_codes_are_registered_and_typos_refused():
     Domain(name="t_domain", tool_modules=(), error_codes={"t_domain_refused": "Do the other thing."})
     assert ToolError("t_domain_refused", "no").hint == "Do the other thing."

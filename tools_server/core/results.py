@@ -93,6 +93,7 @@ class JobStatus(BaseModel):
     message: str | None = None
     eta_s: float | None = None
     hint: str
+    warnings: list[str] | None = None  # e.g. the job record could not be written (storage_error)
 
 
 #: Keys of a result that the server may leave out: ``fit_budget`` moves large fields to an artifact.

@@ -75,6 +75,9 @@ class SystemInfo(ToolResult):
     cuda_visible_devices: str | None
     engines: dict[str, dict[str, Any]]
     domains: list[str]
+    plugin_errors: list[dict[str, str]] = Field(
+        description="Plugins that failed to load and were skipped: source, plugin, error."
+    )
     workdir: str
     cache_dir: str
     weights_dir: str
