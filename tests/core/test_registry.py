@@ -52,7 +52,9 @@ def _error_codes_restored():
     """Test domains declare codes in the process-wide table: put it back, so a later test (the docs list of
     codes) sees only the real domains' codes whatever order the tests run in."""
     from tools_server.core import errors
+    from tools_server.core.registry import load_registry
 
+    load_registry()  # the real domains' codes first, so the snapshot holds them
     codes, owners = dict(errors.ERROR_CODES), dict(errors._OWNERS)
     yield
     errors.ERROR_CODES.clear()
