@@ -17,8 +17,9 @@ families, named ``"<column>: <descriptor>"``:
   Biopython: length, net charge at pH 7, GRAVY, isoelectric point; and when the sequences are variants of
   one construct (equal length, at most ``MAX_SITES`` differing positions), **per mutated site** the
   residue's volume, Kyte-Doolittle hydrophobicity, side-chain charge at pH 7 and its BLOSUM62 score
-  against the wild type (:mod:`environment.prior_screen.residues`);
-* substitution lists (``V39F/D40C/G41L/V54A``): the same per-site entries, the wild type read from them.
+  against the residue most common there (:mod:`environment.prior_screen.residues`);
+* substitution lists (``V39F/D40C/G41L/V54A``): the same per-site entries, the BLOSUM62 score against
+  the wild type they name.
 
 An entry's value may be None for an experiment whose input cannot be read (an empty cell, a SMILES RDKit
 rejects): a group holding such an experiment is left out of that entry (it contributes 0, what a random
@@ -252,17 +253,18 @@ def parse_substitutions(text: str) -> dict[int, tuple[str, str]] | None:
 
 
 def _site_columns(
-    column: str, residues_at: dict[str, dict[int, str] | None], wild_type: dict[int, str]
+    column: str, residues_at: dict[str, dict[int, str] | None], reference: dict[int, str], against: str
 ) -> dict[str, Column]:
-    """Per site, each residue property of the residue there (:mod:`residues`), None where unknown."""
+    """Per site, each residue property of the residue there (:mod:`residues`; the BLOSUM62 score against
+    ``reference``, described by ``against``), None where unknown."""
     out: dict[str, Column] = {}
-    for site in sorted(wild_type):
+    for site in sorted(reference):
         for key, label in residues.PROPERTIES.items():
             values: Column = {}
             for eid, at in residues_at.items():
-                residue = None if at is None else at.get(site, wild_type[site])
-                values[eid] = None if residue is None else residues.value(key, residue, wild_type[site])
-            out[f"{column}: site {site} {label}"] = values
+                residue = None if at is None else at.get(site, reference[site])
+                values[eid] = None if residue is None else residues.value(key, residue, reference[site])
+            out[f"{column}: site {site} {label}{against if key == 'blosum62' else ''}"] = values
     return out
 
 
@@ -280,13 +282,13 @@ def _sequence_sites(column: str, cells: dict[str, str], notes: list[str]) -> dic
             f"{column}: {len(sites)} differing positions, more than {MAX_SITES}: no per-site entries"
         )
         return {}
-    # the wild type at a site: its most common residue (ties: the first in alphabetical order)
-    wild = {
+    # the reference at a site: its most common residue (ties: the first in alphabetical order)
+    common = {
         i + 1: min(Counter(s[i] for s in seqs.values()).most_common(), key=lambda x: (-x[1], x[0]))[0]
         for i in sites
     }
     at = {e: ({i + 1: seqs[e][i] for i in sites} if e in seqs else None) for e in cells}
-    return _site_columns(column, at, wild)
+    return _site_columns(column, at, common, " against the most common residue")
 
 
 # ------------------------------------------------------------------------------------------- conditions
@@ -409,7 +411,7 @@ def descriptor_columns(task: Task) -> tuple[dict[str, Column], list[str]]:
                     e: ({s: r for s, (_, r) in p.items()} if p is not None else None)
                     for e, p in parsed.items()
                 }
-                columns |= _site_columns(column, at, wild)
+                columns |= _site_columns(column, at, wild, " against the wild type")
             elif kind is None:
                 columns |= _condition_columns(column, cells)
         except ImportError as exc:

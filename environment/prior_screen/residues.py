@@ -5,8 +5,9 @@
 * hydrophobicity: Kyte & Doolittle, J Mol Biol 157:105-132 (1982), as Biopython ships it;
 * side-chain charge at pH 7 from Biopython's pKa values (``IsoelectricPoint``: K, R, H positive; D, E,
   C, Y negative), by the Henderson-Hasselbalch fraction;
-* substitution score: BLOSUM62 (Biopython) between the wild-type residue and this one (the wild type
-  against itself scores its diagonal entry).
+* substitution score: BLOSUM62 (Biopython) between the site's reference residue and this one (the
+  reference against itself scores its diagonal entry): the wild type a substitution list names, or for
+  bare sequences the residue most common at the site.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ PROPERTIES = {
     "volume": "residue volume",
     "hydrophobicity": "hydrophobicity (Kyte-Doolittle)",
     "charge": "side-chain charge at pH 7",
-    "blosum62": "BLOSUM62 score against the wild type",
+    "blosum62": "BLOSUM62 score",
 }
 PH = 7.0
 
@@ -63,10 +64,10 @@ def _blosum62():
     return substitution_matrices.load("BLOSUM62")
 
 
-def value(key: str, residue: str, wild_type: str) -> float | None:
-    """Property ``key`` (one of ``PROPERTIES``) of ``residue`` at a site whose wild type is ``wild_type``;
-    None for a letter that is not one of the 20 amino acids."""
-    if residue not in VOLUME_A3 or wild_type not in VOLUME_A3:
+def value(key: str, residue: str, reference: str) -> float | None:
+    """Property ``key`` (one of ``PROPERTIES``) of ``residue`` at a site whose reference residue is
+    ``reference``; None for a letter that is not one of the 20 amino acids."""
+    if residue not in VOLUME_A3 or reference not in VOLUME_A3:
         return None
     if key == "volume":
         return VOLUME_A3[residue]
@@ -77,5 +78,5 @@ def value(key: str, residue: str, wild_type: str) -> float | None:
     if key == "charge":
         return float(f"{side_chain_charge(residue):.10g}")
     if key == "blosum62":
-        return float(_blosum62()[wild_type][residue])
+        return float(_blosum62()[reference][residue])
     raise KeyError(key)

@@ -26,6 +26,7 @@ SUBSTITUENT_DESCRIPTORS = {
     "hbd": "H-bond donors",
     "hba": "H-bond acceptors",
 }
+_HYDROGEN = {"heavy_atoms": 0.0, "logp_crippen": 0.0, "tpsa": 0.0, "hbd": 0.0, "hba": 0.0}
 MIN_CORE_ATOMS = 6
 CORE_SHARE = 0.4
 MCS_TIMEOUT_S = 60
@@ -58,6 +59,8 @@ def substituent_descriptors(fragment) -> dict[str, float]:
     from rdkit.Chem import Crippen, rdMolDescriptors
 
     mol = _capped(fragment)
+    if mol.GetNumHeavyAtoms() == 0:  # a hydrogen at the position
+        return dict(_HYDROGEN)
     return {
         "heavy_atoms": float(mol.GetNumHeavyAtoms()),
         "logp_crippen": Crippen.MolLogP(mol),
@@ -65,9 +68,6 @@ def substituent_descriptors(fragment) -> dict[str, float]:
         "hbd": float(rdMolDescriptors.CalcNumHBD(mol)),
         "hba": float(rdMolDescriptors.CalcNumHBA(mol)),
     }
-
-
-_HYDROGEN = {"heavy_atoms": 0.0, "logp_crippen": 0.0, "tpsa": 0.0, "hbd": 0.0, "hba": 0.0}
 
 
 @functools.lru_cache(maxsize=64)
