@@ -5,7 +5,8 @@ size and the rows it may take (``where``: a CSV column within an inclusive ``[lo
 to a text), members at least ``spacing`` apart in value (default: the spec's ``noise_band``). A draw with
 seed ``s`` shuffles each group's candidates (CSV rows not drawn by an earlier group) with a generator
 seeded by the task id and ``s``, and takes them in that order, skipping a row closer than ``spacing`` to
-one already taken, until the group has its size. With ``seed`` the design fixes the task: groups may leave
+one already taken, until the group has its size; when the rows run out first it shuffles again, up to
+``ATTEMPTS`` times (values that cluster, as at an assay's limits, leave few spaced sets). With ``seed`` the design fixes the task: groups may leave
 out ``members`` (the draw fills them) or must list exactly the drawn ones.
 
 ``selection`` records how the kept task was chosen among several tried (draws or designs): ``tried``,
@@ -29,6 +30,10 @@ from typing import Any
 from environment.contract import parse_number
 from environment.taskbuild.problems import Problems
 from environment.taskbuild.rows import SpecRow
+
+
+#: Shuffles a draw tries per group before it gives up.
+ATTEMPTS = 200
 
 
 class DrawError(ValueError):
@@ -77,17 +82,20 @@ def draw(design: Design, rows: dict[str, SpecRow], task_id: str, seed: int) -> d
     out: dict[str, list[str]] = {}
     for group in design.groups:
         candidates = [k for k, r in rows.items() if k not in used and _matches(r, group.where)]
-        rng.shuffle(candidates)
-        taken: list[str] = []
-        for key in candidates:
-            if all(abs(rows[key].value - rows[t].value) >= design.spacing for t in taken):
-                taken.append(key)
-                if len(taken) == group.size:
-                    break
-        if len(taken) < group.size:
+        for _ in range(ATTEMPTS):
+            rng.shuffle(candidates)
+            taken: list[str] = []
+            for key in candidates:
+                if all(abs(rows[key].value - rows[t].value) >= design.spacing for t in taken):
+                    taken.append(key)
+                    if len(taken) == group.size:
+                        break
+            if len(taken) == group.size:
+                break
+        else:
             raise DrawError(
-                f"draw {seed}: group {group.group_id!r} finds {len(taken)} of {group.size} members "
-                f"({len(candidates)} rows match, spaced {design.spacing:g} apart)"
+                f"draw {seed}: group {group.group_id!r} finds no {group.size} members spaced "
+                f"{design.spacing:g} apart in {ATTEMPTS} shuffles of its {len(candidates)} rows"
             )
         used.update(taken)
         out[group.group_id] = taken
