@@ -49,14 +49,22 @@ def task_show(
         Path | None,
         typer.Option("--spec", help="Spec the task was built from (default: ../spec beside the task)."),
     ] = None,
+    answers: Annotated[
+        Path | None,
+        typer.Option(
+            "--answers", help="answers.json of the task (default: ../answers.json beside the task)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check a task directory and summarize it: identity, groups, columns, input files; with its spec
-    known, the author warnings and whether the task matches a fresh build.
+    """Check a task directory and summarize it: identity, groups, columns, input files; with its answers
+    known, the chance threshold, power and the card beside the answers; with its spec known, the author
+    warnings and whether the task matches a fresh build.
 
     Exit 0 the task is valid (and matches its spec), 1 the task has drifted from its spec (the differing
-    files are listed: rebuild with spu task build), 2 the task or its spec cannot be read."""
+    files are listed: rebuild with spu task build), 2 the task, its answers or its spec cannot be read."""
     task = _load_task(path)
+    measured = _measured(path, answers)
     authoring = _authoring(path, spec)
     summary = {
         "task_id": task.task_id,
@@ -74,6 +82,8 @@ def task_show(
         "has_experiment_md": bool(task.experiment),
         "has_protocol_json": bool(task.protocol),
     }
+    if measured is not None:
+        summary |= measured
     if authoring is not None:
         summary["authoring"] = {
             **authoring,
@@ -92,10 +102,57 @@ def task_show(
         f"{', '.join(task.numeric_columns) or '-'})"
     )
     typer.echo(f"input files: {', '.join(task.input_files) or '-'}")
+    if measured is not None:
+        _echo_measured(measured)
     if authoring is not None:
         _echo_authoring(authoring)
     if drifted:
         raise typer.Exit(EXIT_INVALID)
+
+
+def _measured(task_dir: Path, answers: Path | None) -> dict[str, Any] | None:
+    """Chance and power of the task, and its card, when its answers are given or lie beside it."""
+    from environment.chance import chance_threshold
+    from environment.taskbuild import CARD_FILE
+    from environment.taskbuild.card import read_card
+
+    path = answers if answers is not None else task_dir.resolve().parent / "answers.json"
+    if answers is None and not path.is_file():
+        return None
+    task, loaded = _load_task_and_answers(task_dir, path)
+    chance = chance_threshold(task, loaded)
+    keys = (
+        "chance_threshold",
+        "chance_method",
+        "sampled_threshold",
+        "attainable_max",
+        "presented_order_score",
+    )
+    keys += ("presented_order_above_chance", "reversed_presented_order_above_chance", "power")
+    keys += ("effect_for_80pct_power", "power_runs", "power_effect", "power_threshold", "power_method")
+    return {"chance": {k: chance[k] for k in keys}, "card": read_card(path.parent / CARD_FILE)}
+
+
+def _echo_measured(measured: dict[str, Any]) -> None:
+    chance = measured["chance"]
+    typer.echo(
+        f"chance threshold {chance['chance_threshold']:.4f} ({chance['chance_method']}); presented order "
+        f"{chance['presented_order_score']:+.4f}" + _presented_flag(chance)
+    )
+    typer.echo(_power_line(chance))
+    card = measured["card"]
+    if card is None:
+        return
+    screen = card["screen"]
+    p_value = "" if screen["p_value"] is None else f" (family-wise p = {screen['p_value']:.4f})"
+    typer.echo(f"card: screen {screen['verdict']}{p_value}")
+    if card["selection"]:
+        selection = card["selection"]
+        typer.echo(
+            f"  selection: {selection['kept']} kept of {selection['tried']} tried: {selection['rule']}"
+        )
+    if card["design_screen"]:
+        typer.echo("  " + _design_line(card["design_screen"]))
 
 
 def _authoring(task_dir: Path, spec: Path | None) -> dict[str, Any] | None:
