@@ -212,12 +212,12 @@ class ExactNull:
         valid = index < self.b_values.size
         return float((self.a_values[valid] + self.b_values[index[valid]]).min())
 
-    def support(self) -> dict[float, float]:
-        """The whole distribution ``{score: probability}`` (small nulls; for tests and reports)."""
-        values, probs = _convolve_all(
-            [(self.a_values, self.a_probs), (self.b_values, np.diff(self.b_cdf))]
-        ) or (np.zeros(0), np.zeros(0))
-        return dict(zip(values.tolist(), probs.tolist(), strict=True))
+    def support(self) -> dict[float, float] | None:
+        """The whole distribution ``{score: probability}``, or None when it is too large to write out."""
+        found = _convolve_all([(self.a_values, self.a_probs), (self.b_values, np.diff(self.b_cdf))])
+        if found is None:
+            return None
+        return dict(zip(found[0].tolist(), found[1].tolist(), strict=True))
 
 
 @dataclass
@@ -286,7 +286,8 @@ def exact_score_distribution(task: Task, answers: Answers) -> dict[float, float]
     """The exact distribution ``{score: probability}`` of a random valid submission's task score, or None
     past the cut-over (module docstring)."""
     null = exact_null(task, answers)
-    return None if null is None else dict(sorted(null.support().items()))
+    support = None if null is None else null.support()
+    return None if support is None else dict(sorted(support.items()))
 
 
 def exact_quantile(distribution: dict[float, float], q: float) -> float:
@@ -368,9 +369,9 @@ def chance_threshold(
         n = len(group.experiment_ids)
         best = group_rho(sorted(group.experiment_ids, key=lambda e: values[e]), values)
         centered, denominator = centered_measured_ranks(measured_values(task, answers, group.group_id))
-        group_null = _group_null(centered, denominator, 1.0, 1) if null is not None else None
+        group_null = _group_null(centered, denominator, 1.0, 1)
         if group_null is not None:
-            group_threshold = ExactNull.of([group_null]).quantile(quantile)  # type: ignore[union-attr]
+            group_threshold = ExactNull(*group_null, np.zeros(1), np.array([0.0, 1.0])).quantile(quantile)
         else:
             ranks = rng.permuted(np.tile(np.arange(1.0, n + 1.0), (draws, 1)), axis=1)
             group_threshold = (
