@@ -56,6 +56,7 @@ __all__ = [
     "exact_score_distribution",
     "is_above",
     "pairs_in_order",
+    "power",
     "random_scores",
     "top1_hit",
 ]

@@ -13,8 +13,9 @@ import pytest
 import yaml
 from test_taskbuild import _spu
 
-from environment.taskbuild import SpecError, build_task, draw, load_spec
-from environment.taskbuild.card import CARD_FILE, dump_card, proxies_digest, with_proxy_scores
+from environment.taskbuild import SpecError, build_task, load_spec
+
+CARD_FILE = "card.json"
 
 SUITE = Path(__file__).resolve().parents[2] / "environment" / "tasks"
 
@@ -82,6 +83,8 @@ def pool_spec(
 
 
 def test_draws_are_reproducible_banded_spaced_and_disjoint(tmp_path):
+    from environment.taskbuild import draw
+
     spec = load_spec(pool_spec(tmp_path / "spec", prior=False))
     first = draw(spec.design, spec.rows, spec.task_id, 3)
     assert first == draw(spec.design, spec.rows, spec.task_id, 3)
@@ -96,6 +99,8 @@ def test_draws_are_reproducible_banded_spaced_and_disjoint(tmp_path):
 
 
 def test_a_design_seed_draws_the_members_and_listed_members_must_be_the_draw(tmp_path):
+    from environment.taskbuild import draw
+
     spec = load_spec(pool_spec(tmp_path / "a", prior=False, seed=2, members=False))
     assert [g.members for g in spec.groups] == list(draw(spec.design, spec.rows, spec.task_id, 2).values())
     with pytest.raises(SpecError) as wrong:
@@ -191,6 +196,8 @@ def test_the_suite_s_screened_draws_record_their_selection_and_design_prior_rate
 
 
 def test_proxy_scores_written_into_a_card_survive_a_rebuild_until_the_declaration_changes(tmp_path):
+    from environment.taskbuild.card import dump_card, proxies_digest, with_proxy_scores
+
     out = tmp_path / "out"
     out.mkdir()
     shutil.copy(SUITE / "chem-drug-like-solubility" / "baselines.json", out / "baselines.json")
