@@ -291,6 +291,14 @@ def _sequence_sites(column: str, cells: dict[str, str], notes: list[str]) -> dic
     return _site_columns(column, at, common, " against the most common residue")
 
 
+def _substitution_sites(column: str, cells: dict[str, str]) -> dict[str, Column]:
+    """Per-site entries of substitution lists, numbered as the lists number them (an empty cell: None)."""
+    parsed = {e: parse_substitutions(c) if c else None for e, c in cells.items()}
+    wild = {site: w for p in parsed.values() if p for site, (w, _) in p.items()}
+    at = {e: ({s: r for s, (_, r) in p.items()} if p is not None else None) for e, p in parsed.items()}
+    return _site_columns(column, at, wild, " against the wild type")
+
+
 # ------------------------------------------------------------------------------------------- conditions
 
 
@@ -405,13 +413,7 @@ def descriptor_columns(task: Task) -> tuple[dict[str, Column], list[str]]:
             elif kind == "sequence":
                 columns |= _sequence_sites(column, cells, notes)
             elif kind == "substitutions":
-                parsed = {e: parse_substitutions(c) if c else None for e, c in cells.items()}
-                wild = {site: w for p in parsed.values() if p for site, (w, _) in p.items()}
-                at = {
-                    e: ({s: r for s, (_, r) in p.items()} if p is not None else None)
-                    for e, p in parsed.items()
-                }
-                columns |= _site_columns(column, at, wild, " against the wild type")
+                columns |= _substitution_sites(column, cells)
             elif kind is None:
                 columns |= _condition_columns(column, cells)
         except ImportError as exc:

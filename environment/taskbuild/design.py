@@ -6,8 +6,9 @@ to a text), members at least ``spacing`` apart in value (default: the spec's ``n
 seed ``s`` shuffles each group's candidates (CSV rows not drawn by an earlier group) with a generator
 seeded by the task id and ``s``, and takes them in that order, skipping a row closer than ``spacing`` to
 one already taken, until the group has its size; when the rows run out first it shuffles again, up to
-``ATTEMPTS`` times (values that cluster, as at an assay's limits, leave few spaced sets). With ``seed`` the design fixes the task: groups may leave
-out ``members`` (the draw fills them) or must list exactly the drawn ones.
+``ATTEMPTS`` times (values that cluster, as at an assay's limits, leave few spaced sets). With ``seed``
+the design fixes the task: groups may leave out ``members`` (the draw fills them) or must list exactly the
+drawn ones.
 
 ``selection`` records how the kept task was chosen among several tried (draws or designs): ``tried``,
 ``kept`` and the ``rule``. A task picked from draws by the screen's own verdict carries its record into
@@ -30,7 +31,6 @@ from typing import Any
 from environment.contract import parse_number
 from environment.taskbuild.problems import Problems
 from environment.taskbuild.rows import SpecRow
-
 
 #: Shuffles a draw tries per group before it gives up.
 ATTEMPTS = 200
