@@ -48,6 +48,7 @@ CONTROL_TASKS = (
 )
 
 
+@pytest.mark.slow  # 240 screens of real tasks, about 40 s on two busy cores; bench/prior_screen.py: all 24
 def test_shuffled_value_controls_are_prior_solvable_at_about_the_nominal_5pct():
     # fails on 9a09d4a: a task was prior-solvable when its best entry reached the single-ranking chance
     # threshold, and 66 of these 240 controls (28%) were
