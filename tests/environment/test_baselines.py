@@ -495,6 +495,9 @@ def test_baselines_of_every_suite_task():
         low, high = result["prior_p_interval"]
         assert low <= result["prior_p_value"] <= high or result["prior_p_value"] == 1.0
         assert 0 < result["power"] < 1 and result["power_runs"] == 5 and result["power_effect"] == 0.3
+        # the one task whose presented order leaks is flagged, with the override its card records
+        leaks = result["reversed_presented_order_above_chance"] or result["presented_order_above_chance"]
+        assert leaks == (result["task_id"] == "mat-nasicon-conductivity") == result["presented_order_allowed"]
         by_key = {(m["field"], m["direction"]): m["score"] for m in result["monotone"]}
         for (field, direction), score in by_key.items():
             other = "descending" if direction == "ascending" else "ascending"
