@@ -15,7 +15,7 @@ from typing import Any
 from environment.contract import looks_like_formula, parse_number
 from environment.prior_screen import prior_warnings
 from environment.rank_agreement import average_ranks
-from environment.taskbuild.card import Assessment
+from environment.taskbuild.card import Assessment, presented_order_problem
 from environment.taskbuild.problems import AuthorWarning
 from environment.taskbuild.render import Rendered
 from environment.taskbuild.spec import Spec, SpecGroup
@@ -236,24 +236,16 @@ def _presented_in_order(spec: Spec, rendered: Rendered) -> list[AuthorWarning]:
 
 def _presented_order(assessment: Assessment) -> list[AuthorWarning]:
     """A presented order above chance that the build let through (``--allow-presented-order``)."""
-    chance = assessment.chance
-    presented = chance["presented_order_score"]
-    warnings = []
-    for label, score, above in (
-        ("the presented order", presented, chance["presented_order_above_chance"]),
-        ("the reversed presented order", -presented, chance["reversed_presented_order_above_chance"]),
-    ):
-        if above:
-            warnings.append(
-                AuthorWarning(
-                    "presented-order",
-                    f"{label} scores {score:+.3f}, above the chance threshold "
-                    f"{chance['chance_threshold']:.3f} "
-                    "(the builder refuses such a task without --allow-presented-order; raise task_version "
-                    "to draw another order)",
-                )
-            )
-    return warnings
+    problem = presented_order_problem(assessment)
+    if problem is None:
+        return []
+    return [
+        AuthorWarning(
+            "presented-order",
+            f"{problem.message}; written only because --allow-presented-order was given (raise "
+            "task_version to draw another order)",
+        )
+    ]
 
 
 def _source_warnings(spec: Spec, rendered: Rendered) -> list[AuthorWarning]:
