@@ -2,8 +2,8 @@
 
 Three kinds (docs/analysis.md):
 
-* chance: the chance threshold (95th percentile of 4,000 random valid submissions) and the attainable
-  maximum, from :mod:`environment.chance`;
+* chance: the chance threshold (95th percentile of random valid submissions, exact where every order can be
+  counted), power and the attainable maximum, from :mod:`environment.chance`;
 * monotone prior: for every numeric setup field that varies within a group, the ranking that follows it,
   in both directions (:mod:`environment.analysis.monotone`);
 * proxies a task author declares in ``baselines.json`` beside ``answers.json``: one tool of the spu server
