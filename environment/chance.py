@@ -370,9 +370,10 @@ def chance_threshold(
         n = len(group.experiment_ids)
         best = group_rho(sorted(group.experiment_ids, key=lambda e: values[e]), values)
         centered, denominator = centered_measured_ranks(measured_values(task, answers, group.group_id))
-        group_null = _group_null(centered, denominator, 1.0, 1)
+        group_part = _group_null(centered, denominator, 1.0, 1)
+        group_null = ExactNull.of([group_part]) if group_part is not None else None
         if group_null is not None:
-            group_threshold = ExactNull(*group_null, np.zeros(1), np.array([0.0, 1.0])).quantile(quantile)
+            group_threshold = group_null.quantile(quantile)
         else:
             ranks = rng.permuted(np.tile(np.arange(1.0, n + 1.0), (draws, 1)), axis=1)
             group_threshold = (
