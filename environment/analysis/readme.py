@@ -101,7 +101,7 @@ def _best_proxy(card: dict[str, Any]) -> tuple[str, str, str]:
     scored = [p for p in proxies if p.get("score") is not None]
     if not scored:
         proxy = proxies[0]
-        reason = f"failed: {proxy['error'][:120]}" if proxy.get("error") else "not measured"
+        reason = f"failed: {proxy['error']}" if proxy.get("error") else "not measured"
         return f"{proxy['name']}, {proxy['direction']}", reason, ""
     proxy = max(scored, key=lambda p: p["score"])
     above = "yes" if proxy["above_chance"] else ("reversed" if proxy["reversed_above_chance"] else "no")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,15 @@ def _declared(declaration: Path) -> list[dict[str, Any]]:
     return out
 
 
+def _error_summary(errors: list[str] | None) -> str | None:
+    """The errors of a failed proxy as their codes and count (``weights_missing on 11 experiments``): the
+    full messages name paths of the machine that ran them, which a committed card must not."""
+    if not errors:
+        return None
+    codes = sorted({m.group(1) for e in errors if (m := re.search(r"\[([a-z_]+)\]", e))} or {"error"})
+    return f"{', '.join(codes)} on {len(errors)} experiment{'s' if len(errors) != 1 else ''}"
+
+
 def with_proxy_scores(
     card: dict[str, Any], measured: list[dict[str, Any]], digest: str | None
 ) -> dict[str, Any]:
@@ -114,8 +124,9 @@ def with_proxy_scores(
     proxies = []
     for proxy in card["proxies"]:
         found = by_name.get(proxy["name"], {})
-        errors = found.get("errors") or []
-        proxies.append({**proxy, **{k: found.get(k) for k in keys}, "error": errors[0] if errors else None})
+        proxies.append(
+            {**proxy, **{k: found.get(k) for k in keys}, "error": _error_summary(found.get("errors"))}
+        )
     return {**card, "proxies": proxies, "proxies_digest": digest}
 
 
