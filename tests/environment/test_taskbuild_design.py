@@ -211,6 +211,12 @@ def test_proxy_scores_written_into_a_card_survive_a_rebuild_until_the_declaratio
     (out / CARD_FILE).write_bytes(dump_card(with_proxy_scores(card, measured, digest)))
     build_task(spec, out)
     assert json.loads((out / CARD_FILE).read_text())["proxies"][0]["score"] == 0.25
+    # a failed proxy keeps its error codes, not the messages (they name paths of the machine that ran it)
+    errors = [f"g{i}/e1: [weights_missing] not in /root/x" for i in (1, 2)]
+    failed = [{"name": declared["name"], "score": None, "errors": errors}]
+    assert (
+        with_proxy_scores(card, failed, digest)["proxies"][0]["error"] == "weights_missing on 2 experiments"
+    )
     (out / "baselines.json").write_text(
         (out / "baselines.json").read_text().replace("descending", "ascending")
     )
