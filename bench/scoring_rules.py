@@ -61,7 +61,7 @@ def build_task(root: Path, task_id: str, sizes: tuple[int, ...], rng: np.random.
 
 def above_chance(runs: int) -> None:
     rng = np.random.default_rng(0)
-    print("1. random runs above the single-run chance threshold (4,000 draws)")
+    print("1. random runs above the single-run chance threshold (exact where countable, else 4,000 draws)")
     print(f"{'experiments':>12} {'threshold':>10} {'per run':>9} {'mean of 3':>10}")
     singles, means = [], []
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,21 +1,44 @@
-"""What random ranking scores on a task: the chance threshold, and the best score ties allow.
+"""What random ranking scores on a task: the chance threshold, the best score ties allow, and power.
 
-The chance threshold (paper §2.5) is the 95th percentile of the task scores of ``draws`` (4,000) random
-valid submissions, each permuting every group independently, drawn from ``numpy.random.default_rng(seed)``
-so the same task, answers, draws and seed always give the same threshold. The percentile is numpy's
-default (linear interpolation between order statistics). A score above the threshold beats random
-ranking at P < 0.05.
+**The null.** A random valid submission permutes every group uniformly and independently. A group's
+Spearman rho is then ``D / (2 d)``, where ``D = Σ_i i · c2[π(i)]`` is an integer (``c2`` are twice the
+centred measured ranks, whole numbers because average ranks are multiples of 1/2) and ``d`` the group's
+denominator (:func:`environment.rank_agreement.centered_measured_ranks`); the task score is the weighted
+sum of the groups' rhos.
+
+**Exact where the null can be enumerated.** A group's distribution of ``D`` is counted over every
+permutation by a dynamic programme over its tie blocks (which block takes position 1, 2, ...): exact for
+every group whose tie blocks give at most ``EXACT_MAX_STATES`` (2**14) states, the product of each block's
+size plus one (every group of 14 experiments or fewer). The groups are then split in two halves, each
+convolved exactly (sums merged at 12 decimals), and the task's distribution is the sum of the two halves,
+read by sorted search rather than written out. When a group is too large, or a half would hold more than
+``EXACT_MAX_PRODUCT`` sums before merging, the null is **sampled** instead: ``draws`` (4,000) seeded random
+submissions, as in the paper. ``chance_method`` says which.
+
+**The threshold** is the 95th percentile of the null: for the exact null the smallest score whose
+cumulative probability reaches 0.95, so that a random submission scores *above* it (strictly) with
+probability at most 5%; for the sampled null numpy's default percentile (linear interpolation). A verdict
+"above chance" is always ``score > threshold`` (:func:`is_above`, with a 1e-9 tolerance for rounding), as in
+the paper: with "reaches" (>=) on a discrete null a random submission would pass more often than 5%.
+
+**Power.** The probability that the mean of ``k`` runs of a method whose expected score is ``s`` is above
+the chance threshold of the mean of ``k`` random submissions (the 95th percentile of that mean's null).
+The model of a method's run-to-run spread is a *location shift* of the null: each run scores ``s + X``,
+with ``X`` distributed as a random submission's score and independent across runs. So the mean of ``k``
+runs is ``s + M_k``, ``M_k`` the mean of ``k`` random scores, and power is ``P(M_k > t_k - s)``. A method
+whose runs agree with each other more than random orders do has more power than this when the power is
+above one half. ``effect_for_80pct_power`` is the smallest ``s`` above which power is at least 0.8.
 
 The attainable maximum is the score of the measured order: below 1 when measured values tie, because a
 submission is a strict order. A group whose values all tie, or that holds one experiment, scores 0 under
-every order, in the random draws as in the attainable maximum. For small tasks the exact distribution
-over all permutations is available from :func:`exact_score_distribution`.
+every order, in the null as in the attainable maximum.
 """
 
 from __future__ import annotations
 
-import itertools
+import functools
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,21 +47,195 @@ from environment.rank_agreement import centered_measured_ranks, group_rho, pairs
 from environment.task import Answers, Task, check_answers, measured_values
 
 __all__ = [
+    "ExactNull",
+    "SampledNull",
     "attainable_max",
     "chance_threshold",
+    "exact_null",
     "exact_quantile",
     "exact_score_distribution",
+    "is_above",
     "pairs_in_order",
+    "power",
     "random_scores",
     "top1_hit",
 ]
 
 DEFAULT_DRAWS = 4000
 DEFAULT_QUANTILE = 0.95
-#: Largest group size whose permutations are enumerated for the exact distribution (8! = 40,320).
-EXACT_MAX_GROUP_SIZE = 8
-#: Largest number of distinct task scores kept while convolving the groups' exact distributions.
-EXACT_MAX_SUPPORT = 200_000
+DEFAULT_POWER_RUNS = 5
+DEFAULT_POWER_EFFECT = 0.3
+POWER_TARGET = 0.8
+#: Largest number of tie-block states of one group's dynamic programme (2**14: any group of <= 14).
+EXACT_MAX_STATES = 2**14
+#: Largest number of sums formed in one convolution step of a half of the groups (before merging).
+EXACT_MAX_PRODUCT = 4_000_000
+#: Scores closer than this are equal: "above" means more than this above the threshold.
+TOLERANCE = 1e-9
+
+
+def is_above(score: float, threshold: float) -> bool:
+    """Whether ``score`` is above ``threshold`` (strictly, beyond rounding): the paper's rule."""
+    return score > threshold + TOLERANCE
+
+
+# ------------------------------------------------------------------------------------------- one group
+
+
+def _doubled_centred_ranks(centered: np.ndarray) -> tuple[int, ...]:
+    return tuple(sorted(round(2.0 * float(c)) for c in centered))
+
+
+@functools.lru_cache(maxsize=256)
+def _dot_distribution(c2: tuple[int, ...]) -> tuple[int, np.ndarray] | None:
+    """The exact distribution of ``D = Σ_i i · c2[π(i)]`` over uniform permutations ``π`` of ``c2``.
+
+    Returns ``(lowest, probabilities)`` with ``probabilities[j] = P(D = lowest + j)``, or None when the
+    tie blocks give more than ``EXACT_MAX_STATES`` states. The programme assigns positions 1, 2, ... in
+    turn; its state is how many members of each tie block are placed, and a step that places one of the
+    ``m - used`` remaining members of a block counts each of them.
+    """
+    counts = Counter(c2)
+    values = sorted(counts)
+    sizes = [counts[v] for v in values]
+    if int(np.prod([m + 1 for m in sizes])) > EXACT_MAX_STATES:
+        return None
+    n = len(c2)
+    bound = sum(range(1, n + 1)) * max((abs(v) for v in values), default=0)
+    width = 2 * bound + 1
+    layer: dict[tuple[int, ...], np.ndarray] = {tuple(0 for _ in values): np.zeros(width)}
+    layer[tuple(0 for _ in values)][bound] = 1.0
+    for position in range(1, n + 1):
+        nxt: dict[tuple[int, ...], np.ndarray] = {}
+        for state, dist in layer.items():
+            for b, (value, size) in enumerate(zip(values, sizes, strict=True)):
+                left = size - state[b]
+                if left == 0:
+                    continue
+                new_state = (*state[:b], state[b] + 1, *state[b + 1 :])
+                shift = position * value
+                target = nxt.get(new_state)
+                if target is None:
+                    target = nxt[new_state] = np.zeros(width)
+                if shift >= 0:
+                    target[shift:] += left * dist[: width - shift]
+                else:
+                    target[:shift] += left * dist[-shift:]
+        layer = nxt
+    (final,) = layer.values()
+    nonzero = np.flatnonzero(final)
+    lo, hi = int(nonzero[0]), int(nonzero[-1])
+    probs = final[lo : hi + 1]
+    return lo - bound, probs / probs.sum()
+
+
+def _group_null(centered: np.ndarray, denominator: float, weight: float, runs: int):
+    """Values and probabilities of ``weight`` times the mean rho of ``runs`` random orders of one group,
+    or None when the group cannot be enumerated. A group without order contributes 0 always."""
+    if denominator == 0.0:
+        return np.zeros(1), np.ones(1)
+    found = _dot_distribution(_doubled_centred_ranks(centered))
+    if found is None:
+        return None
+    lo, probs = found
+    total = probs
+    for _ in range(runs - 1):
+        total = np.convolve(total, probs)
+    keep = total > 0
+    dots = (lo * runs + np.arange(total.size))[keep]
+    return weight * dots / (2.0 * denominator * runs), total[keep]
+
+
+# ------------------------------------------------------------------------------------------- the task
+
+
+def _merge(values: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    support, inverse = np.unique(np.round(values, 12), return_inverse=True)
+    return support, np.bincount(inverse, weights=probs)
+
+
+def _convolve_all(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray] | None:
+    values, probs = np.zeros(1), np.ones(1)
+    for v, p in parts:
+        if values.size * v.size > EXACT_MAX_PRODUCT:
+            return None
+        values, probs = _merge((values[:, None] + v[None, :]).ravel(), (probs[:, None] * p[None, :]).ravel())
+    return values, probs
+
+
+@dataclass
+class ExactNull:
+    """The exact null of a task score as the sum of two independent halves (module docstring)."""
+
+    a_values: np.ndarray
+    a_probs: np.ndarray
+    b_values: np.ndarray
+    b_cdf: np.ndarray  # b_cdf[j] = P(B <= b_values[j - 1]); b_cdf[0] = 0
+    method = "exact"
+
+    @classmethod
+    def of(cls, parts: list[tuple[np.ndarray, np.ndarray]]) -> ExactNull | None:
+        """The null of the sum of independent parts (values, probabilities), or None when too large."""
+        order = sorted(range(len(parts)), key=lambda i: -parts[i][0].size)
+        halves: list[list[int]] = [[], []]
+        sizes = [1, 1]
+        for i in order:  # the larger part joins the half with the smaller product
+            side = 0 if sizes[0] <= sizes[1] else 1
+            halves[side].append(i)
+            sizes[side] *= parts[i][0].size
+        a = _convolve_all([parts[i] for i in halves[0]])
+        b = _convolve_all([parts[i] for i in halves[1]])
+        if a is None or b is None:
+            return None
+        return cls(a[0], a[1], b[0], np.concatenate(([0.0], np.cumsum(b[1]))))
+
+    def cdf(self, x: float) -> float:
+        """``P(S <= x)``, scores within ``TOLERANCE`` of ``x`` counted as equal to it."""
+        index = np.searchsorted(self.b_values, x + TOLERANCE - self.a_values, side="right")
+        return float(np.clip(self.a_probs @ self.b_cdf[index], 0.0, 1.0))
+
+    def sf(self, x: float) -> float:
+        """``P(S > x)``: the chance that a random submission is above ``x``."""
+        return 1.0 - self.cdf(x)
+
+    def quantile(self, q: float) -> float:
+        """The smallest score ``s`` of the null with ``P(S <= s) >= q``."""
+        lo = float(self.a_values[0] + self.b_values[0]) - 1.0
+        hi = float(self.a_values[-1] + self.b_values[-1])
+        while hi - lo > 1e-12:
+            mid = (lo + hi) / 2.0
+            if self.cdf(mid) >= q - 1e-12:
+                hi = mid
+            else:
+                lo = mid
+        # the jump lies in (lo, hi]: the smallest sum of the two halves above lo
+        index = np.searchsorted(self.b_values, lo + TOLERANCE - self.a_values, side="right")
+        valid = index < self.b_values.size
+        return float((self.a_values[valid] + self.b_values[index[valid]]).min())
+
+    def support(self) -> dict[float, float] | None:
+        """The whole distribution ``{score: probability}``, or None when it is too large to write out."""
+        found = _convolve_all([(self.a_values, self.a_probs), (self.b_values, np.diff(self.b_cdf))])
+        if found is None:
+            return None
+        return dict(zip(found[0].tolist(), found[1].tolist(), strict=True))
+
+
+@dataclass
+class SampledNull:
+    """A null known from seeded samples: percentiles by numpy's default (linear interpolation)."""
+
+    samples: np.ndarray
+    method = "sampled"
+
+    def cdf(self, x: float) -> float:
+        return float(np.mean(self.samples <= x + TOLERANCE))
+
+    def sf(self, x: float) -> float:
+        return 1.0 - self.cdf(x)
+
+    def quantile(self, q: float) -> float:
+        return float(np.quantile(self.samples, q))
 
 
 def _group_arrays(task: Task, answers: Answers) -> list[tuple[float, np.ndarray, float]]:
@@ -47,6 +244,17 @@ def _group_arrays(task: Task, answers: Answers) -> list[tuple[float, np.ndarray,
         centered, denominator = centered_measured_ranks(measured_values(task, answers, group.group_id))
         out.append((group.weight, centered, denominator))
     return out
+
+
+def exact_null(task: Task, answers: Answers, runs: int = 1) -> ExactNull | None:
+    """The exact null of the mean score of ``runs`` random submissions, or None past the cut-over."""
+    parts = []
+    for weight, centered, denominator in _group_arrays(task, answers):
+        part = _group_null(centered, denominator, weight, runs)
+        if part is None:
+            return None
+        parts.append(part)
+    return ExactNull.of(parts)
 
 
 def random_scores(task: Task, answers: Answers, draws: int = DEFAULT_DRAWS, seed: int = 0) -> np.ndarray:
@@ -75,35 +283,12 @@ def attainable_max(task: Task, answers: Answers) -> float:
     return total
 
 
-def exact_score_distribution(
-    task: Task, answers: Answers, max_group_size: int = EXACT_MAX_GROUP_SIZE
-) -> dict[float, float] | None:
-    """The exact distribution of the task score over all random valid submissions, as {score: probability}.
-
-    Enumerates every permutation of each group (scores rounded to 12 decimals to merge equal values) and
-    convolves the groups. Returns None when a group has more than ``max_group_size`` experiments or the
-    convolution would hold more than ``EXACT_MAX_SUPPORT`` distinct scores.
-    """
-    groups = _group_arrays(task, answers)
-    if any(c.size > max_group_size for _, c, _ in groups):
-        return None
-    distribution: Counter[float] = Counter({0.0: 1.0})
-    for weight, centered, denominator in groups:
-        if denominator == 0.0:  # contributes 0 to every score
-            continue
-        n = centered.size
-        perms = np.array(list(itertools.permutations(range(1, n + 1))), dtype=float)
-        rhos = np.round(perms @ centered / denominator, 12)
-        group_dist = Counter(rhos.tolist())
-        total = sum(group_dist.values())
-        combined: Counter[float] = Counter()
-        for s, p in distribution.items():
-            for rho, count in group_dist.items():
-                combined[round(s + weight * rho, 12)] += p * count / total
-        if len(combined) > EXACT_MAX_SUPPORT:
-            return None
-        distribution = combined
-    return dict(sorted(distribution.items()))
+def exact_score_distribution(task: Task, answers: Answers) -> dict[float, float] | None:
+    """The exact distribution ``{score: probability}`` of a random valid submission's task score, or None
+    past the cut-over (module docstring)."""
+    null = exact_null(task, answers)
+    support = None if null is None else null.support()
+    return None if support is None else dict(sorted(support.items()))
 
 
 def exact_quantile(distribution: dict[float, float], q: float) -> float:
@@ -116,24 +301,67 @@ def exact_quantile(distribution: dict[float, float], q: float) -> float:
     return max(distribution)
 
 
+def power(
+    task: Task,
+    answers: Answers,
+    runs: int = DEFAULT_POWER_RUNS,
+    effect: float = DEFAULT_POWER_EFFECT,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+    quantile: float = DEFAULT_QUANTILE,
+) -> dict[str, Any]:
+    """Power to tell a method of expected score ``effect`` from random with the mean of ``runs`` runs.
+
+    Returns ``power``, ``effect_for_80pct_power``, ``power_runs``, ``power_effect``, ``power_threshold`` (the
+    chance threshold of the mean of ``runs`` random submissions) and ``power_method`` (``exact``, or
+    ``sampled`` from ``draws`` means of ``runs`` seeded random submissions); the model is in the module
+    docstring.
+    """
+    if runs < 1:
+        raise ValueError("runs must be at least 1")
+    null: ExactNull | SampledNull | None = exact_null(task, answers, runs)
+    if null is None:
+        samples = random_scores(task, answers, draws=draws * runs, seed=seed).reshape(draws, runs)
+        null = SampledNull(samples.mean(axis=1))
+    threshold = null.quantile(quantile)
+    # the smallest mean m of the null with P(M <= m) > 1 - target: every effect above threshold - m has
+    # P(M > threshold - effect) >= target
+    lowest = null.quantile(1.0 - POWER_TARGET + 1e-9)
+    return {
+        "power": null.sf(threshold - effect),
+        "effect_for_80pct_power": threshold - lowest,
+        "power_runs": runs,
+        "power_effect": effect,
+        "power_threshold": threshold,
+        "power_method": null.method,
+    }
+
+
 def chance_threshold(
     task: Task,
     answers: Answers,
     draws: int = DEFAULT_DRAWS,
     seed: int = 0,
     quantile: float = DEFAULT_QUANTILE,
+    power_runs: int = DEFAULT_POWER_RUNS,
+    power_effect: float = DEFAULT_POWER_EFFECT,
 ) -> dict[str, Any]:
-    """The chance threshold and companions for one task.
+    """The chance threshold and companions for one task (module docstring).
 
-    Returns ``chance_threshold`` (95th percentile of random scores), ``attainable_max``, ``draws``,
-    ``seed``, ``random_mean`` and ``random_sd``, ``presented_order_score`` (the score of submitting the
-    experiments in their presented order), ``exact_threshold`` (from the exact distribution when the task
-    is small enough to enumerate, else None) and per-group ``groups`` entries (n, weight, attainable max,
-    group-level threshold).
+    Returns ``chance_threshold`` (exact where the null can be enumerated, else sampled), ``chance_method``
+    (``exact`` or ``sampled``), ``exact_threshold`` (None past the cut-over), ``sampled_threshold`` (95th
+    percentile of ``draws`` seeded random submissions, the paper's procedure), ``attainable_max``,
+    ``draws``, ``seed``, ``random_mean`` and ``random_sd`` (of the draws), ``presented_order_score`` (the
+    score of submitting the experiments in their presented order) with ``presented_order_above_chance`` and
+    ``reversed_presented_order_above_chance``, the power figures of :func:`power`, and per-group ``groups``
+    entries (n, weight, attainable max, group-level threshold, presented-order rho).
     """
     check_answers(task, answers)
     scores = random_scores(task, answers, draws=draws, seed=seed)
-    threshold = float(np.quantile(scores, quantile))
+    sampled = float(np.quantile(scores, quantile))
+    null = exact_null(task, answers)
+    exact = null.quantile(quantile) if null is not None else None
+    threshold = exact if exact is not None else sampled
     rng = np.random.default_rng(seed)
     groups = []
     presented = 0.0
@@ -142,8 +370,15 @@ def chance_threshold(
         n = len(group.experiment_ids)
         best = group_rho(sorted(group.experiment_ids, key=lambda e: values[e]), values)
         centered, denominator = centered_measured_ranks(measured_values(task, answers, group.group_id))
-        ranks = rng.permuted(np.tile(np.arange(1.0, n + 1.0), (draws, 1)), axis=1)
-        group_threshold = float(np.quantile(ranks @ centered / denominator, quantile)) if denominator else 0.0
+        group_part = _group_null(centered, denominator, 1.0, 1)
+        group_null = ExactNull.of([group_part]) if group_part is not None else None
+        if group_null is not None:
+            group_threshold = group_null.quantile(quantile)
+        else:
+            ranks = rng.permuted(np.tile(np.arange(1.0, n + 1.0), (draws, 1)), axis=1)
+            group_threshold = (
+                float(np.quantile(ranks @ centered / denominator, quantile)) if denominator else 0.0
+            )
         presented_rho = group_rho(group.experiment_ids, values)
         presented += group.weight * presented_rho
         groups.append(
@@ -156,11 +391,13 @@ def chance_threshold(
                 "presented_order_rho": presented_rho,
             }
         )
-    exact = exact_score_distribution(task, answers)
     return {
         "task_id": task.task_id,
         "task_version": task.task_version,
         "chance_threshold": threshold,
+        "chance_method": "exact" if exact is not None else "sampled",
+        "exact_threshold": exact,
+        "sampled_threshold": sampled,
         "attainable_max": attainable_max(task, answers),
         "quantile": quantile,
         "draws": draws,
@@ -168,6 +405,8 @@ def chance_threshold(
         "random_mean": float(scores.mean()),
         "random_sd": float(scores.std(ddof=1)) if draws > 1 else 0.0,
         "presented_order_score": presented,
-        "exact_threshold": exact_quantile(exact, quantile) if exact is not None else None,
+        "presented_order_above_chance": is_above(presented, threshold),
+        "reversed_presented_order_above_chance": is_above(-presented, threshold),
+        **power(task, answers, power_runs, power_effect, draws=draws, seed=seed, quantile=quantile),
         "groups": groups,
     }

@@ -49,14 +49,22 @@ def task_show(
         Path | None,
         typer.Option("--spec", help="Spec the task was built from (default: ../spec beside the task)."),
     ] = None,
+    answers: Annotated[
+        Path | None,
+        typer.Option(
+            "--answers", help="answers.json of the task (default: ../answers.json beside the task)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check a task directory and summarize it: identity, groups, columns, input files; with its spec
-    known, the author warnings and whether the task matches a fresh build.
+    """Check a task directory and summarize it: identity, groups, columns, input files; with its answers
+    known, the chance threshold, power and the card beside the answers; with its spec known, the author
+    warnings and whether the task matches a fresh build.
 
     Exit 0 the task is valid (and matches its spec), 1 the task has drifted from its spec (the differing
-    files are listed: rebuild with spu task build), 2 the task or its spec cannot be read."""
+    files are listed: rebuild with spu task build), 2 the task, its answers or its spec cannot be read."""
     task = _load_task(path)
+    measured = _measured(path, answers)
     authoring = _authoring(path, spec)
     summary = {
         "task_id": task.task_id,
@@ -74,6 +82,8 @@ def task_show(
         "has_experiment_md": bool(task.experiment),
         "has_protocol_json": bool(task.protocol),
     }
+    if measured is not None:
+        summary |= measured
     if authoring is not None:
         summary["authoring"] = {
             **authoring,
@@ -92,10 +102,57 @@ def task_show(
         f"{', '.join(task.numeric_columns) or '-'})"
     )
     typer.echo(f"input files: {', '.join(task.input_files) or '-'}")
+    if measured is not None:
+        _echo_measured(measured)
     if authoring is not None:
         _echo_authoring(authoring)
     if drifted:
         raise typer.Exit(EXIT_INVALID)
+
+
+def _measured(task_dir: Path, answers: Path | None) -> dict[str, Any] | None:
+    """Chance and power of the task, and its card, when its answers are given or lie beside it."""
+    from environment.chance import chance_threshold
+    from environment.taskbuild import CARD_FILE
+    from environment.taskbuild.card import read_card
+
+    path = answers if answers is not None else task_dir.resolve().parent / "answers.json"
+    if answers is None and not path.is_file():
+        return None
+    task, loaded = _load_task_and_answers(task_dir, path)
+    chance = chance_threshold(task, loaded)
+    keys = (
+        "chance_threshold",
+        "chance_method",
+        "sampled_threshold",
+        "attainable_max",
+        "presented_order_score",
+    )
+    keys += ("presented_order_above_chance", "reversed_presented_order_above_chance", "power")
+    keys += ("effect_for_80pct_power", "power_runs", "power_effect", "power_threshold", "power_method")
+    return {"chance": {k: chance[k] for k in keys}, "card": read_card(path.parent / CARD_FILE)}
+
+
+def _echo_measured(measured: dict[str, Any]) -> None:
+    chance = measured["chance"]
+    typer.echo(
+        f"chance threshold {chance['chance_threshold']:.4f} ({chance['chance_method']}); presented order "
+        f"{chance['presented_order_score']:+.4f}" + _presented_flag(chance)
+    )
+    typer.echo(_power_line(chance))
+    card = measured["card"]
+    if card is None:
+        return
+    screen = card["screen"]
+    p_value = "" if screen["p_value"] is None else f" (family-wise p = {screen['p_value']:.4f})"
+    typer.echo(f"card: screen {screen['verdict']}{p_value}")
+    if card["selection"]:
+        selection = card["selection"]
+        typer.echo(
+            f"  selection: {selection['kept']} kept of {selection['tried']} tried: {selection['rule']}"
+        )
+    if card["design_screen"]:
+        typer.echo("  " + _design_line(card["design_screen"]))
 
 
 def _authoring(task_dir: Path, spec: Path | None) -> dict[str, Any] | None:
@@ -128,20 +185,55 @@ def _echo_authoring(authoring: dict[str, Any]) -> None:
 @task_app.command("build")
 def task_build(
     spec: Annotated[Path, typer.Argument(help="Spec folder (spec.yaml and its experiments CSV).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Writes OUT/task/ and OUT/answers.json.")],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Writes OUT/task/, OUT/answers.json and OUT/card.json.")
+    ],
     force: Annotated[
         bool, typer.Option("--force", help="Replace OUT/task even if it is not a build of this task.")
     ] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Exit 1 when there are author warnings.")] = False,
+    allow_presented_order: Annotated[
+        bool,
+        typer.Option(
+            "--allow-presented-order",
+            help="Write the task even though its presented order, or its reverse, is above chance (the "
+            "card records it).",
+        ),
+    ] = False,
+    design_screen: Annotated[
+        int,
+        typer.Option(
+            "--design-screen",
+            min=0,
+            metavar="N",
+            help="Re-draw the spec's design N times (seeds 0..N-1) and report its prior rate in the card.",
+        ),
+    ] = 0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Build a task directory and its answers from a spec, run the task checks, print author warnings.
+    """Build a task directory, its answers and its card from a spec, run the task checks, print author
+    warnings.
 
-    Exit 0 built, 1 built with warnings under --strict, 2 the spec has problems (each listed)."""
+    Exit 0 built, 1 built with warnings under --strict, 2 the spec has problems (each listed), including a
+    presented order above chance without --allow-presented-order."""
     from environment.taskbuild import SpecError, build_task
 
+    progress = None
+    if design_screen and not as_json:
+
+        def progress(done: int, total: int) -> None:
+            if done == total or done % 10 == 0:
+                typer.echo(f"design screen: {done}/{total} draws", err=True)
+
     try:
-        result = build_task(spec, out, force=force)
+        result = build_task(
+            spec,
+            out,
+            force=force,
+            allow_presented_order=allow_presented_order,
+            design_screen=design_screen,
+            progress=progress,
+        )
     except SpecError as exc:
         if as_json:
             echo_json({"built": False, "problems": [{**p.__dict__, "text": str(p)} for p in exc.problems]})
@@ -157,8 +249,11 @@ def task_build(
         raise typer.Exit(code)
     typer.echo(
         f"built {result.task_id} (version {result.task_version}): {result.experiments} experiments in "
-        f"{result.groups} groups -> {result.task_dir}, {result.answers}"
+        f"{result.groups} groups -> {result.task_dir}, {result.answers}, {result.card}"
     )
+    typer.echo(f"screen: {result.prior_verdict}")
+    if result.design_screen is not None:
+        typer.echo(_design_line(result.design_screen))
     for warning in result.warnings:
         typer.echo(f"warning {warning}")
     for note in result.notes:
@@ -166,6 +261,23 @@ def task_build(
     if not result.warnings:
         typer.echo("no author warnings")
     raise typer.Exit(code)
+
+
+def _design_line(screened: dict[str, Any]) -> str:
+    """One line of a design screen's result."""
+    drawn = screened["draws"] - screened["failed_draws"]
+    if not drawn:
+        return f"design screen: none of {screened['draws']} draws could fill the groups"
+    return (
+        f"design screen: {screened['prior_solvable']} of {drawn} draws prior-solvable "
+        f"({screened['prior_rate']:.0%}; {screened['undecided']} undecided); with shuffled values "
+        f"{screened['shuffled_prior_solvable']} of {drawn} ({screened['shuffled_prior_rate']:.0%})"
+        + (
+            f"; {screened['failed_draws']} draws could not fill the groups"
+            if screened["failed_draws"]
+            else ""
+        )
+    )
 
 
 @task_app.command("anonymize")
@@ -299,30 +411,61 @@ def grade_cmd(
 def chance_cmd(
     task: TaskOpt,
     answers: AnswersOpt,
-    draws: Annotated[int, typer.Option("--draws", min=1, help="Random valid submissions drawn.")] = 4000,
+    draws: Annotated[
+        int, typer.Option("--draws", min=1, help="Random valid submissions drawn (the sampled threshold).")
+    ] = 4000,
     seed: Annotated[int, typer.Option("--seed", help="Random seed.")] = 0,
+    power_runs: Annotated[
+        int, typer.Option("--power-runs", min=1, help="Runs averaged by the method whose power is reported.")
+    ] = 5,
+    power_effect: Annotated[
+        float, typer.Option("--power-effect", help="Expected score of that method (random scores 0).")
+    ] = 0.3,
     as_json: JsonOpt = False,
 ) -> None:
-    """Chance threshold (95th percentile of random valid submissions) and attainable maximum."""
+    """Chance threshold (95th percentile of random valid submissions: exact where every order can be
+    counted, else sampled), attainable maximum, and power: the chance that the mean of K runs of a method
+    with expected score S is above chance."""
     from environment.chance import chance_threshold
 
     loaded, loaded_answers = _load_task_and_answers(task, answers)
-    result = chance_threshold(loaded, loaded_answers, draws=draws, seed=seed)
+    result = chance_threshold(
+        loaded, loaded_answers, draws=draws, seed=seed, power_runs=power_runs, power_effect=power_effect
+    )
     if as_json:
         echo_json(result)
         return
     typer.echo(
         f"{result['task_id']}: chance threshold {result['chance_threshold']:.4f} "
-        f"({draws} draws, seed {seed}); attainable max {result['attainable_max']:.4f}"
+        f"({result['chance_method']}); attainable max {result['attainable_max']:.4f}"
     )
-    if result["exact_threshold"] is not None:
-        typer.echo(f"  exact 95th percentile over all permutations: {result['exact_threshold']:.4f}")
-    typer.echo(f"  presented order scores {result['presented_order_score']:.4f}")
+    typer.echo(f"  sampled 95th percentile of {draws} draws (seed {seed}): {result['sampled_threshold']:.4f}")
+    typer.echo(f"  presented order scores {result['presented_order_score']:+.4f}" + _presented_flag(result))
+    typer.echo("  " + _power_line(result))
     for g in result["groups"]:
         typer.echo(
             f"  {g['group_id']}: n={g['n']} threshold {g['chance_threshold']:.4f} "
             f"attainable max {g['attainable_max']:.4f}"
         )
+
+
+def _presented_flag(result: dict[str, Any]) -> str:
+    if result["presented_order_above_chance"]:
+        return "  ABOVE CHANCE"
+    if result["reversed_presented_order_above_chance"]:
+        return f" (reversed {-result['presented_order_score']:+.4f}: ABOVE CHANCE)"
+    return ""
+
+
+def _power_line(result: dict[str, Any]) -> str:
+    """Power in words: the mean of K runs of a method of expected score S against chance."""
+    return (
+        f"power: {result['power']:.2f} that the mean of {result['power_runs']} runs of a method with "
+        f"expected score {result['power_effect']:+.2f} is above chance (threshold of a "
+        f"{result['power_runs']}-run mean {result['power_threshold']:.4f}, {result['power_method']}); "
+        "80% power from an expected score of "
+        f"{result['effect_for_80pct_power']:+.3f}"
+    )
 
 
 def report_cmd(

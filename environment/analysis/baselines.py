@@ -2,8 +2,8 @@
 
 Three kinds (docs/analysis.md):
 
-* chance: the chance threshold (95th percentile of 4,000 random valid submissions) and the attainable
-  maximum, from :mod:`environment.chance`;
+* chance: the chance threshold (95th percentile of random valid submissions, exact where every order can be
+  counted), power and the attainable maximum, from :mod:`environment.chance`;
 * monotone prior: for every numeric setup field that varies within a group, the ranking that follows it,
   in both directions (:mod:`environment.analysis.monotone`);
 * proxies a task author declares in ``baselines.json`` beside ``answers.json``: one tool of the spu server
@@ -58,9 +58,11 @@ Scores are the exact expected score over random tie-breaks of the proxy
 the task happens to present them in. Each proxy also reports its reverse (``reversed_score``, the
 negated score) and whether the reverse is above chance: a proxy declared the wrong way round shows as such.
 
-Besides chance, the monotone prior and declared proxies, every run screens trivial descriptors
-(:mod:`environment.prior_screen`): ``screen`` lists them and ``prior_solvable`` says whether one reaches the
-chance threshold.
+Besides chance (exact where the null can be enumerated, :mod:`environment.chance`), power, the monotone
+prior and declared proxies, every run screens trivial descriptors (:mod:`environment.prior_screen`):
+``screen`` lists them, ``prior_verdict`` is the family-wise verdict with ``prior_p_value`` and its interval,
+and ``prior_solvable`` is true only when that verdict is prior-solvable. A card beside the answers
+(:mod:`environment.taskbuild.card`) lends its selection record and the design's prior rate.
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ from typing import Any
 
 from environment.analysis.errors import AnalysisError
 from environment.analysis.monotone import DIRECTIONS, field_baseline, varying_fields
-from environment.chance import chance_threshold
+from environment.chance import chance_threshold, is_above
 from environment.prior_screen import screen
 from environment.rank_agreement import expected_spearman
 from environment.task import Answers, Task
@@ -383,8 +385,8 @@ def run_proxies(
         entry["cache_hits"] = cache_hits[p_index]
         score = entry["score"]
         if threshold is not None:
-            entry["above_chance"] = None if score is None else score > threshold
-            entry["reversed_above_chance"] = None if score is None else -score > threshold
+            entry["above_chance"] = None if score is None else is_above(score, threshold)
+            entry["reversed_above_chance"] = None if score is None else is_above(-score, threshold)
         out.append(entry)
     return out
 
@@ -507,67 +509,118 @@ def baselines(
     command: list[str] | None = None,
     draws: int = 4000,
     seed: int = 0,
+    card: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Every baseline of one task (module docstring)."""
+    """Every baseline of one task (module docstring); ``card`` is the task's card when there is one."""
     chance = chance_threshold(task, answers, draws=draws, seed=seed)
+    threshold = chance["chance_threshold"]
     monotone = [
         field_baseline(task, answers, field, direction)
         for field in varying_fields(task)
         for direction in DIRECTIONS
     ]
     for entry in monotone:
-        entry["above_chance"] = entry["score"] > chance["chance_threshold"]
+        entry["above_chance"] = is_above(entry["score"], threshold)
     proxies: list[dict[str, Any]] = []
     declared = None
     if declaration is not None and declaration.is_file():
         declared = load_declaration(declaration, task)
         if run_declared:
-            proxies = run_proxies(
-                task, answers, declared, command=command, threshold=chance["chance_threshold"]
-            )
-    screened = screen(task, answers, chance["chance_threshold"])
+            proxies = run_proxies(task, answers, declared, command=command, threshold=threshold)
+    screened = screen(task, answers, threshold, seed=seed)
+    keys = (
+        "chance_threshold",
+        "chance_method",
+        "exact_threshold",
+        "sampled_threshold",
+        "attainable_max",
+        "presented_order_score",
+        "presented_order_above_chance",
+        "reversed_presented_order_above_chance",
+        "power",
+        "effect_for_80pct_power",
+        "power_runs",
+        "power_effect",
+        "power_threshold",
+        "power_method",
+    )
     return {
         "task_id": task.task_id,
         "task_version": task.task_version,
-        "chance_threshold": chance["chance_threshold"],
-        "attainable_max": chance["attainable_max"],
-        "presented_order_score": chance["presented_order_score"],
+        **{k: chance[k] for k in keys},
         "draws": draws,
         "seed": seed,
         "monotone": monotone,
         "declaration": str(declaration) if declared is not None else None,
         "proxies": proxies,
         "prior_solvable": screened["prior_solvable"],
+        "prior_verdict": screened["prior_verdict"],
+        "prior_p_value": screened["prior_p_value"],
+        "prior_p_interval": screened["prior_p_interval"],
         "screen": screened,
+        "selection": (card or {}).get("selection"),
+        "design_screen": (card or {}).get("design_screen"),
+        "presented_order_allowed": bool((card or {}).get("presented_order", {}).get("allowed")),
     }
+
+
+def _verdict_text(screened: dict[str, Any]) -> str:
+    p_value, interval = screened["prior_p_value"], screened["prior_p_interval"]
+    label = {"prior-solvable": "PRIOR-SOLVABLE", "undecided": "UNDECIDED"}.get(
+        screened["prior_verdict"], "not prior-solvable"
+    )
+    if p_value is None:
+        return label
+    return (
+        f"{label} (family-wise p = {p_value:.4f} [{interval[0]:.4f}, {interval[1]:.4f}] over "
+        f"{screened['prior_draws']} shuffles, {screened['distinct_entries']} distinct entries)"
+    )
 
 
 def format_baselines(result: dict[str, Any], top: int = 5) -> list[str]:
     """The text ``spu baselines`` prints for one task's :func:`baselines` result."""
     threshold = result["chance_threshold"]
     presented = result["presented_order_score"]
+    flag = ""
+    if result["presented_order_above_chance"]:
+        flag = "  ABOVE CHANCE"
+    elif result["reversed_presented_order_above_chance"]:
+        flag = f" (reversed {-presented:+.4f}, ABOVE CHANCE)"
+    if flag and result["presented_order_allowed"]:
+        flag += ", allowed by --allow-presented-order"
     lines = [
-        f"{result['task_id']}: chance threshold {threshold:.4f} ({result['draws']} draws); "
-        f"attainable max {result['attainable_max']:.4f}; presented order {presented:+.4f}"
-        + ("  ABOVE CHANCE" if presented > threshold else "")
-        + (f" (reversed {-presented:+.4f}, above chance)" if -presented > threshold else "")
+        f"{result['task_id']}: chance threshold {threshold:.4f} ({result['chance_method']}; sampled "
+        f"{result['sampled_threshold']:.4f} from {result['draws']} draws); attainable max "
+        f"{result['attainable_max']:.4f}; presented order {presented:+.4f}{flag}",
+        f"  power {result['power']:.2f}: mean of {result['power_runs']} runs of a method with expected score "
+        f"{result['power_effect']:+.2f} above chance; 80% power from {result['effect_for_80pct_power']:+.3f}",
     ]
     screened = result["screen"]
     best = screened["best"]
     if best is None:
         lines.append("  screen: nothing to screen (no numeric, molecule, composition or sequence column)")
     else:
-        verdict = "PRIOR-SOLVABLE" if result["prior_solvable"] else "not prior-solvable"
+        above = "above" if best["above_chance"] else "not above"
         lines.append(
-            f"  screen: {verdict}: best {best['name']} {best['direction']} "
-            f"{best['expected_score']:+.4f} (expected over tie-breaks; {len(screened['entries'])} entries); "
-            f"panel threshold {screened['panel_threshold']:.4f}"
-            + (" reached" if screened["beats_panel_threshold"] else " not reached")
+            f"  screen: {_verdict_text(screened)}: best {best['name']} {best['direction']} "
+            f"{best['expected_score']:+.4f} (expected over tie-breaks; {above} the single-ranking threshold)"
         )
         for entry in screened["entries"][1:top]:
             lines.append(f"    {entry['name']} {entry['direction']}: {entry['expected_score']:+.4f}")
     for note in screened["notes"]:
         lines.append(f"    note: {note}")
+    selection = result["selection"]
+    if selection is not None:
+        lines.append(
+            f"  selection: {selection['kept']} kept of {selection['tried']} tried: {selection['rule']}"
+        )
+    designed = result["design_screen"]
+    if designed is not None and designed["prior_rate"] is not None:
+        lines.append(
+            f"  design: {designed['prior_solvable']} of {designed['draws'] - designed['failed_draws']} "
+            f"draws prior-solvable ({designed['prior_rate']:.0%}; shuffled values "
+            f"{designed['shuffled_prior_rate']:.0%})"
+        )
     if not result["monotone"]:
         lines.append("  monotone prior: no numeric setup field varies within a group")
     for entry in result["monotone"]:

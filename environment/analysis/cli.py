@@ -85,13 +85,23 @@ def baselines_cmd(
     draws: Annotated[
         int, typer.Option("--draws", min=1, help="Random submissions for the threshold.")
     ] = 4000,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random submissions.")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random submissions and shuffles.")] = 0,
+    write_readme: Annotated[
+        bool,
+        typer.Option(
+            "--write-readme",
+            help="Rewrite the generated tables of TASK_DIR/README.md and of each task's README from the "
+            "cards (and, when proxies run, write their scores into the cards).",
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")] = False,
 ) -> None:
-    """Chance, attainable maximum, the trivial-descriptor screen, monotone priors and declared proxies."""
+    """Chance, power, attainable maximum, the trivial-descriptor screen with its family-wise verdict,
+    monotone priors and declared proxies."""
     from environment.analysis.baselines import DECLARATION_FILE, baselines
     from environment.analysis.errors import AnalysisError
     from environment.task import TaskError, check_answers, load_answers, load_task
+    from environment.taskbuild.card import CARD_FILE, read_card
 
     try:
         pairs = _task_pairs(task_dir, answers)
@@ -121,16 +131,59 @@ def baselines_cmd(
                     command=command,
                     draws=draws,
                     seed=seed,
+                    card=read_card(answers_path.parent / CARD_FILE),
                 )
             )
         except AnalysisError as exc:
             raise _fail(exc) from None
+    if write_readme:
+        try:
+            written = _write_readmes(task_dir, pairs, results, proxies_ran=not no_proxies)
+        except AnalysisError as exc:
+            raise _fail(exc) from None
+        for path in written:
+            typer.echo(f"wrote {path}", err=True)
     if as_json:
         payload = results[0] if len(results) == 1 else {"tasks": results}
         typer.echo(json.dumps(_clean(payload), indent=2, ensure_ascii=False))
         return
     for result in results:
         _print_baselines(result)
+
+
+def _write_readmes(
+    task_dir: Path, pairs: list[tuple[Path, Path]], results: list[dict[str, Any]], *, proxies_ran: bool
+) -> list[Path]:
+    """Proxies' scores into each card (when they ran), then the READMEs' tables from the cards."""
+    from environment.analysis.errors import AnalysisError
+    from environment.analysis.readme import write_readmes
+    from environment.taskbuild.card import (
+        CARD_FILE,
+        DECLARATION_FILE,
+        dump_card,
+        proxies_digest,
+        read_card,
+        with_proxy_scores,
+    )
+    from spu_common.jsonfiles import atomic_write_bytes
+
+    cards = []
+    for (_, answers_path), result in zip(pairs, results, strict=True):
+        folder = answers_path.parent
+        card = read_card(folder / CARD_FILE)
+        if card is None:
+            raise AnalysisError(
+                "card_missing",
+                f"{folder / CARD_FILE} does not exist",
+                f"Build the task with spu task build SPEC -o {folder} to write its card.",
+            )
+        if proxies_ran and result["declaration"] is not None:
+            digest = proxies_digest(folder / DECLARATION_FILE, answers_path.read_bytes())
+            card = with_proxy_scores(card, result["proxies"], digest)
+            atomic_write_bytes(folder / CARD_FILE, dump_card(card))
+        cards.append((folder / "README.md", card))
+    suite = task_dir / "README.md" if not (task_dir / "contract.json").is_file() else None
+    return write_readmes(suite, cards)
 
 
 def _print_baselines(result: dict[str, Any]) -> None:

@@ -1,4 +1,5 @@
-"""Writing a build (``OUT/task/`` and ``OUT/answers.json``), and comparing a task with a fresh build."""
+"""Writing a build (``OUT/task/``, ``OUT/answers.json`` and ``OUT/card.json``), and comparing a task with a
+fresh build (the task and its answers; the card is a report about them)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from environment.task import TaskError, check_answers, load_answers, load_task
+from environment.taskbuild.card import CARD_FILE, assess, dump_card, make_card, presented_order_problem
 from environment.taskbuild.checks import author_checks, notes
+from environment.taskbuild.design import design_screen as screen_design
 from environment.taskbuild.problems import SPEC_FILE, AuthorWarning, SpecError, spec_error
 from environment.taskbuild.render import Rendered, render
 from environment.taskbuild.spec import Spec, load_spec
@@ -27,6 +30,9 @@ class BuildResult:
     groups: int
     warnings: list[AuthorWarning]
     notes: list[str]
+    card: str
+    prior_verdict: str
+    design_screen: dict[str, Any] | None
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -38,20 +44,53 @@ def _out_problem(out: Path, message: str, hint: str = "") -> SpecError:
     return spec_error("bad-output", str(out), message, hint=hint)
 
 
-def build_task(spec_dir: str | Path, out_dir: str | Path, *, force: bool = False) -> BuildResult:
-    """Build ``OUT_DIR/task/`` and ``OUT_DIR/answers.json`` from a spec, check them, return the warnings.
+def build_task(
+    spec_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    force: bool = False,
+    allow_presented_order: bool = False,
+    design_screen: int = 0,
+    progress=None,
+) -> BuildResult:
+    """Build ``OUT_DIR/task/``, ``OUT_DIR/answers.json`` and ``OUT_DIR/card.json`` from a spec, check them,
+    return the warnings.
 
-    An existing ``OUT_DIR/task`` is replaced only when it is a built task of the same task id (or with
-    ``force``); the new files are written beside it first, so a failed build leaves the old one intact.
+    A task whose presented order, or its reverse, is above the chance threshold is refused (a
+    ``presented-order`` problem) unless ``allow_presented_order``, which the card records. With
+    ``design_screen`` N the spec's design is re-drawn N times for its prior rate (``progress(done, N)``
+    after each draw). An existing ``OUT_DIR/task`` is replaced only when it is a built task of the same
+    task id (or with ``force``); the new files are written beside it first, so a failed build leaves the
+    old one intact.
     """
     spec = load_spec(spec_dir)
     rendered = render(spec)
+    assessment = assess(rendered)
+    refusal = presented_order_problem(assessment)
+    if refusal is not None and not allow_presented_order:
+        raise SpecError([refusal])
+    if design_screen and spec.design is None:
+        raise spec_error(
+            "no-design",
+            SPEC_FILE,
+            "--design-screen re-draws the spec's design, and it has none",
+            field="design",
+        )
+    screened = screen_design(spec, design_screen, progress=progress) if design_screen else None
     out = Path(out_dir)
     task_dir = out / "task"
     answers_path = out / "answers.json"
     try:
         _check_output(spec, out, task_dir, force)
-        _write_build(rendered, out, task_dir, answers_path)
+        card = make_card(
+            spec,
+            rendered,
+            assessment,
+            allow_presented_order=allow_presented_order,
+            out_dir=out,
+            design_screen=screened,
+        )
+        _write_build(rendered, out, task_dir, answers_path, dump_card(card))
     except (OSError, RuntimeError) as exc:  # RuntimeError: a link loop on the way to OUT_DIR
         raise _out_problem(
             out, f"cannot write the build there: {getattr(exc, 'strerror', None) or exc}"
@@ -68,8 +107,11 @@ def build_task(spec_dir: str | Path, out_dir: str | Path, *, force: bool = False
         answers=str(answers_path),
         experiments=len(rendered.id_map),
         groups=len(spec.groups),
-        warnings=author_checks(spec, rendered),
+        warnings=author_checks(spec, rendered, assessment),
         notes=notes(spec),
+        card=str(out / CARD_FILE),
+        prior_verdict=assessment.screen["prior_verdict"],
+        design_screen=card["design_screen"],
     )
 
 
@@ -93,7 +135,7 @@ def _check_output(spec: Spec, out: Path, task_dir: Path, force: bool) -> None:
             )
 
 
-def _write_build(rendered: Rendered, out: Path, task_dir: Path, answers_path: Path) -> None:
+def _write_build(rendered: Rendered, out: Path, task_dir: Path, answers_path: Path, card: bytes) -> None:
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".task-build-", dir=out))
     try:
@@ -103,6 +145,7 @@ def _write_build(rendered: Rendered, out: Path, task_dir: Path, answers_path: Pa
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(data)
         (staging / "answers.json").write_bytes(rendered.answers)
+        (staging / CARD_FILE).write_bytes(card)
         check_answers(load_task(new_task), load_answers(staging / "answers.json"))
         if task_dir.is_symlink() or task_dir.is_file():
             task_dir.unlink()
@@ -110,6 +153,7 @@ def _write_build(rendered: Rendered, out: Path, task_dir: Path, answers_path: Pa
             shutil.rmtree(task_dir)
         os.replace(new_task, task_dir)
         os.replace(staging / "answers.json", answers_path)
+        os.replace(staging / CARD_FILE, out / CARD_FILE)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -148,7 +192,7 @@ def check_built_task(task_dir: str | Path, spec_dir: str | Path) -> dict[str, An
     rendered = render(spec)
     return {
         "spec": str(spec_dir),
-        "warnings": author_checks(spec, rendered),
+        "warnings": author_checks(spec, rendered, assess(rendered)),
         "notes": notes(spec),
         "differs_from_build": compare_with_build(spec_dir, Path(task_dir).resolve().parent),
     }

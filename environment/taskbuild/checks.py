@@ -12,9 +12,10 @@ import json
 import re
 from typing import Any
 
-from environment import prior_screen
 from environment.contract import looks_like_formula, parse_number
+from environment.prior_screen import prior_warnings
 from environment.rank_agreement import average_ranks
+from environment.taskbuild.card import Assessment, presented_order_problem
 from environment.taskbuild.problems import AuthorWarning
 from environment.taskbuild.render import Rendered
 from environment.taskbuild.spec import Spec, SpecGroup
@@ -140,15 +141,18 @@ def _fmt(value: float) -> str:
     return f"{value:.6g}"
 
 
-def author_checks(spec: Spec, rendered: Rendered) -> list[AuthorWarning]:
-    """The warnings an author should look at before publishing a task built from ``spec``."""
+def author_checks(spec: Spec, rendered: Rendered, assessment: Assessment) -> list[AuthorWarning]:
+    """The warnings an author should look at before publishing a task built from ``spec`` (``assessment``:
+    its chance figures and screen, :func:`environment.taskbuild.card.assess`)."""
     built_of = {author: new for new, author in rendered.group_map.items()}
     warnings: list[AuthorWarning] = []
     for group in spec.groups:
         warnings += _group_warnings(spec, group, built_of.get(group.group_id))
     warnings += _presented_in_order(spec, rendered)
     warnings += _source_warnings(spec, rendered)
-    warnings += [AuthorWarning(*w) for w in prior_screen.author_warnings(rendered.files, rendered.answers)]
+    threshold = assessment.chance["chance_threshold"]
+    warnings += [AuthorWarning(*w) for w in prior_warnings(assessment.screen, threshold)]
+    warnings += _presented_order(assessment)
     warnings += _cell_warnings(spec)
     if not _title_of(spec.citation):
         warnings.append(
@@ -158,7 +162,7 @@ def author_checks(spec: Spec, rendered: Rendered) -> list[AuthorWarning]:
                 "check for the study's title words in agent-visible text cannot run",
             )
         )
-    if spec.unused_keys:
+    if spec.unused_keys and spec.design is None:  # a design draws from the rows: the rest are its pool
         warnings.append(
             AuthorWarning(
                 "unused-rows",
@@ -228,6 +232,20 @@ def _presented_in_order(spec: Spec, rendered: Rendered) -> list[AuthorWarning]:
                 )
             )
     return warnings
+
+
+def _presented_order(assessment: Assessment) -> list[AuthorWarning]:
+    """A presented order above chance that the build let through (``--allow-presented-order``)."""
+    problem = presented_order_problem(assessment)
+    if problem is None:
+        return []
+    return [
+        AuthorWarning(
+            "presented-order",
+            f"{problem.message}; written only because --allow-presented-order was given (raise "
+            "task_version to draw another order)",
+        )
+    ]
 
 
 def _source_warnings(spec: Spec, rendered: Rendered) -> list[AuthorWarning]:

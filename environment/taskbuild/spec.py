@@ -10,6 +10,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from environment.contract import DEFAULT_DIRECTION, TASK_FILES, as_id, weight_problem, weights_problem
+from environment.taskbuild import design as design_mod
 from environment.taskbuild import paths, safeyaml
 from environment.taskbuild.problems import SPEC_FILE, Problems, SpecError, spec_error
 from environment.taskbuild.rows import RESERVED_FIELDS, SpecRow, read_rows
@@ -30,7 +31,7 @@ REQUIRED_KEYS = (
     "license",
     "groups",
 )
-OPTIONAL_KEYS = ("inputs", "noise_band")
+OPTIONAL_KEYS = ("inputs", "noise_band", "design", "selection")
 GROUP_REQUIRED = ("group_id", "endpoint", "unit", "members")
 GROUP_OPTIONAL = ("direction", "weight")
 CITATION_KEYS = ("authors", "title", "journal", "year", "doi", "url")
@@ -70,6 +71,9 @@ class Spec:
     unused_keys: list[str] = field(default_factory=list)
     #: every input file, relative to the spec folder (files of input folders listed one by one)
     input_files: list[str] = field(default_factory=list)
+    #: how the members are drawn from the CSV (:mod:`environment.taskbuild.design`), and the selection record
+    design: design_mod.Design | None = None
+    selection: dict[str, Any] | None = None
 
     @property
     def citation_text(self) -> str:
@@ -118,7 +122,17 @@ def load_spec(spec_dir: str | Path) -> Spec:
             problems.add("missing-csv", f"{csv_name!r} does not exist beside spec.yaml", field="experiments")
         else:
             rows = read_rows(root / csv_name, csv_name, setup_fields or [], problems)
-    groups, member_of = _groups(data.get("groups"), rows, csv_name, problems)
+    design = design_mod.parse_design(data.get("design"), rows, identity["noise_band"], problems)
+    selection = design_mod.parse_selection(data.get("selection"), problems)
+    drawn = _drawn(design, rows, identity["task_id"], problems)
+    groups, member_of = _groups(data.get("groups"), rows, csv_name, problems, drawn)
+    if design is not None and sorted(g.group_id for g in design.groups) != sorted(g.group_id for g in groups):
+        problems.add(
+            "design-mismatch",
+            "the design's groups are not the spec's groups",
+            field="design.groups",
+            hint="give the design one entry per group, with the same group_id",
+        )
     if problems:
         lines = safeyaml.key_lines(text)
         for item in problems:
@@ -135,7 +149,22 @@ def load_spec(spec_dir: str | Path) -> Spec:
         rows=rows,
         unused_keys=[k for k in rows if k not in member_of],
         input_files=input_files,
+        design=design,
+        selection=selection,
     )
+
+
+def _drawn(
+    design: design_mod.Design | None, rows: dict[str, SpecRow], task_id: Any, problems: Problems
+) -> dict[str, list[str]]:
+    """The members the design's own seed draws, by group id (empty without a design seed or rows)."""
+    if design is None or design.seed is None or not rows or not isinstance(task_id, str):
+        return {}
+    try:
+        return design_mod.draw(design, rows, task_id, design.seed)
+    except design_mod.DrawError as exc:
+        problems.add("design-draw", str(exc), field="design", hint="widen the design's where, or lower size")
+        return {}
 
 
 def _check_keys(data: dict, problems: Problems) -> None:
@@ -301,9 +330,14 @@ def _inputs(root: Path, data: dict, problems: Problems) -> tuple[list[str], list
 
 
 def _groups(
-    raw_groups: Any, rows: dict[str, SpecRow], csv_name: str | None, problems: Problems
+    raw_groups: Any,
+    rows: dict[str, SpecRow],
+    csv_name: str | None,
+    problems: Problems,
+    drawn: dict[str, list[str]],
 ) -> tuple[list[SpecGroup], dict[str, str]]:
-    """The checked groups, and which group each experiment key belongs to."""
+    """The checked groups, and which group each experiment key belongs to. A group may leave out its
+    members when the design's seed draws them (``drawn``); listed members must then be the drawn ones."""
     if raw_groups is not None and (not isinstance(raw_groups, list) or not raw_groups):
         problems.add("bad-groups", "must be a non-empty list of groups", field="groups")
         raw_groups = []
@@ -311,13 +345,21 @@ def _groups(
     seen: set[str] = set()
     member_of: dict[str, str] = {}
     for index, raw in enumerate(raw_groups or []):
-        group = _group(index, raw, seen, problems)
+        group = _group(index, raw, seen, problems, drawn)
         if group is None:
             continue
         where = f"groups[{index}]" + (f" ({group.group_id})" if group.group_id else "")
-        group.members = _members(
-            raw.get("members"), where, group.group_id, rows, csv_name, member_of, problems
-        )
+        members = raw.get("members")
+        if group.group_id in drawn:
+            if members is not None and sorted(map(str, members)) != sorted(drawn[group.group_id]):
+                problems.add(
+                    "design-mismatch",
+                    f"members differ from the design's draw {sorted(drawn[group.group_id])}",
+                    field=f"{where}.members",
+                    hint="leave members out to take the draw, or change the design's seed",
+                )
+            members = drawn[group.group_id]
+        group.members = _members(members, where, group.group_id, rows, csv_name, member_of, problems)
         groups.append(group)
     problem = weights_problem([g.weight for g in groups])
     if problem:
@@ -326,7 +368,9 @@ def _groups(
     return groups, member_of
 
 
-def _group(index: int, raw: Any, seen: set[str], problems: Problems) -> SpecGroup | None:
+def _group(
+    index: int, raw: Any, seen: set[str], problems: Problems, drawn: dict[str, list[str]]
+) -> SpecGroup | None:
     where = f"groups[{index}]"
     if not isinstance(raw, dict):
         problems.add("bad-group", "must be a mapping (group_id, endpoint, unit, members, ...)", field=where)
@@ -340,7 +384,7 @@ def _group(index: int, raw: Any, seen: set[str], problems: Problems) -> SpecGrou
                 hint=f"allowed: {', '.join(GROUP_REQUIRED + GROUP_OPTIONAL)}",
             )
     for key in GROUP_REQUIRED:
-        if raw.get(key) is None:
+        if raw.get(key) is None and not (key == "members" and as_id(raw.get("group_id")) in drawn):
             problems.add("missing-field", "is missing", field=f"{where}.{key}")
     gid = as_id(raw.get("group_id"))
     if raw.get("group_id") is not None and gid is None:

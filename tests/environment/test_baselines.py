@@ -33,7 +33,7 @@ from environment.prior_screen import (
 )
 from environment.rank_agreement import expected_spearman, spearman_of_order, spearman_of_values
 from environment.task import load_answers, load_task
-from environment.taskbuild import build_task
+from environment.taskbuild import SpecError, build_task
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -308,7 +308,7 @@ def test_mcl1_heavy_atoms_scores_its_expectation_not_the_presented_tie_break():
     # 22/28, task 23/56 = 0.411; breaking ties by the presented order gives 5/28 and 24/28, 29/56 = 0.518
     assert [g["expected_rho"] for g in heavy["groups"]] == pytest.approx([1 / 28, 22 / 28], abs=1e-12)
     assert heavy["expected_score"] == pytest.approx(23 / 56, abs=1e-12)
-    assert not heavy["reaches_chance"]
+    assert not heavy["above_chance"]
     assert entries[("smiles: heavy atoms", "descending")]["expected_score"] == pytest.approx(-23 / 56)
     presented = 0.0
     for group in task.groups:
@@ -322,14 +322,9 @@ def test_mcl1_heavy_atoms_scores_its_expectation_not_the_presented_tie_break():
     # molecular weight never ties here: 21/28 and 20/28, task 41/56 = 0.732, so the task is prior-solvable
     assert result["best"]["name"] == "smiles: molecular weight"
     assert result["best"]["expected_score"] == pytest.approx(41 / 56, abs=1e-12)
-    assert result["prior_solvable"] is True
-    # the best of 20 entries beats the one-ranking threshold often by chance: the panel's own threshold
-    # (95th percentile of the best entry over 1,000 seeded shuffles of the values) is higher, and molecular
-    # weight still reaches it
-    assert threshold < result["panel_threshold"] < 41 / 56
-    # (0.679 before TPSA values equal but for floating-point rounding, 65.15 and 65.14999999999999, tied)
-    assert result["panel_threshold"] == pytest.approx(0.661, abs=0.002)
-    assert result["beats_panel_threshold"] is True
+    # the best of the panel beats its own null, the best entry over shuffled values: p below 0.05
+    assert result["prior_verdict"] == "prior-solvable" and result["prior_solvable"] is True
+    assert result["prior_p_interval"][1] < 0.05
 
 
 def test_descriptors_equal_but_for_rounding_tie():
@@ -342,10 +337,10 @@ def test_descriptors_equal_but_for_rounding_tie():
     arrangements = SUITE / "bio-gb1-triple-arrangements"
     task, answers = load_task(arrangements / "task"), load_answers(arrangements / "answers.json")
     result = screen(task, answers, chance_threshold(task, answers)["chance_threshold"])
-    # the same three residues in every member of a group: every sequence descriptor ties, scores exactly 0,
-    # and a panel that ties everywhere beats nothing
-    assert {e["expected_score"] for e in result["entries"]} == {0.0}
-    assert result["prior_solvable"] is False and result["beats_panel_threshold"] is False
+    # the same three residues in every member of a group: every sequence-wide descriptor ties and scores
+    # exactly 0 (the per-site entries do not: test_prior_screen)
+    wide = [e for e in result["entries"] if "site" not in e["name"]]
+    assert len(wide) == 8 and {e["expected_score"] for e in wide} == {0.0}
 
 
 def test_the_composition_and_sequence_panels_by_hand():
@@ -373,14 +368,28 @@ def test_the_composition_and_sequence_panels_by_hand():
     assert column_kind("alloy", ["Co1Fe1Mo0.2Ni1V1", "TiZrNb"]) == "composition"
     assert column_kind("variant", ["MKTAYIAKQR"]) == "sequence"
     assert column_kind("host", ["octa-acid (OA)"]) is None
-    assert column_kind("substitution", ["V39G", "D40P"]) is None
+    assert column_kind("substitution", ["V39G", "D40P"]) == "substitutions"
+    assert column_kind("label", ["V39F"]) == "substitutions"  # not vanadium-39 fluoride
 
 
-def test_task_build_warns_when_a_descriptor_or_the_reversed_presented_order_beats_chance(tmp_path):
-    result = build_task(SUITE / "mat-nasicon-conductivity" / "spec", tmp_path)
-    texts = {w.code: str(w) for w in result.warnings}
-    assert "valence-electron concentration (descending) scores +0.579" in texts["prior-solvable"]
-    assert "the reversed presented order scores +0.671" in texts["presented-order"]
+def test_task_build_refuses_a_task_whose_reversed_presented_order_is_above_chance(tmp_path):
+    # fails on 9a09d4a: the builder warned and wrote mat-nasicon-conductivity (reversed order +0.671)
+    with pytest.raises(SpecError) as refused:
+        build_task(SUITE / "mat-nasicon-conductivity" / "spec", tmp_path)
+    (problem,) = refused.value.problems
+    assert problem.code == "presented-order"
+    assert "the reversed presented order scores +0.671, above the chance threshold 0.557" in str(problem)
+    assert not (tmp_path / "task").exists() and not (tmp_path / "card.json").exists()
+    # the override writes it, records it in the card, and keeps the warning
+    result = build_task(SUITE / "mat-nasicon-conductivity" / "spec", tmp_path, allow_presented_order=True)
+    card = json.loads((tmp_path / "card.json").read_text())
+    assert card["presented_order"] == {
+        "score": pytest.approx(-0.6714, abs=1e-4),
+        "above_chance": False,
+        "reversed_above_chance": True,
+        "allowed": True,
+    }
+    assert any(w.code == "presented-order" for w in result.warnings)
 
 
 def test_a_combined_proxy_needs_one_unit_for_a_difference_and_two_terms(tmp_path):
@@ -477,10 +486,18 @@ def test_baselines_of_every_suite_task():
         expected = chance_threshold(task, answers, draws=500)
         assert result["chance_threshold"] == pytest.approx(expected["chance_threshold"])
         assert result["attainable_max"] == pytest.approx(expected["attainable_max"])
+        assert result["chance_method"] == "exact"
         assert isinstance(result["prior_solvable"], bool)
         entries = result["screen"]["entries"]
-        assert entries and {"name", "direction", "expected_score"} <= set(entries[0])
-        assert result["prior_solvable"] == (entries[0]["expected_score"] >= result["chance_threshold"])
+        assert entries and {"name", "direction", "expected_score", "above_chance"} <= set(entries[0])
+        assert result["prior_verdict"] in ("prior-solvable", "not-prior-solvable", "undecided")
+        assert result["prior_solvable"] == (result["prior_verdict"] == "prior-solvable")
+        low, high = result["prior_p_interval"]
+        assert low <= result["prior_p_value"] <= high or result["prior_p_value"] == 1.0
+        assert 0 < result["power"] < 1 and result["power_runs"] == 5 and result["power_effect"] == 0.3
+        # the one task whose presented order leaks is flagged, with the override its card records
+        leaks = result["reversed_presented_order_above_chance"] or result["presented_order_above_chance"]
+        assert leaks == (result["task_id"] == "mat-nasicon-conductivity") == result["presented_order_allowed"]
         by_key = {(m["field"], m["direction"]): m["score"] for m in result["monotone"]}
         for (field, direction), score in by_key.items():
             other = "descending" if direction == "ascending" else "ascending"

@@ -1,4 +1,5 @@
-"""Chance threshold: seeded and reproducible, close to the exact permutation distribution; attainable max."""
+"""Chance threshold: exact where every order can be counted (checked against brute-force enumeration),
+sampled past the cut-over, "above" strictly; power checked against an independent simulation."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from environment import chance
 from environment.chance import (
     attainable_max,
     chance_threshold,
@@ -103,8 +105,146 @@ def test_attainable_max_below_one_with_ties(two_group_task, make_task):
     assert attainable_max(untied, untied_answers) == pytest.approx(1.0)
 
 
-def test_large_group_has_no_exact_distribution(make_task):
-    task, answers, *_ = make_task({"g": {f"e{i}": float(i) for i in range(12)}})
+def test_the_cut_over_to_sampling_is_at_fourteen_untied_experiments(make_task):
+    assert chance.EXACT_MAX_STATES == 2**14  # 2^n tie-block states for n untied experiments
+    task, answers, *_ = make_task({"g": {f"e{i}": float(i) for i in range(15)}})
     result = chance_threshold(task, answers, draws=500)
-    assert result["exact_threshold"] is None
-    assert 0.3 < result["chance_threshold"] < 0.7  # n = 12: sd of rho is 1/sqrt(11) = 0.30, 1.645 sd = 0.50
+    assert result["exact_threshold"] is None and result["chance_method"] == "sampled"
+    assert result["chance_threshold"] == result["sampled_threshold"]
+    assert 0.3 < result["chance_threshold"] < 0.6  # n = 15: sd of rho is 1/sqrt(14) = 0.27, 1.645 sd = 0.44
+    # ties shrink the states: 16 experiments in 8 tied pairs have 3^8 states and are counted exactly
+    tied, tied_answers, *_ = make_task({"g": {f"e{i}": float(i // 2) for i in range(16)}})
+    assert chance_threshold(tied, tied_answers, draws=200)["chance_method"] == "exact"
+
+
+def test_fourteen_untied_experiments_are_counted_exactly_with_the_known_variance_of_rho(make_task):
+    task, answers, *_ = make_task({"g": {f"e{i}": float(i) for i in range(14)}})
+    result = chance_threshold(task, answers, draws=20000, seed=3)
+    assert result["chance_method"] == "exact"
+    # 20,000 draws: the sampled 95th percentile is within 0.02 of the exact one
+    assert abs(result["chance_threshold"] - result["sampled_threshold"]) < 0.02
+    null = chance.exact_null(task, answers)
+    assert null.cdf(1.0) == pytest.approx(1.0, abs=1e-12)
+    # the variance of rho under random orders is 1 / (n - 1), exactly
+    support = null.support()
+    mean = sum(s * p for s, p in support.items())
+    variance = sum((s - mean) ** 2 * p for s, p in support.items())
+    assert mean == pytest.approx(0.0, abs=1e-12) and variance == pytest.approx(1 / 13, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "groups, weights",
+    [
+        ({"g": {f"a{i}": float(i) for i in range(6)}, "h": {f"b{i}": float(i) for i in range(5)}}, None),
+        (
+            {"g": {"a": 1, "b": 2, "c": 2, "d": 4, "e": 5, "f": 0}, "h": {"u": 1, "v": 1, "w": 2, "x": 3}},
+            None,
+        ),
+        (
+            {"g": {f"a{i}": float(i) for i in range(5)}, "h": {f"b{i}": float(i % 3) for i in range(5)}},
+            {"g": 0.7, "h": 0.3},
+        ),
+    ],
+)
+def test_the_threshold_is_the_exact_95th_percentile_and_random_orders_are_above_it_at_most_5pct(
+    make_task, groups, weights
+):
+    # fails on 9a09d4a: the threshold was the 4,000-draw percentile (0.5643 for the 6 + 5 task, exact 0.5571)
+    task, answers, *_ = make_task(groups, weights=weights)
+    result = chance_threshold(task, answers)
+    w = [weights[g] for g in groups] if weights else [1 / len(groups)] * len(groups)
+    exact = brute_force_distribution([groups[g] for g in groups], w)
+    assert result["chance_threshold"] == pytest.approx(exact_quantile(exact, 0.95), abs=1e-9)
+    assert result["chance_method"] == "exact"
+    above = sum(p for s, p in exact.items() if s > result["chance_threshold"] + 1e-9)
+    assert above <= 0.05
+    assert not chance.is_above(result["chance_threshold"], result["chance_threshold"])
+
+
+def test_reaching_a_discrete_threshold_passes_more_than_5pct_and_above_does_not(make_task):
+    # two groups of five: every rho is a multiple of 0.1 and the 95th percentile is 0.6; a random
+    # submission reaches it 5.45% of the time (the rule "reaches" of 9a09d4a), exceeds it 3.81%
+    groups = {"g": {f"a{i}": float(i) for i in range(5)}, "h": {f"b{i}": float(i) for i in range(5)}}
+    task, answers, *_ = make_task(groups)
+    exact = brute_force_distribution([groups["g"], groups["h"]], [0.5, 0.5])
+    threshold = chance_threshold(task, answers)["chance_threshold"]
+    assert threshold == pytest.approx(0.6, abs=1e-9)
+    reaches = sum(p for s, p in exact.items() if s >= threshold - 1e-9)
+    above = sum(p for s, p in exact.items() if s > threshold + 1e-9)
+    assert reaches == pytest.approx(785 / 14400, abs=1e-12) and reaches > 0.05
+    assert above == pytest.approx(548 / 14400, abs=1e-12)
+    assert chance.exact_null(task, answers).sf(threshold) == pytest.approx(above, abs=1e-12)
+
+
+def _simulated_power(groups: dict, weights: list[float], runs: int, effect: float, draws: int, seed: int):
+    """Power under the documented shift model, by simulation independent of chance.py: the 95th percentile
+    of the mean of ``runs`` random task scores, then the share of shifted means above it."""
+    rng = np.random.default_rng(seed)
+
+    def mean_of_random_runs() -> np.ndarray:
+        total = np.zeros((draws, runs))
+        for (_, values), weight in zip(groups.items(), weights, strict=True):
+            n = len(values)
+            assert len(set(values.values())) == n  # untied: Spearman's classic formula applies
+            measured_rank = np.argsort(np.argsort(list(values.values())))
+            submitted_rank = rng.permuted(np.tile(np.arange(n), (draws * runs, 1)), axis=1)
+            d2 = ((submitted_rank - measured_rank) ** 2).sum(axis=1)
+            total += weight * (1 - 6 * d2 / (n * (n * n - 1))).reshape(draws, runs)
+        return total.mean(axis=1)
+
+    threshold = float(np.quantile(mean_of_random_runs(), 0.95, method="inverted_cdf"))
+    return float(np.mean(effect + mean_of_random_runs() > threshold + 1e-9)), threshold
+
+
+@pytest.mark.parametrize("runs, effect", [(5, 0.3), (1, 0.3), (3, 0.5)])
+def test_power_matches_an_independent_simulation(make_task, runs, effect):
+    # fails on 9a09d4a: no power is reported
+    groups = {"g": {f"a{i}": float(i) for i in range(5)}, "h": {f"b{i}": float(i) for i in range(5)}}
+    task, answers, *_ = make_task(groups)
+    result = chance_threshold(task, answers, power_runs=runs, power_effect=effect)
+    simulated, threshold = _simulated_power(groups, [0.5, 0.5], runs, effect, draws=20000, seed=runs)
+    assert result["power_method"] == "exact"
+    # 20,000 simulated means: the share's sd is at most 0.0035; the percentile moves by a step or so
+    assert result["power_threshold"] == pytest.approx(threshold, abs=0.02)
+    assert result["power"] == pytest.approx(simulated, abs=0.03)
+    if runs == 1:
+        # a single run of a method truly 0.3 above random beats chance 19% of the time on a 2 x 5 task
+        assert result["power"] == pytest.approx(0.1898, abs=1e-3)
+
+
+def test_the_effect_for_80pct_power_is_where_power_crosses_80pct(make_task):
+    task, answers, *_ = make_task(
+        {"g": {f"a{i}": float(i) for i in range(7)}, "h": {f"b{i}": float(i) for i in range(6)}}
+    )
+    found = chance.power(task, answers, runs=5, effect=0.3)
+    s80 = found["effect_for_80pct_power"]
+    assert chance.power(task, answers, runs=5, effect=s80 + 1e-6)["power"] >= 0.8
+    assert chance.power(task, answers, runs=5, effect=s80 - 1e-6)["power"] < 0.8
+    # more runs need a smaller effect
+    assert chance.power(task, answers, runs=10)["effect_for_80pct_power"] < s80
+
+
+def test_a_method_whose_runs_vary_less_than_random_has_more_power_than_the_shift_model(make_task):
+    # the documented direction of the model's error: a method ranking by its measured rank plus Gaussian
+    # noise (latent model), tuned to expected score 0.3, has power at least the shift model's here
+    groups = {"g": {f"a{i}": float(i) for i in range(5)}, "h": {f"b{i}": float(i) for i in range(5)}}
+    task, answers, *_ = make_task(groups)
+    shift = chance_threshold(task, answers)
+    rng = np.random.default_rng(11)
+    z = (np.arange(5) - 2) / np.sqrt(2)
+
+    def runs_of(beta: float, draws: int) -> np.ndarray:
+        total = np.zeros((draws, 5))
+        for _ in groups:
+            latent = beta * z + rng.standard_normal((draws, 5, 5))
+            submitted = np.argsort(np.argsort(latent, axis=2), axis=2) - 2.0
+            total += 0.5 * (submitted * (np.arange(5) - 2)).sum(axis=2) / 10.0
+        return total
+
+    low, high = 0.0, 4.0
+    for _ in range(25):  # the noise scale whose expected score is 0.3
+        beta = (low + high) / 2
+        low, high = (beta, high) if runs_of(beta, 4000).mean() < 0.3 else (low, beta)
+    latent = float(np.mean(runs_of(beta, 20000).mean(axis=1) > shift["power_threshold"] + 1e-9))
+    assert shift["power"] == pytest.approx(0.587, abs=0.005)
+    assert latent >= shift["power"] - 0.01

@@ -1,9 +1,11 @@
 """Every suite task under environment/tasks/<task_id>/ is rebuilt from its spec and compared with the
-committed `task/` and `answers.json` byte for byte; each is a valid task with a cited value per experiment."""
+committed `task/`, `answers.json` and `card.json` byte for byte; each is a valid task with a cited value per
+experiment."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ PARAMS = [pytest.param(s, id=s.parent.name) for s in SPECS] or [
 
 
 def _files(root: Path) -> dict[str, bytes]:
-    out = {"answers.json": (root / "answers.json").read_bytes()}
+    out = {name: (root / name).read_bytes() for name in ("answers.json", "card.json")}
     for path in sorted((root / "task").rglob("*")):
         if path.is_file():
             out[f"task/{path.relative_to(root / 'task').as_posix()}"] = path.read_bytes()
@@ -32,7 +34,13 @@ def test_suite_task_rebuilds_byte_for_byte(spec_dir, tmp_path):
     assert (committed / "task").is_dir() and (committed / "answers.json").is_file(), (
         f"build it: spu task build {spec_dir} -o {committed}"
     )
-    build_task(spec_dir, tmp_path)
+    # the card keeps what a rebuild does not measure again (the design screen, the proxies' scores) from
+    # the card it replaces, and the presented-order override it records
+    for name in ("card.json", "baselines.json"):
+        if (committed / name).is_file():
+            shutil.copy(committed / name, tmp_path / name)
+    card = json.loads((committed / "card.json").read_text())
+    build_task(spec_dir, tmp_path, allow_presented_order=card["presented_order"]["allowed"])
     fresh, stored = _files(tmp_path), _files(committed)
     assert sorted(fresh) == sorted(stored)
     differ = [name for name in fresh if fresh[name] != stored[name]]

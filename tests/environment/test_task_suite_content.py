@@ -1,5 +1,6 @@
 """What the suite promises beyond a reproducible build: at least 24 tasks, five or more in each of the four
-domains, the prior-solvable share the README states (a quarter at most is the aim), no
+domains, the prior-solvable share the README states (a quarter at most is the aim; each card's verdict
+checked against an independent permutation estimate), README tables in step with the cards, no
 author warning on any of them, a redistributable licence, a noise band, groups of 5-12 experiments in
 2-6 groups, a value source naming a file or table, a README line per task, and per task either a
 ``baselines.json`` whose proxies load and call real tools with valid arguments, or a README row saying why no
@@ -7,16 +8,19 @@ physics or model proxy of the server applies."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from functools import cache
 from pathlib import Path
 
+import numpy as np
 import pytest
+from scipy.stats import rankdata
 
 from environment.analysis.baselines import TASK_DIR, fill_template, load_declaration
-from environment.chance import chance_threshold
-from environment.prior_screen import DIRECTIONS, descriptor_columns, score_proxy
+from environment.analysis.readme import suite_blocks, task_block
+from environment.prior_screen import descriptor_columns
 from environment.task import load_answers, load_task
 from environment.taskbuild import NON_REDISTRIBUTABLE, build_task, load_spec
 
@@ -33,22 +37,12 @@ def test_suite_has_24_tasks_with_five_in_each_of_four_domains():
 
 
 @cache
+def card(task_id: str) -> dict:
+    return json.loads((TASKS / task_id / "card.json").read_text(encoding="utf-8"))
+
+
 def prior_solvable() -> tuple[str, ...]:
-    """The tasks whose best screen entry reaches the chance threshold, computed here from the screen's
-    panel and the expected score over tie-breaks (the panel threshold is not needed for the verdict)."""
-    out = []
-    for spec_dir in SPECS:
-        task = load_task(spec_dir.parent / "task")
-        answers = load_answers(spec_dir.parent / "answers.json")
-        threshold = chance_threshold(task, answers)["chance_threshold"]
-        columns, _ = descriptor_columns(task)
-        best = max(
-            (score_proxy(task, answers, values, d)[0] for values in columns.values() for d in DIRECTIONS),
-            default=float("-inf"),
-        )
-        if best >= threshold:
-            out.append(spec_dir.parent.name)
-    return tuple(out)
+    return tuple(s.parent.name for s in SPECS if card(s.parent.name)["screen"]["verdict"] == "prior-solvable")
 
 
 def test_readme_states_the_prior_solvable_share_the_screen_finds():
@@ -62,26 +56,85 @@ def test_at_most_a_quarter_of_the_suite_is_prior_solvable():
     assert len(prior_solvable()) <= len(SPECS) / 4, prior_solvable()
 
 
+def _independent_p(task, answers, columns, draws: int, seed: int) -> float:
+    """The family-wise p-value estimated here, apart from the screen's code: scipy's average ranks, every
+    entry scored in both directions through its absolute score, ``draws`` within-group shuffles."""
+    rng = np.random.default_rng(seed)
+    observed = np.zeros(len(columns))
+    null = np.zeros((draws, len(columns)))
+    for group in task.groups:
+        ids = group.experiment_ids
+        n = len(ids)
+        measured = rankdata([answers.group(group.group_id).values[e] for e in ids]) - (n + 1) / 2
+        norm = np.sqrt((measured @ measured) * n * (n * n - 1) / 12)
+        if norm == 0:
+            continue
+        ranks = np.array(
+            [
+                rankdata([v[e] for e in ids]) - (n + 1) / 2
+                if all(v[e] is not None for e in ids)
+                else np.zeros(n)
+                for v in columns.values()
+            ]
+        )
+        observed += group.weight * ranks @ measured / norm
+        shuffled = np.array([rng.permutation(measured) for _ in range(draws)])
+        null += group.weight * shuffled @ ranks.T / norm
+    best = np.abs(observed).max()
+    return float(np.mean(np.abs(null).max(axis=1) >= best - 1e-9))
+
+
+@pytest.mark.parametrize("spec_dir", PARAMS)
+def test_each_card_verdict_agrees_with_an_independent_permutation_estimate(spec_dir):
+    task = load_task(spec_dir.parent / "task")
+    answers = load_answers(spec_dir.parent / "answers.json")
+    screen = card(spec_dir.parent.name)["screen"]
+    columns, _ = descriptor_columns(task)
+    if screen["p_value"] == 1.0 and screen["draws"] == 0:  # a panel that ties in every group
+        assert _independent_p(task, answers, columns, draws=50, seed=1) == 1.0
+        return
+    estimate = _independent_p(task, answers, columns, draws=4000, seed=1)
+    margin = 4 * np.sqrt(0.05 * 0.95 / 4000)  # four standard errors at p = 0.05
+    if screen["verdict"] == "prior-solvable":
+        assert estimate < 0.05 + margin
+    elif screen["verdict"] == "not-prior-solvable":
+        assert estimate > 0.05 - margin
+    low, high = screen["p_interval"]
+    assert low - margin <= estimate <= high + margin
+
+
+def test_the_readme_tables_are_generated_from_the_cards():
+    # spu baselines environment/tasks --write-readme writes these blocks; a card rebuilt without its README
+    # (or the reverse) shows here
+    cards = [card(s.parent.name) for s in SPECS]
+    readme = (TASKS / "README.md").read_text(encoding="utf-8")
+    for name, content in suite_blocks(cards).items():
+        assert f"(spu baselines --write-readme) -->\n{content}\n<!-- end generated: {name} -->" in readme, (
+            name
+        )
+    for spec_dir in SPECS:
+        text = (spec_dir.parent / "README.md").read_text(encoding="utf-8")
+        assert f"\n{task_block(card(spec_dir.parent.name))}\n<!-- end generated: measured -->" in text
+
+
 def test_readme_lists_every_task():
     readme = (TASKS / "README.md").read_text(encoding="utf-8")
     missing = [s.parent.name for s in SPECS if f"`{s.parent.name}`" not in readme]
     assert missing == []
 
 
-#: Warnings a suite task may keep when the README flags it (the experiment is worth it despite a prior).
-FLAGGABLE = {"prior-solvable", "presented-order"}
-
-
 @pytest.mark.parametrize("spec_dir", PARAMS)
 def test_suite_task_builds_without_author_warnings(spec_dir, tmp_path):
-    result = build_task(spec_dir, tmp_path)
-    readme = (TASKS / "README.md").read_text(encoding="utf-8")
-    rows = [line for line in readme.splitlines() if line.startswith(f"| `{spec_dir.parent.name}`")]
-    flagged = any("prior-solvable" in row for row in rows)
-    left = [str(w) for w in result.warnings if not (flagged and w.code in FLAGGABLE)]
-    assert left == []
-    # the README flags exactly the tasks the screen calls prior-solvable
-    assert flagged == any(w.code == "prior-solvable" for w in result.warnings)
+    found = card(spec_dir.parent.name)
+    result = build_task(spec_dir, tmp_path, allow_presented_order=found["presented_order"]["allowed"])
+    # the flags the generated README table shows (from the card) are the only reasons to keep a warning
+    flagged = {
+        "prior-solvable": found["screen"]["verdict"] == "prior-solvable",
+        "prior-undecided": found["screen"]["verdict"] == "undecided",
+        "presented-order": found["presented_order"]["allowed"],
+    }
+    assert [str(w) for w in result.warnings if not flagged.get(w.code)] == []
+    assert flagged["prior-solvable"] == any(w.code == "prior-solvable" for w in result.warnings)
 
 
 @pytest.mark.parametrize("spec_dir", PARAMS)

@@ -1,0 +1,153 @@
+"""The trivial-descriptor screen: can one obvious number, computed from the setup alone, solve a task?
+
+A benchmark task should reward judgment, not a shared monotone prior. The screen ranks every group of a
+task by each entry of a panel of descriptor families (:mod:`environment.prior_screen.families`: condition
+columns, molecules and their series, compositions per element, sequences and their mutated sites), in both
+directions, and scores each as the *exact expected* task score over random tie-breaks
+(:func:`environment.rank_agreement.expected_spearman`: a tied block of the descriptor takes its average
+submitted rank). One entry in one direction is applied to every group of the task, as a prior would be.
+
+The verdict is family-wise (:mod:`environment.prior_screen.familywise`): the best entry of the whole panel
+is compared with the panel's own null, the best entry over within-group shuffles of the measured values,
+giving a p-value with its Monte Carlo interval and a verdict ``prior-solvable``, ``not-prior-solvable``
+or ``undecided``. A task is prior-solvable when that p-value is below 0.05, not when some entry passes the
+single-ranking chance threshold: the best of many entries passes that threshold by chance alone (about a
+third of shuffled-value controls did). Each entry's comparison with the chance threshold
+(``above_chance``, strictly above) stays as information.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from environment.prior_screen.families import (
+    COMPOSITION_DESCRIPTORS,
+    MOLECULE_DESCRIPTORS,
+    SEQUENCE_DESCRIPTORS,
+    Column,
+    column_kind,
+    composition_descriptors,
+    descriptor_columns,
+    molecule_descriptors,
+    parse_formula,
+    parse_substitutions,
+    sequence_descriptors,
+)
+from environment.prior_screen.familywise import build_panel, familywise_test, shuffled_answers
+from environment.task import Answers, Task, parse_answers, parse_contract, parse_targets
+
+__all__ = [
+    "COMPOSITION_DESCRIPTORS",
+    "DIRECTIONS",
+    "MOLECULE_DESCRIPTORS",
+    "SEQUENCE_DESCRIPTORS",
+    "column_kind",
+    "composition_descriptors",
+    "descriptor_columns",
+    "molecule_descriptors",
+    "parse_formula",
+    "parse_substitutions",
+    "prior_warnings",
+    "score_proxy",
+    "screen",
+    "sequence_descriptors",
+    "shuffled_answers",
+    "task_from_files",
+]
+
+DIRECTIONS = ("ascending", "descending")
+
+
+def score_proxy(
+    task: Task, answers: Answers, values: Column, direction: str
+) -> tuple[float, list[dict[str, Any]]]:
+    """Expected task score of ranking each group by ``values`` in ``direction``, with per-group rhos (a
+    group with an experiment lacking a value is left out: rho 0)."""
+    panel = build_panel(task, answers, {"entry": values})
+    sign = 1.0 if direction == "ascending" else -1.0
+    rhos = panel.group_rhos(0)
+    groups = [
+        {"group_id": g.group_id, "expected_rho": sign * r} for g, r in zip(task.groups, rhos, strict=True)
+    ]
+    return sign * float(panel.scores()[0]), groups
+
+
+def screen(
+    task: Task,
+    answers: Answers,
+    threshold: float | None = None,
+    *,
+    seed: int = 0,
+    columns: dict[str, Column] | None = None,
+    notes: list[str] | None = None,
+) -> dict[str, Any]:
+    """The screen of one task (module docstring).
+
+    ``threshold`` is the single-ranking chance threshold each entry is compared with (``above_chance``);
+    ``columns`` and ``notes`` a panel already computed by :func:`descriptor_columns` (the screens of
+    shuffled or re-drawn copies of one task reuse it). Returns ``entries`` (best first: ``name``,
+    ``direction``, ``expected_score``, ``above_chance``, per-group ``expected_rho``), ``best`` (the first
+    entry or None), the family-wise ``prior_verdict``, ``prior_p_value``, ``prior_p_interval``,
+    ``prior_draws``, ``prior_seed``, ``distinct_entries``, ``prior_solvable`` (the verdict is
+    prior-solvable) and ``notes``.
+    """
+    from environment.chance import is_above
+
+    if columns is None:
+        columns, notes = descriptor_columns(task)
+    panel = build_panel(task, answers, columns)
+    ascending = panel.scores()
+    entries = []
+    for i, name in enumerate(panel.names):
+        rhos = panel.group_rhos(i)
+        for sign, direction in ((1.0, "ascending"), (-1.0, "descending")):
+            score = sign * float(ascending[i])
+            entries.append(
+                {
+                    "name": name,
+                    "direction": direction,
+                    "expected_score": score,
+                    "above_chance": threshold is not None and is_above(score, threshold),
+                    "groups": [
+                        {"group_id": g.group_id, "expected_rho": sign * r}
+                        for g, r in zip(task.groups, rhos, strict=True)
+                    ],
+                }
+            )
+    entries.sort(key=lambda e: (-e["expected_score"], e["name"], e["direction"]))
+    test = familywise_test(panel, seed)
+    return {
+        "entries": entries,
+        "best": entries[0] if entries else None,
+        **test,
+        "prior_solvable": test["prior_verdict"] == "prior-solvable",
+        "notes": list(notes or []),
+    }
+
+
+def task_from_files(files: dict[str, bytes], answers: bytes) -> tuple[Task, Answers]:
+    """A built task and its answers from their bytes (``contract.json`` and ``targets.csv`` suffice)."""
+    fields = parse_contract(json.loads(files["contract.json"]), Path("."))
+    rows, columns, numeric = parse_targets(files["targets.csv"].decode("utf-8-sig"), fields["groups"])
+    task = Task(**fields, targets=rows, target_columns=columns, numeric_columns=numeric)
+    return task, parse_answers(json.loads(answers))
+
+
+def prior_warnings(result: dict[str, Any], threshold: float) -> list[tuple[str, str]]:
+    """``(code, message)`` author warnings from a :func:`screen` result: ``prior-solvable`` and
+    ``prior-undecided``."""
+    best = result["best"]
+    if best is None or result["prior_verdict"] == "not-prior-solvable":
+        return []
+    low, high = result["prior_p_interval"]
+    said = (
+        f"the best trivial descriptor {best['name']} ({best['direction']}) scores "
+        f"{best['expected_score']:+.3f} in expectation (chance threshold {threshold:.3f}); against the best "
+        f"of {result['distinct_entries']} distinct entries over shuffled values p = "
+        f"{result['prior_p_value']:.4f} [{low:.4f}, {high:.4f}]"
+    )
+    if result["prior_verdict"] == "prior-solvable":
+        return [("prior-solvable", f"{said}: the task is prior-solvable (spu baselines lists the screen)")]
+    return [("prior-undecided", f"{said}: too close to 0.05 to decide within the screen's draws")]
