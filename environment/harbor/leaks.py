@@ -10,7 +10,11 @@ From an ``answers.json`` (read as plain JSON, so any answers file can be checked
   characters;
 - **a DOI** named in the citation, the data source or any source (case-insensitive);
 - **an author key**: the builder's original key of an experiment (``id_map``), when it has at least five
-  characters with a letter and a digit (a data set's molecule id such as ``pka-w-sm01``), as a whole word.
+  characters with a letter and a digit (a data set's molecule id such as ``logd-mol017``), as a whole word.
+
+A whole image is searched for the plain strings of :attr:`Fingerprints.fixed` (``grep -F``): the values beside
+their ids, the sources and the DOIs. Author keys are left out there: the package's own code and examples may
+name one (a compound's name), which gives no value away; in a task's folder one points to the source.
 """
 
 from __future__ import annotations
@@ -39,11 +43,11 @@ class Fingerprints:
     @property
     def fixed(self) -> list[str]:
         """Plain strings for a fast search (``grep -F``) of a whole filesystem: each value beside its id as
-        JSON and as CSV, each source, each DOI, each author key."""
+        JSON and as CSV, each source, each DOI."""
         beside = [
             form for eid, v in self.values.items() for form in (f'"{eid}": {json.dumps(v)}', f"{eid},{v}")
         ]
-        return sorted({*beside, *self.sources, *self.dois, *self.author_keys})
+        return sorted({*beside, *self.sources, *self.dois})
 
 
 def fingerprints(answers: dict[str, Any]) -> Fingerprints:

@@ -10,7 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-from container_helpers import check_sandbox, docker, spu
+import yaml
+from container_helpers import check_sandbox, docker, spu, task_dir
 
 from environment.demo_tasks import demo_answers_path, demo_task_dir
 from tools_server.core.clients import CLAUDE_HEADLESS_ENV
@@ -38,16 +39,19 @@ def claude_image(test_image) -> str:
 
 
 def test_claude_code_calls_an_spu_tool_and_is_graded(claude_image, run_trial, tmp_path, monkeypatch):
-    task = tmp_path / "claude"
+    task = task_dir(tmp_path, "claude")
     spu("harbor", "export", str(demo_task_dir("aromatic-acidity")), str(task), "--image", claude_image)
     # the scripted model server, started with the container on its loopback; no network otherwise
     (task / "environment" / "model_server.py").write_text((HERE / "model_server.py").read_text())
     with (task / "environment" / "Dockerfile").open("a", encoding="utf-8") as fh:
         fh.write("COPY model_server.py /opt/spu-test/model_server.py\n")
-    (task / "environment" / "docker-compose.yaml").write_text(
-        "services:\n  main:\n    network_mode: none\n"
-        f'    command: ["sh", "-c", "python3 /opt/spu-test/model_server.py {PORT} & exec sleep infinity"]\n'
-    )
+    compose = task / "environment" / "docker-compose.yaml"
+    config = yaml.safe_load(compose.read_text())
+    config["services"]["main"] |= {
+        "network_mode": "none",
+        "command": ["sh", "-c", f"python3 /opt/spu-test/model_server.py {PORT} & exec sleep infinity"],
+    }
+    compose.write_text(yaml.safe_dump(config))
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-scripted-test")
     trial = run_trial(
         task,
