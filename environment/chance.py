@@ -39,6 +39,9 @@ DEFAULT_QUANTILE = 0.95
 EXACT_MAX_GROUP_SIZE = 8
 #: Largest number of distinct task scores kept while convolving the groups' exact distributions.
 EXACT_MAX_SUPPORT = 200_000
+#: Largest number of (score, group score) pairs combined in all while convolving: the work grows with the
+#: square of the number of groups (a 10,000-group task took hours); the repository's tasks need under 100,000.
+EXACT_MAX_WORK = 500_000
 
 
 def _group_arrays(task: Task, answers: Answers) -> list[tuple[float, np.ndarray, float]]:
@@ -81,12 +84,14 @@ def exact_score_distribution(
     """The exact distribution of the task score over all random valid submissions, as {score: probability}.
 
     Enumerates every permutation of each group (scores rounded to 12 decimals to merge equal values) and
-    convolves the groups. Returns None when a group has more than ``max_group_size`` experiments or the
-    convolution would hold more than ``EXACT_MAX_SUPPORT`` distinct scores.
+    convolves the groups. Returns None when a group has more than ``max_group_size`` experiments, the
+    convolution would hold more than ``EXACT_MAX_SUPPORT`` distinct scores or take more than
+    ``EXACT_MAX_WORK`` steps.
     """
     groups = _group_arrays(task, answers)
     if any(c.size > max_group_size for _, c, _ in groups):
         return None
+    work = 0
     distribution: Counter[float] = Counter({0.0: 1.0})
     for weight, centered, denominator in groups:
         if denominator == 0.0:  # contributes 0 to every score
@@ -95,6 +100,9 @@ def exact_score_distribution(
         perms = np.array(list(itertools.permutations(range(1, n + 1))), dtype=float)
         rhos = np.round(perms @ centered / denominator, 12)
         group_dist = Counter(rhos.tolist())
+        work += len(distribution) * len(group_dist)
+        if work > EXACT_MAX_WORK:
+            return None
         total = sum(group_dist.values())
         combined: Counter[float] = Counter()
         for s, p in distribution.items():

@@ -27,11 +27,31 @@ class _Refused(Exception):
         self.code, self.message, self.line, self.key = code, message, line, key
 
 
-class _LimitedLoader(yaml.SafeLoader):
-    """The safe loader without aliases, with a depth limit, refusing repeated keys."""
+try:  # libyaml's parser, when PyYAML has it: five times faster (a 10,000-group spec: seconds, not minutes)
+    from yaml.cyaml import CParser
+
+    _PARSING: tuple[type, ...] = (CParser,)
+except ImportError:
+    _PARSING = (yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser)
+
+
+class _LimitedLoader(
+    yaml.composer.Composer, *_PARSING, yaml.constructor.SafeConstructor, yaml.resolver.Resolver
+):
+    """The safe loader without aliases, with a depth limit, refusing repeated keys. The events come from
+    libyaml's parser where there is one; the nodes are composed here, in Python, where the limits are
+    checked."""
 
     def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+        if _PARSING[0] is yaml.reader.Reader:
+            yaml.reader.Reader.__init__(self, stream)
+            yaml.scanner.Scanner.__init__(self)
+            yaml.parser.Parser.__init__(self)
+        else:
+            _PARSING[0].__init__(self, stream)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
         self.depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:
@@ -87,11 +107,17 @@ def load(text: str) -> Any:
         raise spec_error(exc.code, SPEC_FILE, exc.message, row=exc.line, field=exc.key) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
+        row = (mark.line + 1) if mark is not None else None
+        problem = getattr(exc, "problem", None) or str(exc)[:200]
+        if "maximum nesting depth" in problem:  # libyaml's own limit (1,000 levels) can come first
+            raise spec_error(
+                "yaml-too-deep", SPEC_FILE, f"nests deeper than {MAX_DEPTH} levels", row=row
+            ) from None
         raise spec_error(
             "yaml-syntax",
             SPEC_FILE,
-            f"is not valid YAML: {getattr(exc, 'problem', None) or str(exc)[:200]}",
-            row=(mark.line + 1) if mark is not None else None,
+            f"is not valid YAML: {problem}",
+            row=row,
             hint="check indentation and quote text containing ': ' or '#'",
         ) from None
 
