@@ -296,14 +296,17 @@ def render_task_toml(
     ]
     lines += ["", "[environment.env]"]
     lines += [f"{key} = {_toml_str(value)}" for key, value in env.items()]
+    server_env = [f"{key}={value}" for key, value in env.items() if key != "SPU_AUDIT_TOKEN"]
     lines += [
         "",
-        "# The spu tool server, started by the agent's MCP client over stdio.",
+        "# The spu tool server, started by the agent's MCP client over stdio. `env` hands it its settings:",
+        "# Codex starts MCP servers with only a few variables of its own (without SPU_WORKDIR the server",
+        "# would write ./spu-work into /app, which only root may write, and fail).",
         "[[environment.mcp_servers]]",
         'name = "spu"',
         'transport = "stdio"',
-        'command = "spu"',
-        'args = ["serve"]',
+        'command = "env"',
+        f"args = {_toml_list([*server_env, 'spu', 'serve'])}",
     ]
     return "\n".join(lines) + "\n"
 

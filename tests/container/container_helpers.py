@@ -120,27 +120,35 @@ def answer_fingerprints(answers_path: Path) -> list[str]:
     return fingerprints(json.loads(answers_path.read_text(encoding="utf-8"))).fixed
 
 
-#: grep every top-level folder but /proc, /sys and /dev for the patterns given on standard input
+#: grep the paths given as arguments (default: every top-level folder but /proc, /sys and /dev) for the
+#: patterns given on standard input
 SEARCH = (
-    "cat > /tmp/.spu-patterns; roots=; for d in /*; do case $d in /proc|/sys|/dev) ;; "
-    '*) roots="$roots $d";; esac; done; grep -rlF -f /tmp/.spu-patterns --exclude=.spu-patterns $roots; '
+    'cat > /tmp/.spu-patterns; if [ "$#" = 0 ]; then for d in /*; do case $d in /proc|/sys|/dev) ;; '
+    '*) set -- "$@" "$d";; esac; done; fi; grep -rlF -f /tmp/.spu-patterns --exclude=.spu-patterns "$@"; '
     "s=$?; rm -f /tmp/.spu-patterns; exit $s"
 )
 
 
-def search_container(container: str, patterns: list[str]) -> list[str]:
-    """Files anywhere in the container's filesystem (but /proc, /sys, /dev) holding one of ``patterns``."""
+def search_container(container: str, patterns: list[str], paths: list[str] | None = None) -> list[str]:
+    """Files in the container holding one of ``patterns``: under ``paths``, or anywhere but /proc, /sys and
+    /dev."""
     proc = subprocess.run(
-        ["docker", "exec", "-i", "-u", "0", container, "sh", "-c", SEARCH],
+        ["docker", "exec", "-i", "-u", "0", container, "sh", "-c", SEARCH, "search", *(paths or [])],
         input="\n".join(patterns) + "\n",
         capture_output=True,
         text=True,
         timeout=900,
         check=False,
     )
-    # grep: 0 found, 1 none found, 2 unreadable files (as root there are none but special files)
+    # grep: 0 found, 1 none found, 2 unreadable or vanished files (as root: only special files)
     assert proc.returncode in (0, 1, 2), proc.stderr[-2000:]
     return [line for line in proc.stdout.splitlines() if line]
+
+
+def changed_paths(container: str) -> list[str]:
+    """What a container added or changed over its image (``docker diff``), with the task under /app."""
+    lines = docker("diff", container).splitlines()
+    return sorted({"/app", *(line[2:] for line in lines if line[:2] in ("A ", "C "))})
 
 
 EVERY_ANSWERS = sorted((REPO / "environment").rglob("answers.json"))
@@ -149,9 +157,11 @@ FIND_ANSWER_FILES = "find / -xdev \\( -name answers.json -o -path '*/tasks/*/spe
 
 
 def check_sandbox(trial: Trial) -> None:
-    """No answer value in the agent's container, and :func:`check_no_network`."""
+    """No answer value in what the trial put into the agent's container (the task under /app and every file
+    the trial added or changed: the image itself is searched once, by test_image_holds_no_answers), no
+    answers file or task spec anywhere in it, and :func:`check_no_network`."""
     patterns = [p for path in EVERY_ANSWERS for p in answer_fingerprints(path)]
-    assert search_container(trial.agent_container, patterns) == []
+    assert search_container(trial.agent_container, patterns, changed_paths(trial.agent_container)) == []
     assert docker("exec", "-u", "0", trial.agent_container, "sh", "-c", FIND_ANSWER_FILES).strip() == ""
     check_no_network(trial)
 

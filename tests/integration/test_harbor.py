@@ -273,8 +273,15 @@ def test_harbor_models_and_lint_accept_the_export(tmp_path, spu_env):
     # Harbor's policy is public; tests/docker-compose.yaml takes the network away (network_mode: none)
     assert config["verifier_mode"] == "separate" and config["verifier_network_mode"] == "public"
     assert config["verifier_dir"] == "tests" and config["verifier_bundled_tests"] is True
+    # `env` passes the server its settings (Codex gives MCP servers only a few variables of its own)
     assert config["mcp_servers"] == [
-        {"name": "spu", "transport": "stdio", "url": None, "command": "spu", "args": ["serve"]}
+        {
+            "name": "spu",
+            "transport": "stdio",
+            "url": None,
+            "command": "env",
+            "args": ["SPU_WORKDIR=/app/output/spu-work", "spu", "serve"],
+        }
     ]
     assert config["artifacts"] == ["/app/collected"] and config["network_mode"] == "public"
     assert config["healthcheck"] == LOCK_COMMAND
