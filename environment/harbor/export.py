@@ -60,7 +60,7 @@ GRADED_SUBMISSION = f"{COLLECTED_DIR}/output/rankings.json"
 #: the local audit service of ``--network audited`` without ``--audit-url``, and where its log is kept
 AUDIT_SERVICE = "spu-audit"
 AUDIT_PORT = 8765
-AUDIT_LOG_DIR = "/srv/spu-audit"
+AUDIT_LOG_DIR = "/srv/spu/audit"  # in the home of the image's user, who runs the service
 AGENT_USER = "spu"
 AGENT_TIMEOUT_S = 8 * 3600
 VERIFIER_TIMEOUT_S = 600

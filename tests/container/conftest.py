@@ -125,7 +125,15 @@ def run_trial(tmp_path) -> Iterator:
         projects = project_containers(prefix)
         services = dict(next((c for p, c in projects.items() if p.endswith("__env")), []))
         verifier = [cid for p, c in projects.items() if "__verifier__" in p for _, cid in c]
-        for cid in [*services.values(), *verifier]:  # Harbor stopped them; the same configuration runs again
+        # Harbor stopped them; the same configuration runs again (a container that shares another's network
+        # after that one)
+        stopped = [*services.values(), *verifier]
+        shares = {
+            c
+            for c in stopped
+            if docker("inspect", "--format", "{{.HostConfig.NetworkMode}}", c).startswith("container:")
+        }
+        for cid in sorted(stopped, key=lambda c: c in shares):
             docker("start", cid)
         assert "main" in services, f"no agent container among {projects}: {result.get('exception_info')}"
         return Trial(

@@ -162,7 +162,7 @@ def test_export_audited_without_a_url_puts_an_audit_service_beside_the_agent(tmp
     assert config["environment"]["env"]["SPU_AUDIT_URL"] == "http://spu-audit:8765"
     assert config["environment"]["env"]["SPU_AUDIT_TOKEN"] == "${SPU_AUDIT_TOKEN}"
     # the log and its key are collected from the audit service's own container after the trial
-    assert config["artifacts"] == ["/app/collected", {"source": "/srv/spu-audit", "service": "spu-audit"}]
+    assert config["artifacts"] == ["/app/collected", {"source": "/srv/spu/audit", "service": "spu-audit"}]
     assert config["environment"]["network_mode"] == "public"  # Harbor's egress images are not needed
 
 
