@@ -50,6 +50,8 @@ def pytest_collection_modifyitems(config, items):
         if Path(str(item.fspath)).resolve().is_relative_to(here):
             item.add_marker(pytest.mark.container)
             item.add_marker(pytest.mark.slow)
+            # a cold CI machine builds the images inside the first tests' fixtures (minutes each)
+            item.add_marker(pytest.mark.timeout(3600))
 
 
 def _missing() -> str | None:
