@@ -38,6 +38,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from environment.task import Task
+from spu_common.filekinds import not_regular
 from spu_common.jsonfiles import DuplicateKeyError, atomic_write_json, loads_strict
 
 MAX_SUBMISSION_BYTES = 1024 * 1024
@@ -105,21 +106,6 @@ def parse_submission_bytes(raw: bytes) -> tuple[Any, str | None]:
         return None, f"the file is not valid JSON: {exc}"
 
 
-def _not_regular(mode: int) -> str | None:
-    """What a file of this ``st_mode`` is, when it is not a regular file."""
-    for test, kind in (
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISFIFO, "a named pipe"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a device"),
-        (stat.S_ISBLK, "a device"),
-    ):
-        if test(mode):
-            return kind
-    return None if stat.S_ISREG(mode) else "not a regular file"
-
-
 def read_submission_file(path: Path) -> tuple[bytes | None, str | None]:
     """The bytes of the submission file at ``path``, or ``(None, error)``; nothing is read before the checks.
 
@@ -135,7 +121,7 @@ def read_submission_file(path: Path) -> tuple[bytes | None, str | None]:
         return None, f"no submission file at {path}"
     except OSError as exc:
         return None, f"cannot read {path}: {exc.strerror}"
-    kind = _not_regular(before.st_mode)
+    kind = not_regular(before.st_mode)
     if kind is not None:
         return None, f"{path} is {kind}, not a regular file: write the submission as a plain file"
     if before.st_size > MAX_SUBMISSION_BYTES:

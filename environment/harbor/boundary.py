@@ -43,6 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from spu_common.filekinds import not_regular
+
 MAX_FILE_BYTES = 64 * 2**20
 MAX_TOTAL_BYTES = 2**30
 MAX_ENTRIES = 20_000
@@ -57,20 +59,6 @@ NOT_WRITABLE = ("/logs/verifier", "/tests")
 
 class BoundaryError(RuntimeError):
     """The boundary does not hold; the message says where."""
-
-
-def kind_of(mode: int) -> str | None:
-    """What an entry of this ``st_mode`` is when it is neither a regular file nor a folder."""
-    for test, kind in (
-        (stat.S_ISLNK, "a symbolic link"),
-        (stat.S_ISFIFO, "a named pipe"),
-        (stat.S_ISSOCK, "a socket"),
-        (stat.S_ISCHR, "a device"),
-        (stat.S_ISBLK, "a device"),
-    ):
-        if test(mode):
-            return kind
-    return None if stat.S_ISREG(mode) or stat.S_ISDIR(mode) else "not a regular file"
 
 
 def _processes_of(uid: int) -> dict[int, str]:
@@ -184,15 +172,14 @@ def copy_regular_tree(source: Path, target: Path, tally: _Tally, rel: str = "", 
         except OSError as exc:
             tally.leave_out(path, f"cannot be read: {exc.strerror}")
             continue
-        kind = kind_of(st.st_mode)
-        if kind is not None:
-            tally.leave_out(path, kind)
-        elif stat.S_ISDIR(st.st_mode):
+        if stat.S_ISDIR(st.st_mode):
             if depth >= MAX_DEPTH:
                 tally.leave_out(path, f"nested deeper than {MAX_DEPTH} folders")
                 continue
             (target / entry.name).mkdir(mode=0o755)
             copy_regular_tree(Path(entry.path), target / entry.name, tally, path, depth + 1)
+        elif kind := not_regular(st.st_mode):
+            tally.leave_out(path, kind)
         elif reason := tally.refusal(st):
             tally.leave_out(path, reason)
         else:
@@ -223,7 +210,7 @@ def clean_tree(root: Path, tally: _Tally, rel: str = "", depth: int = 0) -> None
                     continue
                 shutil.rmtree(entry.path)
                 reason = f"nested deeper than {MAX_DEPTH} folders"
-            elif reason := kind_of(st.st_mode) or tally.refusal(st):
+            elif reason := not_regular(st.st_mode) or tally.refusal(st):
                 os.unlink(entry.path)
             else:
                 if st.st_mode & (stat.S_ISUID | stat.S_ISGID):
