@@ -17,7 +17,8 @@ FROM ${BASE_IMAGE} AS src
 COPY . /src
 RUN rm -rf /src/docker
 
-FROM ${BASE_IMAGE}
+# Debian's Python and the system libraries: the base of the stages below
+FROM ${BASE_IMAGE} AS python
 
 ENV DEBIAN_FRONTEND=noninteractive \
     PYTHONUNBUFFERED=1 \
@@ -30,33 +31,41 @@ ENV DEBIAN_FRONTEND=noninteractive \
     SPU_CACHE_DIR=/srv/spu/.cache/spu \
     OMP_NUM_THREADS=1
 
-# Python 3.11 (xtb-python has wheels only up to 3.11); libgomp/libxrender/libxext for RDKit and xTB.
-# Debian's security updates replace exact versions, so these are not pinned (the base image is).
+# Python 3.11 (xtb-python has wheels only up to 3.11); libgomp/libxrender/libxext for RDKit and xTB; curl
+# for agents. Debian's security updates replace exact versions, so these are not pinned (the base image is).
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends python3 python3-venv ca-certificates passwd \
-       libgomp1 libxrender1 libxext6 procps \
+       libgomp1 libxrender1 libxext6 procps curl \
     && rm -rf /var/lib/apt/lists/*
 
 # Extra CA certificates for pip behind a TLS-inspecting proxy (docker/extra-ca/README.md)
 COPY docker/extra-ca/ /usr/local/share/ca-certificates/
-RUN update-ca-certificates >/dev/null && python3 -m venv /opt/venv && pip install -q setuptools==80.9.0 wheel==0.45.1
+RUN update-ca-certificates >/dev/null
 
-# Heavy, rarely changing layers first: torch (CPU build; only for the extras that use it), then every
-# dependency of the extras, then the project. (Build arguments declared here, not above, so that images
-# with other extras share the layers before.)
+# The virtual environment with torch (CPU build; only for the extras that use it), in a stage of its own:
+# the local wheels copied in (docker/wheels/, 192 MB with torch) stay out of the image, which takes only the
+# environment. (Build arguments declared here, not above, so that images with other extras share the
+# layers before.)
+FROM python AS venv
 ARG TORCH_VERSION=2.13.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 ARG SPU_EXTRAS=all
 COPY docker/wheels/ /opt/spu-wheels/
 # pinned through the build argument, which hadolint does not read
 # hadolint ignore=DL3013
-RUN case ",$SPU_EXTRAS," in \
+RUN python3 -m venv /opt/venv && pip install -q setuptools==80.9.0 wheel==0.45.1 \
+    && case ",$SPU_EXTRAS," in \
       *,all,*|*,protein,*|*,mlip,*) \
         pip install -q --find-links /opt/spu-wheels ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} \
           "torch==${TORCH_VERSION}" ;; \
-    esac \
-    && rm -rf /opt/spu-wheels
+    esac
+
+FROM python
+ARG TORCH_VERSION=2.13.0
+ARG SPU_EXTRAS=all
+COPY --from=venv /opt/venv /opt/venv
+# Heavy, rarely changing layers first: every dependency of the extras, then the project.
 COPY pyproject.toml docker/pyproject_deps.py /opt/spu-build/
 RUN python /opt/spu-build/pyproject_deps.py /opt/spu-build/pyproject.toml "$SPU_EXTRAS" \
        > /opt/spu-build/requirements.txt \

@@ -31,12 +31,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from environment.task import Task
+from spu_common.filekinds import not_regular
 from spu_common.jsonfiles import DuplicateKeyError, atomic_write_json, loads_strict
 from spu_common.scoring import MAX_SUBMISSION_BYTES
 
@@ -104,15 +106,50 @@ def parse_submission_bytes(raw: bytes) -> tuple[Any, str | None]:
         return None, f"the file is not valid JSON: {exc}"
 
 
+def read_submission_file(path: Path) -> tuple[bytes | None, str | None]:
+    """The bytes of the submission file at ``path``, or ``(None, error)``; nothing is read before the checks.
+
+    ``lstat`` comes first: only a regular file is read (a link, a pipe, a socket, a device or a directory is
+    refused, so a link cannot point the grader at another file and a pipe cannot hang it), and only when it
+    holds at most :data:`MAX_SUBMISSION_BYTES`. The file is then opened without following a link and
+    without blocking, checked again on the open descriptor (the same file, still regular) and read up to
+    one byte past the limit, so a file that grew in between is still refused by the size rule.
+    """
+    try:
+        before = os.lstat(path)
+    except FileNotFoundError:
+        return None, f"no submission file at {path}"
+    except OSError as exc:
+        return None, f"cannot read {path}: {exc.strerror}"
+    kind = not_regular(before.st_mode)
+    if kind is not None:
+        return None, f"{path} is {kind}, not a regular file: write the submission as a plain file"
+    if before.st_size > MAX_SUBMISSION_BYTES:
+        return (
+            None,
+            f"the file has {before.st_size} bytes, more than the limit of {MAX_SUBMISSION_BYTES} (1 MiB)",
+        )
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        return None, f"cannot read {path}: {exc.strerror}"
+    with os.fdopen(fd, "rb") as fh:
+        opened = os.fstat(fh.fileno())
+        if (opened.st_dev, opened.st_ino) != (before.st_dev, before.st_ino) or not stat.S_ISREG(
+            opened.st_mode
+        ):
+            return None, f"{path} was replaced while it was read: write the submission once, then stop"
+        try:
+            return fh.read(MAX_SUBMISSION_BYTES + 1), None
+        except OSError as exc:
+            return None, f"cannot read {path}: {exc.strerror}"
+
+
 def _load(data: Any) -> tuple[Any, str | None]:
     if isinstance(data, os.PathLike):
-        path = Path(data)
-        if not path.is_file():
-            return None, f"no submission file at {path}"
-        try:
-            return parse_submission_bytes(path.read_bytes())
-        except OSError as exc:
-            return None, f"cannot read {path}: {exc}"
+        raw, error = read_submission_file(Path(data))
+        return (None, error) if raw is None else parse_submission_bytes(raw)
     if isinstance(data, bytes | bytearray | memoryview):
         return parse_submission_bytes(bytes(data))
     if isinstance(data, str):

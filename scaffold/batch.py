@@ -298,14 +298,16 @@ def batch_command(
 
     from environment.task import TaskError
     from scaffold.agent.config import ConfigError, load_config
-    from scaffold.agent.models import ModelSpec, adapter_class
+    from scaffold.agent.models import ModelSpec, check_model
 
     try:
-        adapter_class(ModelSpec.parse(model).provider)
-        load_config(config_file, overrides or [])  # refused here, not once per run
+        spec = ModelSpec.parse(model)
+        config = load_config(config_file, overrides or [])  # refused here, not once per run
         task_dirs = find_task_dirs(tasks)
         configuration = name or configuration_name(model)
         jobs = plan_jobs(task_dirs, out, configuration, runs)
+        for task_id in dict.fromkeys(job.task_id for job in jobs):  # before any run starts
+            check_model(spec, config["model"], base_url=base_url, task_id=task_id)
     except (ValueError, FileNotFoundError, TaskError, ConfigError) as exc:
         raise fail(str(exc)) from None
     agent_args = ["--model", model]

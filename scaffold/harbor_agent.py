@@ -17,7 +17,9 @@ environment (or ``--ae``).
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -151,24 +153,36 @@ class SpuAgent(BaseInstalledAgent):
         await self.exec_as_agent(environment, command=self.build_command(), env=env or None)
 
     def populate_context_post_run(self, context: AgentContext) -> None:
-        trajectory = Path(self.logs_dir) / "trajectory.json"
-        if trajectory.is_file():
-            try:
-                metrics = json.loads(trajectory.read_text(encoding="utf-8")).get("final_metrics") or {}
-            except ValueError:
-                metrics = {}
+        metrics = _read_log_json(Path(self.logs_dir) / "trajectory.json").get("final_metrics") or {}
+        if metrics:
             context.n_input_tokens = int(metrics.get("total_prompt_tokens") or 0)
             context.n_output_tokens = int(metrics.get("total_completion_tokens") or 0)
             context.n_cache_tokens = int(metrics.get("total_cached_tokens") or 0)
             context.cost_usd = float(metrics.get("total_cost_usd") or 0.0)
-        record_path = Path(self.logs_dir) / "run.json"
-        if record_path.is_file():
-            try:
-                record: dict[str, Any] = json.loads(record_path.read_text(encoding="utf-8"))
-            except ValueError:
-                record = {}
+        record = _read_log_json(Path(self.logs_dir) / "run.json")
+        if record:
             context.metadata = {
                 k: record.get(k)
                 for k in ("exit_status", "reason", "submission", "steps", "elapsed_s", "drafts")
                 if k in record
             }
+
+
+#: the largest log file read on the host (a run's trajectory is a few MB; the agent's container writes these)
+MAX_LOG_JSON_BYTES = 64 * 2**20
+
+
+def _read_log_json(path: Path) -> dict[str, Any]:
+    """A JSON object from the agent's log folder, which is mounted from the host and written from inside the
+    container: read only when it is a regular file (not a link to a host file, not a pipe) of at most
+    :data:`MAX_LOG_JSON_BYTES`; else, or when it is not a JSON object, ``{}``."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_LOG_JSON_BYTES:
+            return {}
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with os.fdopen(fd, "rb") as fh:
+            data = json.loads(fh.read(MAX_LOG_JSON_BYTES + 1))
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return data if isinstance(data, dict) else {}

@@ -43,11 +43,15 @@ def export_command(
         str,
         typer.Option(
             help="Agent network: public, providers (allowlist of the search and database hosts), audited "
-            "(only the audit service of --audit-url), none (network_mode: none; loopback only)."
+            "(only an audit service: one beside the agent on an internal network, or --audit-url), "
+            "none (network_mode: none; loopback only)."
         ),
     ] = "public",
     audit_url: Annotated[
-        str | None, typer.Option(help="`spu audit serve` URL for --network audited.")
+        str | None,
+        typer.Option(
+            help="`spu audit serve` URL for --network audited (default: a service beside the agent)."
+        ),
     ] = None,
     allow_host: Annotated[
         list[str] | None,

@@ -26,11 +26,31 @@ class YamlRefused(ValueError):
         self.code, self.message, self.line, self.key = code, message, line, key
 
 
-class StrictLoader(yaml.SafeLoader):
-    """The safe loader without aliases, with a depth limit, refusing repeated keys."""
+try:  # libyaml's parser, when PyYAML has it: five times faster (a 10,000-group spec: seconds, not minutes)
+    from yaml.cyaml import CParser
+
+    _PARSING: tuple[type, ...] = (CParser,)
+except ImportError:
+    _PARSING = (yaml.reader.Reader, yaml.scanner.Scanner, yaml.parser.Parser)
+
+
+class StrictLoader(
+    yaml.composer.Composer, *_PARSING, yaml.constructor.SafeConstructor, yaml.resolver.Resolver
+):
+    """The safe loader without aliases, with a depth limit, refusing repeated keys. The events come from
+    libyaml's parser where there is one; the nodes are composed here, in Python, where the limits are
+    checked."""
 
     def __init__(self, stream: str) -> None:
-        super().__init__(stream)
+        if _PARSING[0] is yaml.reader.Reader:
+            yaml.reader.Reader.__init__(self, stream)
+            yaml.scanner.Scanner.__init__(self)
+            yaml.parser.Parser.__init__(self)
+        else:
+            _PARSING[0].__init__(self, stream)
+        yaml.composer.Composer.__init__(self)
+        yaml.constructor.SafeConstructor.__init__(self)
+        yaml.resolver.Resolver.__init__(self)
         self.depth = 0
 
     def compose_node(self, parent: Any, index: Any) -> Any:

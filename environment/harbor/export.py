@@ -5,12 +5,15 @@ in ``tests/integration/test_harbor.py``)::
 
     OUT_DIR/task.toml              resources (the machine's with ``profile="local"``; 8 CPUs, 16 GiB, 1 GPU
                                    with ``profile="benchmark"``), 8 h agent timeout, network policy, the spu
-                                   MCP server, separate verifier, /app/output collected as artifact
+                                   MCP server, separate verifier, the boundary's lock (healthcheck) and
+                                   collect hook, /app/collected collected as artifact
     OUT_DIR/instruction.md         the task's instruction plus where things are in the container
     OUT_DIR/environment/Dockerfile FROM our image (Dockerfile, Dockerfile.gpu), the task in /app/task
     OUT_DIR/environment/task/      the task directory (never the answers)
     OUT_DIR/environment/docker-compose.yaml
-                                   only with ``network="none"``: ``network_mode: none`` for the agent
+                                   the agent's container: root as PID 1 behind an init, a 1 s healthcheck;
+                                   ``network_mode: none`` with ``network="none"``; with ``network="audited"``
+                                   (no ``audit_url``) an internal network shared only with the audit service
     OUT_DIR/tests/Dockerfile       the verifier's own image: our image plus tests/ in /tests
     OUT_DIR/tests/docker-compose.yaml
                                    ``network_mode: none`` for the verifier (a plain Docker engine enforces
@@ -23,8 +26,11 @@ in ``tests/integration/test_harbor.py``)::
                                    (for `harbor run -a oracle`)
 
 The verifier runs in Harbor's *separate* verifier mode: a fresh container built from ``tests/`` (our image
-plus the tests), without network, into which Harbor restores the agent's ``/app/output``. So the answers
-never enter the agent's sandbox.
+plus the tests), without network, into which Harbor restores what the collect hook copied out of the agent's
+``/app/output`` (``environment/harbor/boundary.py``). So the answers never enter the agent's sandbox, and
+nothing the agent leaves behind (a process, a link, a pipe, a huge file) reaches the grader or the host.
+Before anything is handed over, every file outside ``tests/`` and ``solution/`` is checked for the answers'
+marks (``environment/harbor/leaks.py``).
 
 The environment part imports neither ``scaffold`` nor ``tools_server`` (``tests/core/test_layers.py``).
 """
@@ -38,6 +44,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from environment.harbor.leaks import find_leaks, fingerprints
 from environment.task import Answers, Task, check_answers, load_answers, load_task
 
 #: The images built from Dockerfile.gpu and Dockerfile (docs/docker.md); the export takes the GPU one when
@@ -47,6 +54,13 @@ CPU_IMAGE = "spu-scaffold:cpu"
 DEFAULT_IMAGE = GPU_IMAGE
 CONTAINER_TASK_DIR = "/app/task"
 CONTAINER_OUTPUT_DIR = "/app/output"
+#: the output as collected after the agent (environment/harbor/boundary.py): what the verifier grades
+COLLECTED_DIR = "/app/collected"
+GRADED_SUBMISSION = f"{COLLECTED_DIR}/output/rankings.json"
+#: the local audit service of ``--network audited`` without ``--audit-url``, and where its log is kept
+AUDIT_SERVICE = "spu-audit"
+AUDIT_PORT = 8765
+AUDIT_LOG_DIR = "/srv/spu/audit"  # in the home of the image's user, who runs the service
 AGENT_USER = "spu"
 AGENT_TIMEOUT_S = 8 * 3600
 VERIFIER_TIMEOUT_S = 600
@@ -82,12 +96,24 @@ NETWORK_CHOICES = ("public", "providers", "audited", "none")
 BENCHMARK_RESOURCES = {"cpus": 8, "memory_mb": 16384, "gpus": 1}
 PROFILE_CHOICES = ("local", "benchmark")
 
-#: A compose overlay (``docker-compose.yaml`` beside a Dockerfile) that takes the network away from Harbor's
-#: ``main`` service on a plain Docker engine, with no extra image; loopback stays.
-NO_NETWORK_COMPOSE = """# Written by `spu harbor export`: this container has no network (loopback only).
-services:
-  main:
-    network_mode: none
+#: What the boundary runs inside the agent's container (environment/harbor/boundary.py), as root: the
+#: healthcheck locks the verifier's folders before the agent starts; the collect hook ends the agent's
+#: processes and copies its output for the verifier once the agent's command has returned.
+LOCK_COMMAND = f"python -I -m environment.harbor.boundary lock --user {AGENT_USER}"
+COLLECT_COMMAND = (
+    f"python -I -m environment.harbor.boundary collect --user {AGENT_USER} --output {CONTAINER_OUTPUT_DIR} "
+    f"--into {COLLECTED_DIR} --clean /logs/agent --clean /logs/artifacts"
+)
+
+#: Compose settings of every container of a trial: PID 1 an init that passes SIGTERM on, so the container
+#: stops at once (a shell as PID 1 ignores it and Docker waits its 10 s grace period), and a first
+#: healthcheck after 1 s (Docker Engine before 25 has no start interval; `compose up --wait` waits for it)
+FAST_START_STOP = """    init: true
+    healthcheck:
+      test: ["CMD", "true"]
+      interval: 1s
+      timeout: 10s
+      retries: 30
 """
 
 
@@ -125,7 +151,10 @@ def network_policy(network: str, audit_url: str | None, extra_hosts: list[str]) 
     if network == "providers":
         return "allowlist", list(dict.fromkeys([*PROVIDER_HOSTS, *extra_hosts]))
     if not audit_url:
-        raise ExportError("--network audited needs --audit-url (the `spu audit serve` address)")
+        # the local audit service beside the agent (render_agent_compose): a plain Docker engine enforces it
+        if extra_hosts:
+            raise ExportError("--allow-host needs --network providers, or audited with --audit-url")
+        return "audited", []
     from urllib.parse import urlsplit
 
     host = urlsplit(audit_url).hostname
@@ -187,13 +216,19 @@ def render_task_toml(
 ) -> str:
     # the task folder is readable by the tools wherever the agent's client starts the server
     env = {"SPU_WORKDIR": f"{CONTAINER_OUTPUT_DIR}/spu-work", "SPU_INPUT_ROOTS": CONTAINER_TASK_DIR}
+    if network_mode == "audited":
+        audit_url = f"http://{AUDIT_SERVICE}:{AUDIT_PORT}"
     if audit_url:
         # resolved from the host at run time: the token is never written into the task
         env |= {"SPU_AUDIT_URL": audit_url, "SPU_AUDIT_TOKEN": "${SPU_AUDIT_TOKEN}"}
+    artifacts = [_toml_str(COLLECTED_DIR)]
+    if network_mode == "audited":
+        artifacts.append(f"{{source = {_toml_str(AUDIT_LOG_DIR)}, service = {_toml_str(AUDIT_SERVICE)}}}")
     lines = [
         "# Written by `spu harbor export` (spu-scaffold). Harbor task format: schema 1.4.",
         'schema_version = "1.4"',
-        f"artifacts = {_toml_list([CONTAINER_OUTPUT_DIR])}",
+        "# the agent's output as the collect hook below copied it (regular files only, within limits)",
+        f"artifacts = [{', '.join(artifacts)}]",
         "",
         "[task]",
         f"name = {_toml_str(f'{org}/{task.task_id}')}",
@@ -225,6 +260,13 @@ def render_task_toml(
         f"memory_mb = {min(4096, memory_mb)}",
         'network_mode = "public"',
         "",
+        "# After the agent's command: end every process of the agent's user, then copy its output into",
+        f"# {COLLECTED_DIR} (root-owned) and clean the log folders mounted from the host (docs/harbor.md).",
+        "[[verifier.collect]]",
+        f"command = {_toml_str(COLLECT_COMMAND)}",
+        'user = "root"',
+        "timeout_sec = 600.0",
+        "",
         "[environment]",
         f"build_timeout_sec = {float(BUILD_TIMEOUT_S)}",
         f"cpus = {cpus}",
@@ -233,24 +275,94 @@ def render_task_toml(
     ]
     if gpu_types:
         lines.append(f"gpu_types = {_toml_list(gpu_types)}")
-    if network_mode == "none":
-        lines.append("# no network: environment/docker-compose.yaml sets network_mode: none")
-    lines.append(f"network_mode = {_toml_str('public' if network_mode == 'none' else network_mode)}")
+    if network_mode in ("none", "audited"):
+        lines.append(
+            "# the network is set by environment/docker-compose.yaml, which a plain Docker engine enforces"
+        )
+    lines.append(
+        f"network_mode = {_toml_str(network_mode if network_mode in ('public', 'allowlist') else 'public')}"
+    )
     if network_mode == "allowlist":
         lines.append(f"allowed_hosts = {_toml_list(allowed_hosts)}")
     lines.append(f"workdir = {_toml_str('/app')}")
-    lines += ["", "[environment.env]"]
-    lines += [f"{key} = {_toml_str(value)}" for key, value in env.items()]
     lines += [
         "",
-        "# The spu tool server, started by the agent's MCP client over stdio.",
+        "# Run as root (the container's user: environment/docker-compose.yaml) before the agent starts:",
+        "# makes /logs/verifier root-only; checks that the agent's user can write neither it nor /tests.",
+        "[environment.healthcheck]",
+        f"command = {_toml_str(LOCK_COMMAND)}",
+        "interval_sec = 1.0",
+        "timeout_sec = 60.0",
+        "retries = 1",
+    ]
+    lines += ["", "[environment.env]"]
+    lines += [f"{key} = {_toml_str(value)}" for key, value in env.items()]
+    server_env = [f"{key}={value}" for key, value in env.items() if key != "SPU_AUDIT_TOKEN"]
+    lines += [
+        "",
+        "# The spu tool server, started by the agent's MCP client over stdio. `env` hands it its settings:",
+        "# Codex starts MCP servers with only a few variables of its own (without SPU_WORKDIR the server",
+        "# would write ./spu-work into /app, which only root may write, and fail).",
         "[[environment.mcp_servers]]",
         'name = "spu"',
         'transport = "stdio"',
-        'command = "spu"',
-        'args = ["serve"]',
+        'command = "env"',
+        f"args = {_toml_list([*server_env, 'spu', 'serve'])}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def render_agent_compose(network_mode: str, image: str) -> str:
+    """``environment/docker-compose.yaml``: the agent's container ("main") as the boundary needs it, and
+    for ``--network audited`` (without ``--audit-url``) the audit service it reaches the web through."""
+    lines = [
+        "# Written by `spu harbor export`: the agent's container (Harbor's service `main`).",
+        "services:",
+        "  main:",
+        "    # PID 1 and Harbor's own commands run as root (the lock and the collect hook of task.toml);",
+        f"    # the agent runs as {AGENT_USER} (task.toml [agent] user)",
+        '    user: "0"',
+        FAST_START_STOP.rstrip("\n"),
+    ]
+    if network_mode == "none":
+        lines.append("    network_mode: none  # loopback only")
+    if network_mode == "audited":
+        lines += [
+            f"    # one network, whose only other member is the audit service {AUDIT_SERVICE}",
+            f"    networks: [{AUDIT_SERVICE}-internal]",
+            "    # names other than the services are not forwarded to any resolver (a closed local port)",
+            '    dns: ["127.0.0.1"]',
+            "    depends_on:",
+            f"      {AUDIT_SERVICE}:",
+            "        condition: service_healthy",
+            f"  {AUDIT_SERVICE}:",
+            f"    image: {image}",
+            "    # the log and its key stay in this container; task.toml collects them after the trial",
+            f'    command: ["spu", "audit", "serve", "--host", "0.0.0.0", "--port", "{AUDIT_PORT}",'
+            f' "--log", "{AUDIT_LOG_DIR}/audit.jsonl"]',
+            "    environment:",
+            "      SPU_AUDIT_TOKEN: ${SPU_AUDIT_TOKEN:?set SPU_AUDIT_TOKEN to 32 random characters}",
+            f"    networks: [{AUDIT_SERVICE}-internal, {AUDIT_SERVICE}-egress]",
+            "    init: true",
+            "    healthcheck:",
+            '      test: ["CMD", "python", "-c",',
+            f"             \"import socket; socket.create_connection(('127.0.0.1', {AUDIT_PORT}), 5)\"]",
+            "      interval: 1s",
+            "      timeout: 10s",
+            "      retries: 60",
+            "networks:",
+            f"  {AUDIT_SERVICE}-internal:",
+            "    internal: true  # no way off the machine: only the two containers",
+            f"  {AUDIT_SERVICE}-egress: {{}}  # the audit service's way out",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+VERIFIER_COMPOSE = f"""# Written by `spu harbor export`: the verifier (no network: loopback only).
+services:
+  main:
+    network_mode: none
+{FAST_START_STOP}"""
 
 
 def render_instruction(task: Task) -> str:
@@ -305,8 +417,11 @@ TEST_SH = f"""#!/usr/bin/env bash
 # benchmark's official score): the weighted Spearman correlation over groups, -1 for a missing or rejected
 # file (a schema departure anywhere rejects it) and per invalid group. `recovered_score` beside it is the
 # score after recovering schema departures (equal to the reward for a file the strict grader accepts).
+# The submission is the one the collect hook copied after ending the agent's processes; its record
+# (collection.json: what it ended, copied and left out, and why) goes into grade.json as `collection`.
 set -uo pipefail
-SUBMISSION=${{SPU_SUBMISSION:-{CONTAINER_OUTPUT_DIR}/rankings.json}}
+SUBMISSION=${{SPU_SUBMISSION:-{GRADED_SUBMISSION}}}
+COLLECTION=${{SPU_COLLECTION:-{COLLECTED_DIR}/collection.json}}
 TESTS_DIR=$(cd "$(dirname "$0")" && pwd)
 LOGS=${{SPU_VERIFIER_LOGS:-/logs/verifier}}
 mkdir -p "$LOGS"
@@ -319,9 +434,16 @@ if [ "$status" -gt 1 ]; then
     cat "$LOGS/grade.stderr" >&2
     exit "$status"
 fi
-python3 - "$LOGS/grade.json" "$LOGS/reward.json" <<'PY'
-import json, sys
+python3 - "$LOGS/grade.json" "$LOGS/reward.json" "$COLLECTION" <<'PY'
+import json, os, sys
 grade = json.load(open(sys.argv[1], encoding="utf-8"))
+try:  # a regular file of the collect hook's own making (root-owned, small); anything else is not read
+    if not os.path.isfile(sys.argv[3]) or os.path.islink(sys.argv[3]) or os.path.getsize(sys.argv[3]) > 2**22:
+        raise OSError("no collection record")
+    grade["collection"] = json.load(open(sys.argv[3], encoding="utf-8"))
+except (OSError, ValueError) as exc:
+    grade["collection"] = {{"error": f"{{exc}}: the collect hook did not run or failed"}}
+json.dump(grade, open(sys.argv[1], "w", encoding="utf-8"), indent=1)
 reward = {{"reward": float(grade["score"]), "recovered_score": float(grade["recovered_score"]),
           "valid": 1 if grade["valid"] else 0}}
 json.dump(reward, open(sys.argv[2], "w", encoding="utf-8"))
@@ -417,10 +539,11 @@ def export_task(
     )
     (out / "instruction.md").write_text(render_instruction(task), encoding="utf-8")
     (out / "environment" / "Dockerfile").write_text(render_dockerfile(image), encoding="utf-8")
-    if network_mode == "none":
-        (out / "environment" / "docker-compose.yaml").write_text(NO_NETWORK_COMPOSE, encoding="utf-8")
+    (out / "environment" / "docker-compose.yaml").write_text(
+        render_agent_compose(network_mode, image), encoding="utf-8"
+    )
     (out / "tests" / "Dockerfile").write_text(render_verifier_dockerfile(image), encoding="utf-8")
-    (out / "tests" / "docker-compose.yaml").write_text(NO_NETWORK_COMPOSE, encoding="utf-8")
+    (out / "tests" / "docker-compose.yaml").write_text(VERIFIER_COMPOSE, encoding="utf-8")
     test_sh = out / "tests" / "test.sh"
     test_sh.write_text(TEST_SH, encoding="utf-8")
     test_sh.chmod(0o755)
@@ -431,7 +554,8 @@ def export_task(
         solve.chmod(0o755)
     leaked = _answer_leaks(out, answers_path)
     if leaked:
-        raise ExportError(f"answers found outside tests/: {', '.join(leaked)}")
+        shutil.rmtree(out)
+        raise ExportError(f"the answers would reach the agent: {', '.join(leaked)}")
     return {
         "task_id": task.task_id,
         "task_version": task.task_version,
@@ -447,15 +571,18 @@ def export_task(
 
 
 def _answer_leaks(out: Path, answers_path: Path) -> list[str]:
-    """Files outside tests/ and solution/ that hold the answers file (a last check before handing it over)."""
-    secret = answers_path.read_bytes()
+    """Every file outside tests/ and solution/ that is named answers.json or holds a mark of the answers
+    (:mod:`environment.harbor.leaks`): a last check before the export is handed over."""
+    prints = fingerprints(json.loads(answers_path.read_text(encoding="utf-8")))
     leaks = []
-    for path in out.rglob("*"):
+    for path in sorted(out.rglob("*")):
         rel = path.relative_to(out)
-        if not path.is_file() or rel.parts[0] in ("tests", "solution"):
+        if rel.parts[0] in ("tests", "solution") or not path.is_file():
             continue
-        if path.read_bytes() == secret or path.name == "answers.json":
-            leaks.append(str(rel))
+        if path.name == "answers.json":
+            leaks.append(f"{rel} (an answers file)")
+        elif found := find_leaks(path.read_bytes().decode("utf-8", errors="replace"), prints):
+            leaks.append(f"{rel} ({'; '.join(found)})")
     return leaks
 
 

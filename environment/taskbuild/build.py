@@ -122,6 +122,14 @@ def _check_output(spec: Spec, out: Path, task_dir: Path, force: bool) -> None:
         raise _out_problem(out, "is a file, not a directory")
     if spec.root.resolve().is_relative_to(task_dir.resolve()):
         raise _out_problem(out, "the task directory would replace the spec", "build into another directory")
+    for folder in (out.resolve(), *out.resolve().parents):
+        if (folder / "contract.json").is_file():
+            # a task folder is what the agent sees: answers.json written there would be handed to it
+            raise _out_problem(
+                out,
+                f"is inside the task folder {folder}, which the agent sees: answers.json would land there",
+                f"build into the folder that holds the task folder ({folder.parent}), or another one",
+            )
     if task_dir.exists() and not force:
         try:
             existing = json.loads((task_dir / "contract.json").read_text(encoding="utf-8")).get("task_id")

@@ -95,11 +95,39 @@ def safe_cell(text: str) -> str:
     return "'" + text if looks_like_formula(text) else text
 
 
-def _token_pattern(keys: list[str]) -> re.Pattern[str] | None:
-    if not keys:
-        return None
-    alternatives = "|".join(re.escape(k) for k in sorted(keys, key=len, reverse=True))
-    return re.compile(rf"(?<![\w-])(?:{alternatives})(?![\w-])")
+_ALNUM = re.compile(r"[A-Za-z0-9]+")
+
+
+def _alnum_at(text: str, index: int) -> bool:
+    return 0 <= index < len(text) and text[index].isascii() and text[index].isalnum()
+
+
+KeyIndex = dict[str, list[tuple[int, str]]]
+
+
+def _key_index(keys: list[str]) -> KeyIndex:
+    """Keys by their first run of letters and digits (with its offset in the key), longest key first."""
+    index: KeyIndex = {}
+    for key in sorted(keys, key=len, reverse=True):
+        if run := _ALNUM.search(key):
+            index.setdefault(run.group(0), []).append((run.start(), key))
+    return index
+
+
+def _replace_keys(text: str, index: KeyIndex, new_of: dict[str, str]) -> str:
+    """``text`` with every key that stands in it on its own (no letter or digit right before or after it:
+    ``alpha.pdb``, ``alpha_bravo.pdb``, ``site-alpha/x.pdb``) replaced by its new id, the longest first
+    where two start at one place. The cost grows with the text, not with the number of keys."""
+    out, pos = [], 0
+    for run in _ALNUM.finditer(text):
+        for offset, key in index.get(run.group(0), ()):
+            start, end = run.start() - offset, run.start() - offset + len(key)
+            on_its_own = not _alnum_at(text, start - 1) and not _alnum_at(text, end)
+            if start >= pos and on_its_own and text.startswith(key, start):
+                out += [text[pos:start], new_of[key]]
+                pos = end
+                break
+    return "".join(out) + text[pos:]
 
 
 def _layout(spec: Spec) -> _Layout:
@@ -118,19 +146,21 @@ def _layout(spec: Spec) -> _Layout:
 
 
 def _input_names(spec: Spec, new_of: dict[str, str]) -> tuple[dict[str, Path], dict[str, str]]:
-    """Input files under their new names (keys inside a name become the new ids), and the renames that
-    setup cells naming an input follow."""
-    pattern = _token_pattern(list(new_of))
+    """Input files under their new names (every key in a name, folders included, becomes its new id), and
+    the renames that setup cells naming an input follow."""
+    index = _key_index(list(new_of))
     input_files: dict[str, Path] = {}
-    for rel in spec.input_files:
-        new_rel = pattern.sub(lambda m: new_of[m.group(0)], rel) if pattern else rel
-        input_files[new_rel] = spec.root / rel
     renamed: dict[str, str] = {}
-    for new_rel, p in input_files.items():
-        old_rel = p.relative_to(spec.root).as_posix()
-        if old_rel != new_rel:
-            renamed[old_rel] = new_rel
-            renamed.setdefault(PurePosixPath(old_rel).name, PurePosixPath(new_rel).name)
+    for rel in spec.input_files:
+        new_rel = _replace_keys(rel, index, new_of)
+        if new_rel in input_files:
+            raise spec_error(
+                "bad-input", SPEC_FILE, f"{rel} and another input both become {new_rel}", field="inputs"
+            )
+        input_files[new_rel] = spec.root / rel
+        if new_rel != rel:
+            renamed[rel] = new_rel
+            renamed.setdefault(PurePosixPath(rel).name, PurePosixPath(new_rel).name)
     return input_files, renamed
 
 

@@ -73,14 +73,14 @@ def run_command(
     """Run the agent on a task. A valid rankings.json is in OUT from the first second to the end, whatever
     happens."""
     from environment.task import TaskError, load_task
-    from scaffold.agent.models import ModelSpec, adapter_class
+    from scaffold.agent.models import ModelSpec, check_model
 
     config = _config(config_file, overrides)
     try:
         loaded = load_task(task)  # the one parse of the task: everything below gets this object
         specs = [ModelSpec.parse(spec) for spec in model]
-        for spec in specs:
-            adapter_class(spec.provider)
+        for spec in specs:  # a model that cannot work stops here, before any run starts
+            check_model(spec, config["model"], base_url=base_url, task_id=loaded.task_id)
     except (TaskError, ValueError) as exc:
         raise fail(str(exc)) from None
     size = max(ensemble, config.ensemble.size)
@@ -158,6 +158,7 @@ def demo_command(
     from environment.grading import grade
     from environment.submission import validate_submission
     from environment.task import TaskError, load_answers, load_task
+    from scaffold.agent.models import ModelSpec, check_model
     from scaffold.agent.runner import exit_code, run_agent
 
     if slug not in DEMO_TASKS:
@@ -168,6 +169,10 @@ def demo_command(
         raise fail(str(exc)) from None
     config = _config(None, overrides)
     task = load_task(demo_task_dir(slug))
+    try:  # the shipped recording is the aromatic-acidity run: another demo task needs another model
+        check_model(ModelSpec.parse(model), config["model"], base_url=base_url, task_id=task.task_id)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
     outcome = run_agent(task, out, model, config, base_url=base_url)
     report = validate_submission(out / "rankings.json", task, recover=False)
     result = grade(out / "rankings.json", task, answers)

@@ -6,8 +6,12 @@ They need a Docker engine with the Compose v2 plugin (``bash scripts/setup-docke
 local run with ``-m "not container"``.
 
 The test image is built from ``Dockerfile`` by ``scripts/build-image.sh`` with the extras of
-``SPU_TEST_IMAGE_EXTRAS`` (default ``chem``: what the trials use) and tagged ``spu-scaffold:test``; Docker's
-layer cache makes a rebuild after a source change take seconds.
+``SPU_TEST_IMAGE_EXTRAS`` (default ``chem,web``: what the trials use, the audit service included) and tagged
+``spu-scaffold:test``; Docker's layer cache makes a rebuild after a source change take seconds.
+
+The tests share the Docker engine with whatever else runs on it (other Harbor trials included): they name
+their trials with a prefix of their own (``container_helpers.PREFIX``) and touch only compose projects that
+carry it.
 """
 
 from __future__ import annotations
@@ -21,13 +25,23 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from container_helpers import HARBOR, REPO, Trial, containers, docker, harbor_env, has_path
+from container_helpers import (
+    HARBOR,
+    PREFIX,
+    REPO,
+    Trial,
+    compose_project,
+    docker,
+    harbor_env,
+    project_containers,
+    remove_projects,
+)
 
 TEST_IMAGE = "spu-scaffold:test"
 #: keep the trial's containers, stopped (started again, inspected, then removed by the fixture); no prompts;
 #: no progress display
 KEEP = ("--ek", "keep_containers=true", "-y", "-q")
-EXTRAS = os.environ.get("SPU_TEST_IMAGE_EXTRAS", "chem")
+EXTRAS = os.environ.get("SPU_TEST_IMAGE_EXTRAS", "chem,web")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -36,6 +50,8 @@ def pytest_collection_modifyitems(config, items):
         if Path(str(item.fspath)).resolve().is_relative_to(here):
             item.add_marker(pytest.mark.container)
             item.add_marker(pytest.mark.slow)
+            # a cold CI machine builds the images inside the first tests' fixtures (minutes each)
+            item.add_marker(pytest.mark.timeout(3600))
 
 
 def _missing() -> str | None:
@@ -80,29 +96,18 @@ def test_image(docker_ready) -> str:
 
 @pytest.fixture
 def run_trial(tmp_path) -> Iterator:
-    """``run_trial(task_dir, *harbor_args)``: `harbor run` on an exported task; the agent's and the
-    verifier's containers are kept for inspection, then removed with the images built for them
-    (compose down --rmi local: the verifier's image holds the answers)."""
-    projects: set[str] = set()
+    """``run_trial(task, *harbor_args)``: `harbor run` on an exported task (exported into
+    ``container_helpers.task_dir``, so that its name starts with ``PREFIX``); the agent's and the verifier's
+    containers are kept for inspection, then removed with the images built for them (compose down --rmi
+    local: the verifier's image holds the answers). Only the compose projects of this test's own trials are
+    touched."""
+    prefixes: list[str] = []
 
-    def run(task_dir: Path, *args: str) -> Trial:
+    def run(task: Path, *args: str) -> Trial:
+        assert task.name.startswith(PREFIX), f"export the task with task_dir(): {task.name}"
         jobs = tmp_path / f"jobs-{uuid.uuid4().hex[:8]}"
-        before = containers()
         proc = subprocess.run(
-            [
-                str(HARBOR),
-                "run",
-                "-p",
-                str(task_dir),
-                "-o",
-                str(jobs),
-                "-e",
-                "docker",
-                "-n",
-                "1",
-                *KEEP,
-                *args,
-            ],
+            [str(HARBOR), "run", "-p", str(task), "-o", str(jobs), "-e", "docker", "-n", "1", *KEEP, *args],
             capture_output=True,
             text=True,
             env=harbor_env(),
@@ -111,37 +116,37 @@ def run_trial(tmp_path) -> Iterator:
             check=False,
         )
         assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-        # the trial's containers are Harbor's compose projects (a build running beside leaves others)
-        new = []
-        for cid in sorted(containers() - before):
-            inspected = docker("inspect", "--format", "{{json .Config.Labels}}", cid, check=False).strip()
-            labels = json.loads(inspected or "null") or {}
-            if "com.docker.compose.project" in labels:
-                projects.add(labels["com.docker.compose.project"])
-                new.append(cid)
         results = [
             p for p in jobs.rglob("result.json") if "trial_name" in json.loads(p.read_text(encoding="utf-8"))
         ]
         assert len(results) == 1, f"{len(results)} trial results under {jobs}: {proc.stdout[-2000:]}"
-        for cid in new:  # Harbor stopped them; the same configuration (network included) runs again
+        result = json.loads(results[0].read_text(encoding="utf-8"))
+        # the trial's projects: <trial>__env (the agent and its services), <trial>__verifier__trial
+        prefix = compose_project(result["trial_name"]) + "__"
+        prefixes.append(prefix)
+        projects = project_containers(prefix)
+        services = dict(next((c for p, c in projects.items() if p.endswith("__env")), []))
+        verifier = [cid for p, c in projects.items() if "__verifier__" in p for _, cid in c]
+        # Harbor stopped them; the same configuration runs again (a container that shares another's network
+        # after that one)
+        stopped = [*services.values(), *verifier]
+        shares = {
+            c
+            for c in stopped
+            if docker("inspect", "--format", "{{.HostConfig.NetworkMode}}", c).startswith("container:")
+        }
+        for cid in sorted(stopped, key=lambda c: c in shares):
             docker("start", cid)
-        running = [c for c in new if docker("inspect", "--format", "{{.State.Running}}", c).strip() == "true"]
-        agent = [c for c in running if has_path(c, "/app/task/contract.json") and not has_path(c, "/tests")]
-        verifier = [c for c in running if has_path(c, "/tests/test.sh")]
-        assert len(agent) == 1, f"agent container not found among {new}"
+        assert "main" in services, f"no agent container among {projects}: {result.get('exception_info')}"
         return Trial(
             jobs_dir=jobs,
-            result=json.loads(results[0].read_text(encoding="utf-8")),
+            result=result,
             trial_dir=results[0].parent,
-            agent_container=agent[0],
+            agent_container=services["main"],
             verifier_container=verifier[0] if verifier else None,
+            services=services,
         )
 
     yield run
-    for project in projects:
-        subprocess.run(
-            ["docker", "compose", "-p", project, "down", "--rmi", "local", "--remove-orphans", "-t", "0"],
-            capture_output=True,
-            timeout=300,
-            check=False,
-        )
+    for prefix in prefixes:
+        remove_projects(prefix)

@@ -19,6 +19,7 @@ from container_helpers import (
     docker,
     search_container,
     spu,
+    task_dir,
 )
 
 from environment.demo_tasks import demo_answers_path, demo_task_dir
@@ -26,8 +27,8 @@ from environment.demo_tasks import demo_answers_path, demo_task_dir
 SUITE_TASK = "chem-fragment-pka-logp"
 
 
-def _export(task_dir: Path, out: Path, image: str, *extra: str) -> Path:
-    spu("harbor", "export", str(task_dir), str(out), "--image", image, "--network", "none", *extra)
+def _export(task: Path, out: Path, image: str, *extra: str) -> Path:
+    spu("harbor", "export", str(task), str(out), "--image", image, "--network", "none", *extra)
     return out
 
 
@@ -62,7 +63,7 @@ def test_image_holds_no_answers(test_image):
 
 
 def test_oracle_scores_1_on_a_demo_task(test_image, run_trial, tmp_path):
-    task = _export(demo_task_dir("aromatic-acidity"), tmp_path / "demo", test_image, "--oracle")
+    task = _export(demo_task_dir("aromatic-acidity"), task_dir(tmp_path, "demo"), test_image, "--oracle")
     trial = run_trial(task, "-a", "oracle")
     assert _reward(trial) == pytest.approx(1.0, abs=1e-12)  # a weighted sum of 1.0s
     check_sandbox(trial)
@@ -71,15 +72,15 @@ def test_oracle_scores_1_on_a_demo_task(test_image, run_trial, tmp_path):
 
 
 def test_oracle_scores_1_on_a_suite_task(test_image, run_trial, tmp_path):
-    task_dir = REPO / "environment" / "tasks" / SUITE_TASK / "task"
-    task = _export(task_dir, tmp_path / "suite", test_image, "--oracle")
+    suite = REPO / "environment" / "tasks" / SUITE_TASK / "task"
+    task = _export(suite, task_dir(tmp_path, "suite"), test_image, "--oracle")
     trial = run_trial(task, "-a", "oracle")
     assert _reward(trial) == pytest.approx(1.0, abs=1e-12)  # a weighted sum of 1.0s
     check_sandbox(trial)
 
 
 def test_reference_agent_reward_is_its_spu_grade(test_image, run_trial, tmp_path):
-    task = _export(demo_task_dir("aromatic-acidity"), tmp_path / "agent", test_image)
+    task = _export(demo_task_dir("aromatic-acidity"), task_dir(tmp_path, "agent"), test_image)
     trial = run_trial(task, "--agent", "scaffold.harbor_agent:SpuAgent", "-m", "replay/demo-aromatic-acidity")
     reward = _reward(trial)
     rankings = trial.trial_dir / "agent" / "rankings.json"
@@ -104,7 +105,7 @@ def test_reference_agent_reward_is_its_spu_grade(test_image, run_trial, tmp_path
 
 def test_an_agent_that_writes_nothing_scores_minus_1(test_image, run_trial, tmp_path):
     # Harbor's `nop` agent does nothing: no rankings.json, which the strict grader scores -1
-    task = _export(demo_task_dir("enzyme-kinetics"), tmp_path / "nop", test_image)
+    task = _export(demo_task_dir("enzyme-kinetics"), task_dir(tmp_path, "nop"), test_image)
     trial = run_trial(task, "-a", "nop")
     assert _reward(trial) == -1.0
     grade = json.loads((trial.trial_dir / "verifier" / "grade.json").read_text(encoding="utf-8"))

@@ -87,3 +87,19 @@ def test_top1_hit_counts_ties_at_the_top():
     assert top1_hit(["a", "c", "b"], values)
     assert top1_hit(["a", "b", "c"], values)
     assert not top1_hit(["b", "c", "a"], values)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from([-2.5, -1.0, 0.0, 1.0, 1.0, 3.0, 7.25, 1e300]) | st.floats(-1e6, 1e6), max_size=20
+    )
+)
+def test_small_rankings_in_python_equal_scipys_average_ranks(values):
+    # up to SMALL_RANKING values are ranked in plain Python (a 10,000-group build ranks 160,000 times): the
+    # same ranks, ties averaged, as scipy's rankdata
+    from scipy.stats import rankdata
+
+    ranks = average_ranks(values)
+    assert ranks.dtype == np.float64 and ranks.shape == (len(values),)
+    assert np.array_equal(ranks, rankdata(values, method="average"))

@@ -311,3 +311,41 @@ def test_any_valid_submission_validates(two_group_task, order_a, order_b, swap_g
         report = validate_submission(json.dumps(data).encode(), task, recover=recover)
         assert report.strict_valid
         assert report.orders == {"a": list(order_a), "b": list(order_b)}
+
+
+def test_a_link_is_refused_not_followed(two_group_task, tmp_path):
+    # a link made by the agent must not point the grader at another file, even at a valid submission
+    task = two_group_task[0]
+    valid = write_submission_atomic(tmp_path / "elsewhere.json", canonical(task))
+    for target in (valid, tmp_path / "missing.json"):
+        link = tmp_path / f"rankings-{target.stem}.json"
+        link.symlink_to(target)
+        report = validate_submission(link, task)
+        assert not report.valid and "is a symbolic link, not a regular file" in report.file_errors[0]
+
+
+def test_a_named_pipe_is_refused_without_blocking(two_group_task, tmp_path):
+    # opening a pipe with no writer for reading would wait forever
+    pipe = tmp_path / "rankings.json"
+    os.mkfifo(pipe)
+    report = validate_submission(pipe, two_group_task[0])
+    assert not report.valid and "is a named pipe, not a regular file" in report.file_errors[0]
+    folder = tmp_path / "folder.json"
+    folder.mkdir()
+    assert "is a directory" in validate_submission(folder, two_group_task[0]).file_errors[0]
+
+
+def test_a_huge_file_is_refused_by_its_size_before_any_read(two_group_task, tmp_path, monkeypatch):
+    # a 3 GiB file (sparse: no disk used) is judged by stat alone; reading it would take the verifier's memory
+    huge = tmp_path / "rankings.json"
+    with huge.open("wb") as fh:
+        fh.truncate(3 * 2**30)
+
+    def no_read(*args, **kwargs):
+        raise AssertionError("the file was opened before its size was checked")
+
+    monkeypatch.setattr(os, "open", no_read)
+    monkeypatch.setattr("pathlib.Path.read_bytes", no_read)
+    monkeypatch.setattr("pathlib.Path.open", no_read)
+    report = validate_submission(huge, two_group_task[0])
+    assert report.file_errors == [f"the file has {3 * 2**30} bytes, more than the limit of 1048576 (1 MiB)"]

@@ -176,6 +176,54 @@ def test_input_files_named_after_a_key_are_renamed_and_cells_follow(tmp_path):
     assert [r["name"] for r in task.targets if r["experiment_id"] == new_alpha] == [f"{new_alpha}.pdb"]
 
 
+def test_a_file_named_after_several_keys_gets_their_new_ids(tmp_path):
+    # "alpha_bravo.pdb" kept its name before: "_" joined to a key is not a token boundary of the old rule
+    spec_dir = tmp_path / "spec"
+    rows = [(k, "alpha_bravo.pdb" if k == "alpha" else n, t, v, s) for k, n, t, v, s in ROWS]
+    write_spec(spec_dir, base_spec() | {"inputs": ["structures"]}, rows)
+    (spec_dir / "structures" / "site-charlie").mkdir(parents=True)
+    (spec_dir / "structures" / "alpha_bravo.pdb").write_text("ATOM\n")
+    (spec_dir / "structures" / "site-charlie" / "model.pdb").write_text("ATOM\n")
+    (spec_dir / "structures" / "alphabet.txt").write_text("not a key\n")
+    build_task(spec_dir, tmp_path / "out")
+    new = {
+        key: new_id
+        for new_id, key in load_answers(tmp_path / "out/answers.json").model_extra["id_map"].items()
+    }
+    task = load_task(tmp_path / "out/task")
+    assert sorted(task.input_files) == sorted(
+        [
+            f"structures/{new['alpha']}_{new['bravo']}.pdb",
+            f"structures/site-{new['charlie']}/model.pdb",
+            "structures/alphabet.txt",  # a word that merely begins with a key is not that key
+        ]
+    )
+    names = " ".join(task.input_files)
+    assert not any(key in names.replace("alphabet", "") for key in ("alpha", "bravo", "charlie"))
+    # the setup cell naming the file follows it
+    assert [r["name"] for r in task.targets if r["experiment_id"] == new["alpha"]] == [
+        f"{new['alpha']}_{new['bravo']}.pdb"
+    ]
+
+
+def test_output_inside_a_task_folder_is_refused(tmp_path):
+    # OUT/answers.json would land in the folder the agent sees (it was written there, exit 0)
+    spec = write_spec(tmp_path / "spec")
+    build_task(spec, tmp_path / "out")
+    for inside in (tmp_path / "out/task", tmp_path / "out/task/sub"):
+        result = _spu("task", "build", str(spec), "-o", str(inside))
+        assert result.exit_code == 2, result.output
+        assert "[bad-output]" in result.output and "which the agent sees" in result.output
+        assert "Traceback" not in result.output
+    assert sorted(p.name for p in (tmp_path / "out/task").iterdir()) == [
+        "contract.json",
+        "experiment.md",
+        "instruction.md",
+        "protocol.json",
+        "targets.csv",
+    ]
+
+
 def test_rebuild_replaces_own_task_but_not_a_foreign_directory(tmp_path):
     spec = write_spec(tmp_path / "spec")
     build_task(spec, tmp_path / "out")

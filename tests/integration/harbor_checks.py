@@ -4,6 +4,7 @@ test_harbor.py: Harbor's own models validate what spu exported and what the agen
     python harbor_checks.py config TASK_DIR
     python harbor_checks.py atif TRAJECTORY_JSON
     python harbor_checks.py agent LOGS_DIR TASK_DIR OUT_DIR MODEL [key=value ...]
+    python harbor_checks.py context LOGS_DIR
 """
 
 from __future__ import annotations
@@ -45,7 +46,9 @@ def check_config(task_dir: str) -> dict:
         "verifier_bundled_tests": definition.bundled_tests,
         "mcp_servers": [s.model_dump(mode="json") for s in env.mcp_servers],
         "env": env.env,
-        "artifacts": [a if isinstance(a, str) else a.source for a in config.artifacts],
+        "artifacts": [a if isinstance(a, str) else f"{a.service}:{a.source}" for a in config.artifacts],
+        "healthcheck": env.healthcheck.command if env.healthcheck else None,
+        "collect": [(c.service, c.user, c.command) for c in config.verifier.collect],
         "instruction_head": task.instruction[:80],
     }
 
@@ -122,7 +125,20 @@ def run_agent(logs_dir: str, task_dir: str, out_dir: str, model: str, *kwargs: s
     }
 
 
+def read_context(logs_dir: str) -> dict:
+    """What SpuAgent takes into Harbor's context from a log folder as the container left it."""
+    from harbor.models.agent.context import AgentContext
+
+    from scaffold.harbor_agent import SpuAgent
+
+    agent = SpuAgent(logs_dir=Path(logs_dir), model_name="replay/demo")
+    context = AgentContext()
+    agent.populate_context_post_run(context)
+    return context.model_dump(mode="json")
+
+
 if __name__ == "__main__":
     command, *args = sys.argv[1:]
-    result = {"config": check_config, "atif": check_atif, "agent": run_agent}[command](*args)
+    commands = {"config": check_config, "atif": check_atif, "agent": run_agent, "context": read_context}
+    result = commands[command](*args)
     print(json.dumps(result))

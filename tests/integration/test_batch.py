@@ -114,9 +114,11 @@ def test_batch_interrupted_and_resumed(spu_env, tmp_path, sig):
 def test_batch_demo_replay_scores_and_rerun_is_a_no_op(spu_env, tmp_path):
     runs = tmp_path / "runs"
     args = [
-        str(REPO / "environment" / "demo_tasks"),
+        str(demo_task_dir("aromatic-acidity")),
         "--model",
         "replay:demo-aromatic-acidity",
+        "--runs",
+        "2",
         "-j",
         "2",
         "--out",
@@ -129,19 +131,50 @@ def test_batch_demo_replay_scores_and_rerun_is_a_no_op(spu_env, tmp_path):
     stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 0, stderr
     result = json.loads(stdout)
-    assert result["completed"] == 3
-    by_task = {r["task_id"]: r for r in result["results"]}
-    assert by_task["demo-aromatic-acidity"]["exit_status"] == "submitted"
+    assert result["completed"] == 2
+    assert [r["exit_status"] for r in result["results"]] == ["submitted", "submitted"]
     rows = (runs / "_report" / "runs.csv").read_text().splitlines()
-    assert len(rows) == 4  # header and three runs
+    assert len(rows) == 3  # header and two runs
     # the shipped recording is the aromatic-acidity demo run: it ranks that task perfectly (environment
     # helper's demo answers; the same check as `spu agent demo`)
-    aromatic = next(r for r in rows if "demo-aromatic-acidity" in r)
-    assert ",1.0," in aromatic
+    assert all(",1.0," in row for row in rows[1:])
     proc = _batch(args, spu_env)
     stdout, _ = proc.communicate(timeout=120)
     again = json.loads(stdout)
-    assert again["skipped_done"] == 3 and again["completed"] == 0
+    assert again["skipped_done"] == 2 and again["completed"] == 0
+
+
+@pytest.mark.parametrize(
+    ("model", "env", "message"),
+    [
+        # a recording that is not there (the presented-order fallback was scored, exit 0, 100% coverage)
+        (
+            "replay:no-such-recording",
+            {},
+            "--model replay:no-such-recording: no recording 'no-such-recording'",
+        ),
+        # the shipped recording names demo-aromatic-acidity in its drafts: the other demo tasks are refused
+        ("replay:demo-aromatic-acidity", {}, "the recording was made for task demo-aromatic-acidity, not"),
+        # the provider's own API without a key (it retried for 164 s per run before)
+        ("openai:gpt-4.1", {"OPENAI_API_KEY": ""}, "OPENAI_API_KEY is not set and no --base-url is given"),
+        ("anthropic:claude-x", {"ANTHROPIC_API_KEY": ""}, "ANTHROPIC_API_KEY is not set"),
+    ],
+)
+def test_a_model_that_cannot_work_stops_the_batch_before_any_run(spu_env, tmp_path, model, env, message):
+    runs = tmp_path / "runs"
+    demo_tasks = str(REPO / "environment" / "demo_tasks")
+    proc = subprocess.run(
+        [sys.executable, "-m", "spu", "batch", demo_tasks, "--model", model, "--out", str(runs)],
+        cwd=REPO,
+        env={**spu_env, **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ") and message in proc.stderr
+    assert "Traceback" not in proc.stderr and not runs.exists()  # nothing ran, nothing was written
 
 
 def test_batch_usage_errors(spu_env, tmp_path):

@@ -41,7 +41,11 @@ def test_images_run_under_harbor_as_non_root(dockerfile):
     assert "# syntax=" not in text
     instructions = _instructions(dockerfile)
     froms = [args for kind, args in instructions if kind == "FROM"]
-    assert froms == ["${BASE_IMAGE} AS src", "${BASE_IMAGE}"]
+    assert froms == ["${BASE_IMAGE} AS src", "${BASE_IMAGE} AS python", "python AS venv", "python"]
+    # the local wheels (192 MB with torch) are copied only into the venv stage; the image takes the venv
+    final = instructions[max(i for i, (kind, _) in enumerate(instructions) if kind == "FROM") :]
+    assert not any("docker/wheels" in args for _, args in final)
+    assert ("COPY", "--from=venv /opt/venv /opt/venv") in final
     args = dict(a.split("=", 1) for kind, a in instructions if kind == "ARG" and "=" in a)
     users = [a for kind, a in instructions if kind == "USER"]
     assert users[-1] == "${SPU_UID}" and args["SPU_UID"] == "1000"

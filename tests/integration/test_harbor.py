@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 from environment.demo_tasks import demo_answers_path, demo_task_dir
-from environment.harbor.export import ExportError, export_task
+from environment.harbor.export import COLLECT_COMMAND, LOCK_COMMAND, ExportError, export_task
 
 REPO = Path(__file__).resolve().parents[2]
 HARBOR_PYTHON = REPO / ".harbor-venv" / "bin" / "python"
@@ -76,9 +78,21 @@ def test_export_layout_keeps_answers_in_tests_only(tmp_path):
     assert "SPU_INPUT_ROOTS=/app/task" in dockerfile
     # the verifier's own image (tests/) and a compose overlay that a plain Docker engine enforces
     assert (out / "tests" / "Dockerfile").read_text().splitlines()[2] == f"FROM {PINNED}"
-    overlay = (out / "tests" / "docker-compose.yaml").read_text()
-    assert "services:\n  main:\n    network_mode: none\n" in overlay
-    assert not (out / "environment" / "docker-compose.yaml").exists()  # the agent keeps its network
+    verifier = yaml.safe_load((out / "tests" / "docker-compose.yaml").read_text())["services"]["main"]
+    assert verifier["network_mode"] == "none" and verifier["init"] is True
+    # the agent's container: root as PID 1 (the boundary's lock and collect hook), behind an init that
+    # passes SIGTERM on, the first healthcheck after 1 s, and its network kept (the default: public)
+    main = yaml.safe_load((out / "environment" / "docker-compose.yaml").read_text())["services"]["main"]
+    assert main == {
+        "user": "0",
+        "init": True,
+        "healthcheck": {"test": ["CMD", "true"], "interval": "1s", "timeout": "10s", "retries": 30},
+    }
+    assert config["artifacts"] == ["/app/collected"]
+    assert config["verifier"]["collect"] == [
+        {"command": COLLECT_COMMAND, "user": "root", "timeout_sec": 600.0}
+    ]
+    assert config["environment"]["healthcheck"]["command"] == LOCK_COMMAND
     assert config["metadata"]["smoke_test"] is True  # the demo tasks are labelled smoke tests
     assert "/app/output/rankings.json" in (out / "instruction.md").read_text()
     assert not (out / "solution").exists()
@@ -112,8 +126,8 @@ def test_export_profiles_fit_the_machine(tmp_path, monkeypatch):
 def test_export_network_none_is_a_compose_overlay(tmp_path):
     result = export_task(demo_task_dir("enzyme-kinetics"), tmp_path / "n", network="none")
     assert result["network_mode"] == "none"
-    overlay = (tmp_path / "n" / "environment" / "docker-compose.yaml").read_text()
-    assert "services:\n  main:\n    network_mode: none\n" in overlay
+    overlay = yaml.safe_load((tmp_path / "n" / "environment" / "docker-compose.yaml").read_text())
+    assert overlay["services"]["main"]["network_mode"] == "none" and list(overlay["services"]) == ["main"]
     # Harbor's own no-network policy needs images from a registry; the overlay needs none
     config = tomllib.loads((tmp_path / "n" / "task.toml").read_text())
     assert config["environment"]["network_mode"] == "public"
@@ -128,12 +142,78 @@ def test_export_network_policies_and_errors(tmp_path):
     assert audited["allowed_hosts"] == ["audit.internal"]
     env = tomllib.loads((tmp_path / "a" / "task.toml").read_text())["environment"]["env"]
     assert env["SPU_AUDIT_TOKEN"] == "${SPU_AUDIT_TOKEN}"  # resolved on the host at run time, never stored
-    with pytest.raises(ExportError, match="audit-url"):
-        export_task(task, tmp_path / "b", network="audited")
+    with pytest.raises(ExportError, match="--allow-host needs --network providers, or audited with"):
+        export_task(task, tmp_path / "b", network="audited", allow_hosts=["example.org"])
     with pytest.raises(ExportError, match="not empty"):
         export_task(task, tmp_path / "p")
     with pytest.raises(ExportError, match="no answers"):
         export_task(tmp_path / "a" / "environment" / "task", tmp_path / "c")
+
+
+def test_export_audited_without_a_url_puts_an_audit_service_beside_the_agent(tmp_path):
+    result = export_task(demo_task_dir("enzyme-kinetics"), tmp_path / "a", image="img:1", network="audited")
+    assert result["network_mode"] == "audited" and result["allowed_hosts"] == []
+    compose = yaml.safe_load((tmp_path / "a" / "environment" / "docker-compose.yaml").read_text())
+    main, service = compose["services"]["main"], compose["services"]["spu-audit"]
+    # the agent's only network is internal and shared with the audit service alone, which has a way out
+    assert main["networks"] == ["spu-audit-internal"] and main["dns"] == ["127.0.0.1"]
+    assert service["networks"] == ["spu-audit-internal", "spu-audit-egress"]
+    assert compose["networks"] == {"spu-audit-internal": {"internal": True}, "spu-audit-egress": {}}
+    assert service["image"] == "img:1" and service["command"][:3] == ["spu", "audit", "serve"]
+    assert service["environment"]["SPU_AUDIT_TOKEN"].startswith("${SPU_AUDIT_TOKEN:?")  # never stored
+    config = tomllib.loads((tmp_path / "a" / "task.toml").read_text())
+    assert config["environment"]["env"]["SPU_AUDIT_URL"] == "http://spu-audit:8765"
+    assert config["environment"]["env"]["SPU_AUDIT_TOKEN"] == "${SPU_AUDIT_TOKEN}"
+    # the log and its key are collected from the audit service's own container after the trial
+    assert config["artifacts"] == ["/app/collected", {"source": "/srv/spu/audit", "service": "spu-audit"}]
+    assert config["environment"]["network_mode"] == "public"  # Harbor's egress images are not needed
+
+
+def _spoiled_copy(tmp_path: Path, name: str, text: str) -> Path:
+    task = tmp_path / f"task-{name}"
+    shutil.copytree(REPO / "environment" / "tasks" / "chem-fragment-pka-logp" / "task", task)
+    (task / name).write_text(text)
+    return task
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "found"),
+    [
+        # a value beside its id, in the forms a note or a table takes, at the precision written
+        ("notes.md", "Measured: b2c6: 4.09\n", "the measured value of b2c6 beside its id ('b2c6: 4.09')"),
+        (
+            "table.md",
+            "| id | logP |\n|---|---|\n| c012 | 3.98 |\n",
+            "the measured value of c012 beside its id",
+        ),
+        ("values.json", '{"b2c6": 4.090}', "the measured value of b2c6 beside its id"),
+        (
+            "source.txt",
+            "see SAMPL6 repository physical_properties/logP/experimental_data/logP_experimental_"
+            "values.csv, Molecule ID SM02, logP mean (SEM 0.03), pH-metric octanol logP",
+            "the source 'SAMPL6",
+        ),
+        ("cite.md", "Data: DOI 10.1007/S10822-018-0168-0.", "the DOI 10.1007/s10822-018-0168-0"),
+        ("keys.csv", "molecule\npka-w-sm01\n", "the author key 'pka-w-sm01'"),
+    ],
+)
+def test_export_refuses_a_file_that_holds_the_answers(tmp_path, name, text, found):
+    answers = REPO / "environment" / "tasks" / "chem-fragment-pka-logp" / "answers.json"
+    values = {e: v for g in json.loads(answers.read_text())["groups"] for e, v in g["values"].items()}
+    assert (values["b2c6"], values["c012"]) == (4.09, 3.98)  # what the spoiled files hold
+    task = _spoiled_copy(tmp_path, name, text)
+    with pytest.raises(ExportError, match="the answers would reach the agent") as info:
+        export_task(task, tmp_path / "out", answers=answers)
+    assert f"environment/task/{name} ({found}" in str(info.value)
+    assert not (tmp_path / "out").exists()  # nothing is left behind for a run to pick up
+
+
+def test_export_leak_check_passes_every_task_of_the_repository(tmp_path):
+    # the same check finds nothing in what the suite and the demo tasks show the agent (no false alarm)
+    tasks = sorted((REPO / "environment").glob("*tasks/*/task"))
+    assert len(tasks) >= 20
+    for task in tasks:
+        export_task(task, tmp_path / task.parent.name, image="img:1", oracle=True)
 
 
 @pytest.mark.slow
@@ -146,27 +226,40 @@ def test_verifier_script_grades_with_spu_grade(tmp_path, spu_env):
     # the oracle's orders under an object keyed by group id: a schema departure the strict grader rejects
     departure = {**oracle, "rankings": {r["group_id"]: r["order"] for r in oracle["rankings"]}}
     cases = {"oracle": oracle, "missing": None, "departure": departure}
-    rewards = {}
+    rewards, grades = {}, {}
     for name, submission in cases.items():
         logs = tmp_path / f"logs-{name}"
         sub = tmp_path / f"{name}.json"
+        record = tmp_path / f"collection-{name}.json"
         if submission is not None:
             sub.write_text(json.dumps(submission))
+            record.write_text(json.dumps({"user": "spu", "ended_processes": {"count": 2, "listed": []}}))
         proc = subprocess.run(
             ["bash", str(out / "tests" / "test.sh")],
             capture_output=True,
             text=True,
-            env={**env, "SPU_SUBMISSION": str(sub), "SPU_VERIFIER_LOGS": str(logs)},
+            env={
+                **env,
+                "SPU_SUBMISSION": str(sub),
+                "SPU_COLLECTION": str(record),
+                "SPU_VERIFIER_LOGS": str(logs),
+            },
             timeout=120,
             check=False,
         )
         assert proc.returncode == 0, proc.stderr
         rewards[name] = json.loads((logs / "reward.json").read_text())
+        grades[name] = json.loads((logs / "grade.json").read_text())
     # the measured order scores the attainable maximum, 1.0 here (no ties in this task's answers)
     assert rewards["oracle"] == {"reward": 1.0, "recovered_score": 1.0, "valid": 1}
     assert rewards["missing"] == {"reward": -1.0, "recovered_score": -1.0, "valid": 0}
     # the reward is the strict (official) score; the recovered figure rides beside it
     assert rewards["departure"] == {"reward": -1.0, "recovered_score": 1.0, "valid": 0}
+    # the collect hook's record rides in grade.json; without one, grade.json says so
+    assert grades["oracle"]["collection"]["ended_processes"]["count"] == 2
+    assert grades["missing"]["collection"] == {
+        "error": "no collection record: the collect hook did not run or failed"
+    }
 
 
 @needs_harbor
@@ -183,10 +276,19 @@ def test_harbor_models_and_lint_accept_the_export(tmp_path, spu_env):
     # Harbor's policy is public; tests/docker-compose.yaml takes the network away (network_mode: none)
     assert config["verifier_mode"] == "separate" and config["verifier_network_mode"] == "public"
     assert config["verifier_dir"] == "tests" and config["verifier_bundled_tests"] is True
+    # `env` passes the server its settings (Codex gives MCP servers only a few variables of its own)
     assert config["mcp_servers"] == [
-        {"name": "spu", "transport": "stdio", "url": None, "command": "spu", "args": ["serve"]}
+        {
+            "name": "spu",
+            "transport": "stdio",
+            "url": None,
+            "command": "env",
+            "args": ["SPU_WORKDIR=/app/output/spu-work", "spu", "serve"],
+        }
     ]
-    assert config["artifacts"] == ["/app/output"] and config["network_mode"] == "public"
+    assert config["artifacts"] == ["/app/collected"] and config["network_mode"] == "public"
+    assert config["healthcheck"] == LOCK_COMMAND
+    assert config["collect"] == [["main", "root", COLLECT_COMMAND]]
     lint = subprocess.run(
         [str(HARBOR_CLI), "lint", "--select", "ALL", "--json", str(out)],
         capture_output=True,
@@ -258,6 +360,25 @@ def test_installed_agent_runs_reference_agent_and_leaves_atif(tmp_path, spu_env)
         check=False,
     )
     assert json.loads(grade.stdout)["score"] == pytest.approx(1.0)
+
+
+@needs_harbor
+def test_installed_agent_reads_only_regular_log_files_on_the_host(tmp_path, spu_env):
+    # /logs/agent is a host folder the agent's container writes into: a link there must not make the host
+    # read a file of its own, and a pipe must not hang it
+    env = _harbor_env(spu_env)
+    elsewhere = tmp_path / "host-file.json"
+    elsewhere.write_text(json.dumps({"final_metrics": {"total_prompt_tokens": 7}, "exit_status": "done"}))
+    regular, hostile = tmp_path / "regular", tmp_path / "hostile"
+    regular.mkdir()
+    hostile.mkdir()
+    shutil.copy(elsewhere, regular / "trajectory.json")
+    shutil.copy(elsewhere, regular / "run.json")
+    (hostile / "trajectory.json").symlink_to(elsewhere)
+    os.mkfifo(hostile / "run.json")
+    assert _harbor_json(["context", str(regular)], env)["n_input_tokens"] == 7
+    context = _harbor_json(["context", str(hostile)], env, timeout=120)
+    assert context["n_input_tokens"] is None and context["metadata"] is None
 
 
 @needs_harbor

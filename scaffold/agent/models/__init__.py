@@ -35,6 +35,7 @@ __all__ = [
     "Model",
     "ModelSpec",
     "adapter_class",
+    "check_model",
     "make_model",
     "provider_names",
 ]
@@ -112,6 +113,19 @@ def adapter_class(provider: str) -> type[Model]:
             "query(); see scaffold.agent.models.Model)"
         )
     return found
+
+
+def check_model(spec: ModelSpec, config: dict[str, Any], *, base_url: str | None, task_id: str) -> None:
+    """Raise ``ValueError`` (one line: what cannot work and what to do) when ``spec`` cannot run task
+    ``task_id``: called by ``spu agent run`` and ``spu batch`` before any run starts. ``config`` is the
+    ``model`` section of the agent config. An adapter says what it needs through an optional classmethod
+    ``preflight(model, config, *, base_url, task_id) -> str | None`` (the problem, or None)."""
+    preflight = getattr(adapter_class(spec.provider), "preflight", None)
+    problem = (
+        preflight(spec.model, config, base_url=base_url, task_id=task_id) if callable(preflight) else None
+    )
+    if problem:
+        raise ValueError(f"--model {spec}: {problem}")
 
 
 def make_model(

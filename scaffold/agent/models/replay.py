@@ -68,10 +68,42 @@ def load_turns(path: Path) -> list[dict[str, Any]]:
     return turns
 
 
+def recorded_task_ids(turns: list[dict[str, Any]]) -> set[str]:
+    """Every ``task_id`` named in the recorded tool calls' arguments (a draft or a submission names it)."""
+    found: set[str] = set()
+    pending: list[Any] = [call.get("arguments") for turn in turns for call in turn["tool_calls"]]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, dict):
+            if isinstance(item.get("task_id"), str):
+                found.add(item["task_id"])
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return found
+
+
 class ReplayModel:
     """Duck-types the HTTP models: ``query(messages, tools) -> ModelTurn``; costs nothing."""
 
     provider = "replay"
+
+    @classmethod
+    def preflight(
+        cls, model: str, config: dict[str, Any], *, base_url: str | None, task_id: str
+    ) -> str | None:
+        """A recording that is not there, or that was made for another task (its drafts name that task)."""
+        try:
+            turns = load_turns(resolve_recording(model))
+        except (ModelError, OSError, UnicodeDecodeError) as exc:
+            return str(exc)
+        named = recorded_task_ids(turns)
+        if named and task_id not in named:
+            return (
+                f"the recording was made for task {', '.join(sorted(named))}, not {task_id!r} (replay it on "
+                "that task, or record a run of this one with `spu agent recording`)"
+            )
+        return None
 
     def __init__(self, ref: str, substitutions: dict[str, str] | None = None) -> None:
         self.path = resolve_recording(ref)

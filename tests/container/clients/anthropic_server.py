@@ -1,12 +1,12 @@
 """A scripted Anthropic Messages server (streaming) that runs inside the agent's container, on loopback, for
-a Harbor trial with Claude Code (tests/container/test_claude_code.py). Standard library only.
+a Harbor trial with Claude Code (tests/container/test_clients.py). Standard library only.
 
 The script: when the spu MCP server's tools are offered and no tool has run yet, a ``tool_use`` of the spu
 tool ``system_info``; after its result, a ``tool_use`` of Claude Code's ``Write`` with a valid
 ``/app/output/rankings.json`` (each group in the order of ``targets.csv``); after that, a final text. Side
 requests (titles, summaries) get plain text. Every request is logged to ``/tmp/model-server.jsonl``.
 
-    python3 model_server.py PORT
+    python3 anthropic_server.py PORT
 """
 
 from __future__ import annotations
