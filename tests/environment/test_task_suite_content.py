@@ -1,7 +1,8 @@
-"""What the suite promises beyond a reproducible build: at least 40 tasks (chemistry 12, materials 10, biology
-10, medicine 8 at least), the prior-solvable share the README states (a fifth at most is the aim; each card's verdict
-checked against an independent permutation estimate), README tables in step with the cards, no author warning on any of them, a redistributable licence, a noise band, groups of 5-12 experiments in
-2-6 groups, a value source naming a file or table, a README line per task, and per task either a
+"""What the suite promises beyond a reproducible build: at least 40 tasks (chemistry 12, materials 10,
+biology 10, medicine 8 at least), the prior-solvable share the README states (a fifth at most is the aim;
+each card's verdict checked against an independent permutation estimate), README tables in step with the
+cards, no author warning on any of them, a redistributable licence, a noise band, groups of 5-12 experiments
+in 2-6 groups, a value source naming a file or table, a README line per task, and per task either a
 ``baselines.json`` whose proxies load and call real tools with valid arguments, or a README row saying why no
 physics or model proxy of the server applies."""
 
