@@ -307,7 +307,7 @@ def batch_command(
         configuration = name or configuration_name(model)
         jobs = plan_jobs(task_dirs, out, configuration, runs)
         for task_id in dict.fromkeys(job.task_id for job in jobs):  # before any run starts
-            check_model(spec, config["model"], base_url=base_url, task_id=task_id)
+            check_model(spec, config.model, base_url=base_url, task_id=task_id)
     except (ValueError, FileNotFoundError, TaskError, ConfigError) as exc:
         raise fail(str(exc)) from None
     agent_args = ["--model", model]

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from environment.demo_tasks import demo_task_dir
+from scaffold.agent.config import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -58,20 +59,23 @@ def test_agent_run_refuses_a_model_that_cannot_work_before_running(
     assert not out.exists()  # no run started: not even the fallback submission was written
 
 
+MODEL = load_config().model  # the model section check_model gets from `spu agent run`
+
+
 def test_a_key_or_a_base_url_lets_a_remote_model_through(monkeypatch):
     from scaffold.agent.models import ModelSpec, check_model
 
     spec = ModelSpec.parse("anthropic:claude-x")
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(ValueError, match="ANTHROPIC_API_KEY is not set"):
-        check_model(spec, {}, base_url=None, task_id="t")
-    check_model(spec, {}, base_url="http://127.0.0.1:8080", task_id="t")  # a server of one's own
+        check_model(spec, MODEL, base_url=None, task_id="t")
+    check_model(spec, MODEL, base_url="http://127.0.0.1:8080", task_id="t")  # a server of one's own
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
-    check_model(spec, {}, base_url=None, task_id="t")
+    check_model(spec, MODEL, base_url=None, task_id="t")
     # the key's variable can be renamed in the agent config (model.api_key_env)
     with pytest.raises(ValueError, match="MY_KEY is not set"):
-        check_model(spec, {"api_key_env": "MY_KEY"}, base_url=None, task_id="t")
+        check_model(spec, MODEL.model_copy(update={"api_key_env": "MY_KEY"}), base_url=None, task_id="t")
     # a recording that names no task (a hand-made one) fits any task
     check_model(
-        ModelSpec.parse("replay:demo-aromatic-acidity"), {}, base_url=None, task_id="demo-aromatic-acidity"
+        ModelSpec.parse("replay:demo-aromatic-acidity"), MODEL, base_url=None, task_id="demo-aromatic-acidity"
     )

@@ -115,7 +115,7 @@ def adapter_class(provider: str) -> type[Model]:
     return found
 
 
-def check_model(spec: ModelSpec, config: dict[str, Any], *, base_url: str | None, task_id: str) -> None:
+def check_model(spec: ModelSpec, config: ModelSection, *, base_url: str | None, task_id: str) -> None:
     """Raise ``ValueError`` (one line: what cannot work and what to do) when ``spec`` cannot run task
     ``task_id``: called by ``spu agent run`` and ``spu batch`` before any run starts. ``config`` is the
     ``model`` section of the agent config. An adapter says what it needs through an optional classmethod

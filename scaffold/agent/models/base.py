@@ -237,12 +237,10 @@ class HttpModel:
         return cls(model, config, base_url=base_url, cache_key=cache_key)
 
     @classmethod
-    def preflight(
-        cls, model: str, config: dict[str, Any], *, base_url: str | None, task_id: str
-    ) -> str | None:
+    def preflight(cls, model: str, config: ModelSection, *, base_url: str | None, task_id: str) -> str | None:
         """The provider's own API without its key refuses every call (and every retry): say so first. A
         server of one's own (``--base-url``) may need no key."""
-        key_env = config.get("api_key_env") or cls.api_key_env
+        key_env = config.api_key_env or cls.api_key_env
         if base_url is None and key_env and not os.environ.get(key_env):
             return (
                 f"{key_env} is not set and no --base-url is given: {cls.default_base_url} refuses calls "

@@ -89,9 +89,7 @@ class ReplayModel:
     provider = "replay"
 
     @classmethod
-    def preflight(
-        cls, model: str, config: dict[str, Any], *, base_url: str | None, task_id: str
-    ) -> str | None:
+    def preflight(cls, model: str, config: ModelSection, *, base_url: str | None, task_id: str) -> str | None:
         """A recording that is not there, or that was made for another task (its drafts name that task)."""
         try:
             turns = load_turns(resolve_recording(model))
