@@ -11,8 +11,8 @@
   body is then read under one deadline for the whole body (:data:`BODY_TIMEOUT_S`, 408) and the size
   limit (413), checked whole by the server's own ``check_body`` where it gives one (the MCP server's
   JSON-RPC frame check: a failing frame gets HTTP 400 and the JSON-RPC error), and handed to the
-  application in one piece. This is the one place a body is read and held: nothing in front of the
-  application reads it again.
+  application in pieces of :data:`REPLAY_PIECE_BYTES`, let go with the last piece. This is the one
+  place a body is read: nothing in front of the application reads it again.
 * **Requests in flight**: at most :data:`MAX_REQUESTS` POST requests are served at once; one more gets a
   503 with ``Retry-After: 1`` before its body is read. A session's event stream (its long-lived GET) and
   idle connections do not count.
