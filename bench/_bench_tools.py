@@ -2,8 +2,7 @@
 
 from pydantic import BaseModel
 
-from tools_server.core.registry import tool
-from tools_server.core.results import ToolResult
+from tools_server.plugin import ToolResult, tool
 
 
 class EchoInput(BaseModel):

@@ -3,7 +3,6 @@ server's, in ``tools_server.web.cli``)."""
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
@@ -11,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from spu_common.console import EXIT_INVALID, fail
+from spu_common.console import EXIT_INVALID, echo_json, fail
 
 audit_app = typer.Typer(help="The audit log of web access, and the audit service.", no_args_is_help=True)
 
@@ -62,7 +61,7 @@ def verify_cmd(
         raise fail(f"cannot read the key {key}: {exc}") from None
     result = verify(path, key_bytes, progress=_progress_printer(path.name))
     if as_json:
-        typer.echo(json.dumps(result.to_dict(), indent=2))
+        echo_json(result.to_dict())
     else:
         typer.echo(
             f"{path}: {result.count} records, head {result.head[:16]}… {'OK' if result.ok else 'FAILED'}"
@@ -103,7 +102,7 @@ def summary_cmd(log: LogArg = None, as_json: JsonOpt = False) -> None:
     except ValueError as exc:
         raise _unreadable(path, exc) from None
     if as_json:
-        typer.echo(json.dumps(data, indent=2))
+        echo_json(data)
         return
     typer.echo(
         f"{data['calls']} calls, {data['http_attempts']} HTTP attempts, {data['bytes']} bytes, "
@@ -134,7 +133,7 @@ def sources_cmd(
     except ValueError as exc:
         raise _unreadable(path, exc) from None
     if as_json:
-        typer.echo(json.dumps(data, indent=2))
+        echo_json(data)
     else:
         typer.echo(
             f"wrote {out}: {len(data['searches'])} searches, {len(data['sources'])} sources, "

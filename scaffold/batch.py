@@ -37,7 +37,7 @@ from typing import Annotated, Any
 import typer
 
 from scaffold.agent.models import PROVIDERS
-from spu_common.console import fail
+from spu_common.console import echo_json, fail
 from spu_common.jsonfiles import atomic_write_json
 
 DONE_MARKER = ".batch-done.json"
@@ -424,6 +424,6 @@ def _report(
 
 def _finish(summary: dict[str, Any], as_json: bool, console, message: str) -> None:
     if as_json:
-        typer.echo(json.dumps(summary, indent=2, default=str))
+        echo_json(summary)
     else:
         console.print(message)

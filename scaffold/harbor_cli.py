@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from spu_common.console import fail
+from spu_common.console import echo_json, fail
 
 harbor_app = typer.Typer(
     help="Harbor packaging: export tasks for `harbor run` (docs/harbor.md).", no_args_is_help=True
@@ -116,7 +115,7 @@ def export_command(
     except (ExportError, TaskError) as exc:
         raise fail(str(exc)) from None
     if as_json:
-        typer.echo(json.dumps(result, indent=2))
+        echo_json(result)
         return
     typer.echo(
         f"Harbor task {org}/{result['task_id']} written to {result['out']} "
@@ -148,7 +147,7 @@ def results_command(
         raise fail(str(exc)) from None
     summary = summarize(trials, min_reward=min_reward)
     if as_json:
-        typer.echo(json.dumps(summary, indent=2))
+        echo_json(summary)
     else:
         typer.echo(summary_line(summary))
     if summary["failed"] or not trials:

@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 
 #: The command modules, in help order: the server, the benchmark side, the reference agent.
 MODULES = (
-    "tools_server.core.cli",
-    "tools_server.core.clients_cli",
-    "tools_server.core.doctor_cli",
+    "tools_server.commands.cli",
+    "tools_server.commands.clients_cli",
+    "tools_server.commands.doctor_cli",
     "tools_server.web.cli",
     "environment.cli",
     "environment.analysis.cli",
@@ -32,10 +32,10 @@ MODULES = (
 
 #: Top-level command -> the module that registers it (for start-up speed; unlisted commands still work).
 PARTS = {
-    "serve": "tools_server.core.cli",
-    "cache": "tools_server.core.cli",
-    "config": "tools_server.core.clients_cli",
-    "doctor": "tools_server.core.doctor_cli",
+    "serve": "tools_server.commands.cli",
+    "cache": "tools_server.commands.cli",
+    "config": "tools_server.commands.clients_cli",
+    "doctor": "tools_server.commands.doctor_cli",
     "audit": "tools_server.web.cli",
     "baselines": "environment.analysis.cli",
     "analyze": "environment.analysis.cli",
@@ -48,7 +48,7 @@ PARTS = {
 
 
 #: Commands with a path that skips Typer (start-up time matters): command -> module with ``main(argv)``.
-FAST = {"serve": "tools_server.core.serve_cli"}
+FAST = {"serve": "tools_server.commands.serve_cli"}
 
 #: Settings a command must find valid before it starts, checked by the part that owns them: command ->
 #: (environment variable, "module:function" returning why the command must not start, or None). The check

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools_server.core.invisible import INVISIBLE_RE
+from tools_server.plugin import INVISIBLE_RE
 
 #: ETKDG seed: fixed so a SMILES always gives the same 3D start (and cached results stay reproducible).
 EMBED_SEED = 0xF00D
@@ -40,7 +40,8 @@ _XYZ_LINE = re.compile(r"^\s*([A-Z][a-z]?|\d{1,3})\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
 
 
 class MoleculeError(Exception):
-    """A molecule that cannot be used; ``code`` is a stable error code from ``tools_server.core.errors``."""
+    """A molecule that cannot be used; ``code`` is a stable error code (one of
+    ``tools_server.plugin.ERROR_CODES``)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -48,7 +49,7 @@ class MoleculeError(Exception):
         self.message = message
 
     def to_dict(self) -> dict[str, str]:
-        from tools_server.core.errors import ERROR_CODES
+        from tools_server.plugin import ERROR_CODES
 
         return {"code": self.code, "message": self.message, "hint": ERROR_CODES.get(self.code, "")}
 
@@ -186,9 +187,8 @@ def _looks_like_path(text: str) -> bool:
 
 def read_file_text(spec: str) -> tuple[str, str, int]:
     """(text, suffix, record index) of a file reference ``path[#index]``: a regular file under the allowed
-    roots (``tools_server.core.paths``), never a link leaving them."""
-    from tools_server.core.errors import ToolError
-    from tools_server.core.paths import readable_file
+    roots (:func:`tools_server.plugin.readable_file`), never a link leaving them."""
+    from tools_server.plugin import ToolError, readable_file
 
     base, _, index = spec.strip().partition("#")
     try:

@@ -5,13 +5,14 @@ Exit codes: 0 done, 1 an input could not be analysed (the message names the file
 
 from __future__ import annotations
 
-import json
 import math
 import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+
+from spu_common.console import echo_json
 
 EXIT_INVALID = 1
 EXIT_USAGE = 2
@@ -145,7 +146,7 @@ def baselines_cmd(
             typer.echo(f"wrote {path}", err=True)
     if as_json:
         payload = results[0] if len(results) == 1 else {"tasks": results}
-        typer.echo(json.dumps(_clean(payload), indent=2, ensure_ascii=False))
+        echo_json(_clean(payload))
         return
     for result in results:
         _print_baselines(result)
@@ -248,7 +249,7 @@ def analyze_cmd(
     except AnalysisError as exc:
         raise _fail(exc) from None
     if as_json:
-        typer.echo(json.dumps(_clean(summary), indent=2, ensure_ascii=False))
+        echo_json(_clean(summary))
         return
     typer.echo(f"{summary['runs']} runs, {summary['tool_calls']} tool calls analysed; outputs in {out}")
     for row in summary["runs_table"]:

@@ -7,7 +7,6 @@ directory that is empty, cut short or malformed is not an error here: the page s
 from __future__ import annotations
 
 import errno
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -41,7 +40,7 @@ def view_cmd(
     """Show agent runs in the browser: timeline of steps and tool calls, drafts, sources, scores."""
     from environment.view.collect import ViewError
     from environment.view.page import build_page
-    from spu_common.console import fail
+    from spu_common.console import echo_json, fail
     from spu_common.jsonfiles import atomic_write_text
 
     def build() -> str:
@@ -63,7 +62,7 @@ def view_cmd(
             "problems": len(data["problems"]) + sum(len(r["problems"]) for r in data["runs"]),
         }
         if as_json:
-            typer.echo(json.dumps(summary))
+            echo_json(summary)
         else:
             typer.echo(
                 f"wrote {out} ({summary['bytes']:,} bytes, {summary['runs']} run(s)); open it in a browser"
@@ -79,7 +78,10 @@ def view_cmd(
             f"port {port} on 127.0.0.1 {reason}\nhint: --port 0 picks any free port; --out writes a file"
         ) from None
     url = page_url(server)
-    typer.echo(json.dumps({"url": url}) if as_json else f"spu view: {url}  (Ctrl-C to stop)")
+    if as_json:
+        echo_json({"url": url}, one_line=True)
+    else:
+        typer.echo(f"spu view: {url}  (Ctrl-C to stop)")
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from scaffold.agent.models import PROVIDERS
-from spu_common.console import EXIT_INVALID, fail
+from spu_common.console import EXIT_INVALID, echo_json, fail
 
 if TYPE_CHECKING:
     from environment.task import Task
@@ -97,7 +97,7 @@ def _run_single(
 
     outcome = run_agent(task, out, spec, config, base_url=base_url)
     if as_json:
-        typer.echo(json.dumps(outcome.result, indent=2))
+        echo_json(outcome.result)
     else:
         r = outcome.result
         typer.echo(f"{r['exit_status']}: {r['reason']}")
@@ -131,7 +131,7 @@ def _run_ensemble(
 
     summary = run_ensemble(task, out, specs, size, config, base_url=base_url, on_member=progress)
     if as_json:
-        typer.echo(json.dumps(summary, indent=2))
+        echo_json(summary)
     else:
         typer.echo(
             f"submission: {summary['submission']} of members {summary['used']} -> "
@@ -183,7 +183,7 @@ def demo_command(
         "groups": [{"group_id": g.group_id, "rho": g.rho} for g in result.groups],
     }
     if as_json:
-        typer.echo(json.dumps(record, indent=2))
+        echo_json(record)
     else:
         typer.echo(f"{outcome.exit_status}: {outcome.reason}")
         typer.echo(f"rankings.json valid: {report.valid}; submission: {outcome.submission}")
@@ -252,7 +252,7 @@ def recording_command(
                     call["arguments_raw"] = json.dumps(call["arguments"], ensure_ascii=False)
             handle.write(json.dumps({"type": "model_turn", "message": message}, ensure_ascii=False) + "\n")
     if as_json:
-        typer.echo(json.dumps({"model_turns": len(turns), "out": str(target)}))
+        echo_json({"model_turns": len(turns), "out": str(target)})
     else:
         typer.echo(f"{len(turns)} model turns -> {target}")
 
@@ -285,6 +285,6 @@ def atif_command(
     target = out or output or trajectory.with_name("trajectory.json")
     data = write_atif(trajectory, target, agent_version=agent_version())
     if as_json:
-        typer.echo(json.dumps({"steps": len(data["steps"]), "out": str(target)}))
+        echo_json({"steps": len(data["steps"]), "out": str(target)})
     else:
         typer.echo(f"{len(data['steps'])} ATIF steps -> {target}")

@@ -14,7 +14,7 @@ import yaml
 from container_helpers import Trial, check_sandbox, docker, spu, task_dir
 
 from environment.demo_tasks import demo_answers_path, demo_task_dir
-from tools_server.core.clients import CLAUDE_HEADLESS_ENV
+from tools_server.commands.clients import CLAUDE_HEADLESS_ENV
 
 HERE = Path(__file__).resolve().parent / "clients"
 CLIENTS_IMAGE = "spu-scaffold:test-clients"
@@ -92,8 +92,8 @@ def test_claude_code_calls_an_spu_tool_and_is_graded(clients_image, run_trial, t
         "--base-url",
         f"http://127.0.0.1:{PORT}",
         "--skip-credential-checks",
-        # what `spu config claude` puts in a project's settings (tools_server/core/clients.py): the spu tools
-        # offered at once, not behind a tool search, and the server awaited at start
+        # what `spu config claude` puts in a project's settings (tools_server/commands/clients.py): the spu
+        # tools offered at once, not behind a tool search, and the server awaited at start
         *[arg for item in CLAUDE_HEADLESS_ENV.items() for arg in ("--ae", "=".join(item))],
     )
     requests = _requests(trial)

@@ -183,3 +183,23 @@ def test_old_spellings_still_work(files, capsys, tmp_path):
     status, out, err = spu(capsys, "agent", "atif", trajectory, "--output", tmp_path / "a.json", "--json")
     assert status == 0 and json.loads(out)["out"] == str(tmp_path / "a.json"), err
     assert json.loads((tmp_path / "a.json").read_text())["schema_version"].startswith("ATIF")
+
+
+def test_json_output_goes_through_one_helper():
+    """Every command prints its JSON through ``spu_common.console.echo_json`` (indented, or one line for a
+    line read as it comes); none writes ``json.dumps`` to stdout by hand."""
+    import re
+
+    root = Path(__file__).resolve().parents[2]
+    by_hand = re.compile(r"\b(?:typer\.echo|click\.echo|print)\(\s*json\.dumps\(")
+    hits = []
+    for part in ("spu", "spu_common", "tools_server", "environment", "scaffold"):
+        for path in sorted((root / part).rglob("*.py")):
+            if path == root / "spu_common" / "console.py":  # the helper itself
+                continue
+            text = path.read_text(encoding="utf-8")
+            hits += [
+                f"{path.relative_to(root)}:{text.count(chr(10), 0, m.start()) + 1}"
+                for m in by_hand.finditer(text)
+            ]
+    assert hits == []

@@ -15,7 +15,7 @@ import pytest
 
 from prompts.method import SKILL_NAME, render_method
 from scaffold.agent.templates import Templates
-from tools_server.core import clients
+from tools_server.commands import clients
 from tools_server.core.registry import load_registry
 from tools_server.core.server_tools import SERVER_TOOLS
 from tools_server.core.waits import WAIT_S_MAX

@@ -280,7 +280,7 @@ def test_an_item_over_the_jobs_memory_limit_is_stopped(cluster, monkeypatch):
 
 
 def test_doctor_reports_the_scheduler_and_its_workers(cluster, monkeypatch):
-    from tools_server.core.doctor import run_doctor
+    from tools_server.commands.doctor import run_doctor
 
     _, _, client = cluster
     monkeypatch.setenv("SPU_EXECUTOR", "dask")
@@ -293,7 +293,7 @@ def test_doctor_reports_the_scheduler_and_its_workers(cluster, monkeypatch):
 def test_doctor_fails_on_an_unreachable_scheduler(spu_env, monkeypatch):
     import socket
 
-    from tools_server.core.doctor import run_doctor
+    from tools_server.commands.doctor import run_doctor
 
     with socket.socket() as s:  # a loopback port nobody listens on
         s.bind(("127.0.0.1", 0))

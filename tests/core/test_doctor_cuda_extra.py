@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tools_server.core.doctor import cuda_extra_for_driver, gpu_check, run_doctor
+from tools_server.commands.doctor import cuda_extra_for_driver, gpu_check, run_doctor
 
 H200 = {"name": "NVIDIA H200", "memory": "143771 MiB", "driver": "580.95.05"}
 A100_OLD_DRIVER = {"name": "NVIDIA A100-SXM4-80GB", "memory": "81920 MiB", "driver": "535.183.01"}

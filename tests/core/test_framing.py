@@ -79,3 +79,28 @@ def test_http_answers_a_null_id_with_an_error(spu_env):
         reply = httpx.post(url, json=NULL_ID, headers=headers, timeout=30)
         assert reply.status_code == 400
         assert reply.json()["id"] is None and reply.json()["error"]["code"] == -32600
+
+
+def test_http_takes_a_frame_up_to_the_documented_limit(spu_env):
+    """docs/server.md: an HTTP body may be one frame of up to 16 MiB. The SDK's own body limit (4 MiB by
+    default) once answered a 5 MiB frame with a plain-text 413 in front of our guard."""
+    from tools_server.core.framing import MAX_FRAME_BYTES
+
+    with http_spu_server(spu_env, TOKEN) as (url, _), httpx.Client(timeout=60) as client:
+        headers = {**HEADERS, "authorization": f"Bearer {TOKEN}"}
+        init = client.post(url, json=INIT, headers=headers)
+        session = {**headers, "mcp-session-id": init.headers["mcp-session-id"]}
+        client.post(url, content=b'{"jsonrpc":"2.0","method":"notifications/initialized"}', headers=session)
+        call = b'"method":"tools/call","params":{"name":"no_such_tool","arguments":{"t":"'
+        head = b'{"jsonrpc":"2.0","id":7,' + call
+        frame = head + b"x" * (5 * 2**20) + b'"}}}'
+        reply = client.post(url, content=frame, headers=session)
+        assert reply.status_code == 200, reply.text[:200]
+        data = next(json.loads(line[5:]) for line in reply.text.splitlines() if line.startswith("data:"))
+        assert data["id"] == 7 and data["result"]["isError"] and "no_such_tool" in reply.text
+        over = head + b"x" * (MAX_FRAME_BYTES - len(head) - 3) + b'"}}}'
+        assert len(over) == MAX_FRAME_BYTES + 1
+        refused = client.post(url, content=over, headers=session)
+        assert refused.status_code == 413 and refused.json() == {
+            "error": f"body larger than {MAX_FRAME_BYTES} bytes"
+        }

@@ -164,7 +164,7 @@ def test_same_answer_names_what_differs():
 def test_the_early_path_imports_neither_the_sdk_nor_pydantic(spu_env):
     code = (
         "import sys\n"
-        "import tools_server.core.serve_cli, tools_server.core.framing, tools_server.core.handshake\n"
+        "import tools_server.commands.serve_cli, tools_server.core.framing, tools_server.core.handshake\n"
         "print(sorted(m for m in ('mcp', 'mcp_types', 'pydantic', 'typer', 'tools_server.core.server') "
         "if m in sys.modules))\n"
     )

@@ -1,7 +1,7 @@
 """No import cycle inside the server: the graph of ``tools_server`` modules, read from every ``import``
 statement (module level or in a function, as in test_layers.py) and from every string that imports a
 project module (``"tools_server.x.y:function"``, or the name given to ``importlib.import_module``), has
-no strongly connected component of more than one module. ``core/server.py`` and ``core/serve_cli.py`` once
+no strongly connected component of more than one module. ``core/server.py`` and ``commands/serve_cli.py`` once
 formed one over the bind rules; ``qc/calculator.py`` named ``"tools_server.mlip.models:make_calculator"``
 in a string while ``mlip`` imported ``qc.calculator``, a cycle the import statements alone did not show."""
 

@@ -7,12 +7,17 @@
 * only the root command (``spu``) mounts all parts, and ``spu serve`` loads neither agent nor statistics;
 * the server's core never imports the benchmark side;
 * no domain is named in the core, and nothing points at files outside the repository;
-* the procedure layer every engine shares (``tools_server.engines``) imports no domain: domains use it.
+* the procedure layer every engine shares (``tools_server.engines``) imports no domain: domains use it;
+* every domain, and the public layers domains share (``tools_server.engines``, ``tools_server.molecules``),
+  reaches the server only through ``tools_server.plugin``, as a third-party package does;
+* the operator commands (``tools_server.commands``: serve, cache, config, doctor) use the mechanism in
+  ``tools_server.core``; nothing else in the server imports them.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -97,17 +102,22 @@ def test_the_layer_check_sees_a_violation(tmp_path):
     assert imports_of(bad) == [(2, "tools_server.core")]
 
 
-#: the packages of ``tools_server`` that are no domain: the server's mechanism and the procedure layer
-SHARED_PACKAGES = ("core", "engines")
+#: the packages of ``tools_server`` that are no domain: the server's mechanism, its operator commands and
+#: the procedure layer
+SHARED_PACKAGES = ("core", "commands", "engines")
 
 
-@pytest.mark.parametrize("shared", SHARED_PACKAGES)
-def test_shared_layers_name_no_domain(shared):
-    domains = sorted(
+def _domains() -> list[str]:
+    return sorted(
         p.name
         for p in (ROOT / "tools_server").iterdir()
         if p.is_dir() and (p / "__init__.py").exists() and p.name not in SHARED_PACKAGES
     )
+
+
+@pytest.mark.parametrize("shared", SHARED_PACKAGES)
+def test_shared_layers_name_no_domain(shared):
+    domains = _domains()
     assert {"chem", "qc", "web", "md", "protein", "ranking", "mlip"} <= set(domains)
     named = []
     for path in sorted((ROOT / "tools_server" / shared).rglob("*.py")):
@@ -118,13 +128,68 @@ def test_shared_layers_name_no_domain(shared):
     assert named == []
 
 
+#: what no domain names: the server's mechanism and its commands (the facade stands in front of them)
+SERVER_INSIDES = re.compile(r"\btools_server\.(core|commands)\b")
+
+
+def inside_names(path: Path, root: Path = ROOT) -> list[str]:
+    """Where ``path`` names the server's mechanism or its commands: an import statement, or any text (a
+    doctor check's code, a string imported by name, a docstring pointing a reader there)."""
+    return [
+        f"{path.relative_to(root)}:{i}: {line.strip()}"
+        for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if SERVER_INSIDES.search(line)
+    ]
+
+
+def test_domains_reach_the_server_only_through_the_plugin_facade():
+    """The project's domains are written exactly like a third-party package: of the server they import
+    ``tools_server.plugin`` (and the public layers ``tools_server.engines`` and ``tools_server.molecules``,
+    which use the facade too), never ``tools_server.core`` or ``tools_server.commands``."""
+    paths = [
+        ROOT / "tools_server" / "molecules.py",
+        *sorted((ROOT / "tools_server" / "engines").rglob("*.py")),
+    ]
+    for domain in _domains():
+        paths += sorted((ROOT / "tools_server" / domain).rglob("*.py"))
+    found = [hit for path in paths for hit in inside_names(path)]
+    assert found == []
+    facade = [m for path in paths for _, m in imports_of(path) if m == "tools_server.plugin"]
+    assert len(facade) > 20  # the check reads real imports: the domains do import the facade
+
+
+def test_the_facade_check_sees_the_core_named_in_a_string(tmp_path):
+    """The checker itself: a doctor check's code imports in a string, which no import statement shows."""
+    bad = tmp_path / "checks.py"
+    bad.write_text(
+        'CODE = """\nfrom tools_server.core import settings\n"""\nfrom tools_server.plugin import tool\n'
+    )
+    assert inside_names(bad, tmp_path) == ["checks.py:2: from tools_server.core import settings"]
+
+
+def test_the_operator_commands_sit_above_the_mechanism():
+    """``tools_server/commands`` (``spu serve``, ``spu cache``, ``spu config``, ``spu doctor``) imports the
+    mechanism in ``tools_server/core``; no module of the server outside it imports a command module, so
+    the arrows between the two point one way."""
+    commands = ROOT / "tools_server" / "commands"
+    found = [
+        f"{path.relative_to(ROOT)}:{lineno} imports {module}"
+        for path in sorted((ROOT / "tools_server").rglob("*.py"))
+        if commands not in path.parents
+        for lineno, module in imports_of(path)
+        if module == "tools_server.commands" or module.startswith("tools_server.commands.")
+    ]
+    assert found == []
+    used = {
+        m for path in commands.rglob("*.py") for _, m in imports_of(path) if m.startswith("tools_server.core")
+    }
+    assert {"tools_server.core.registry", "tools_server.core.server", "tools_server.core.cache"} <= used
+
+
 def test_no_domain_imports_another_domains_private_names():
     """Shared helpers (molecule input, element symbols, file fingerprints) live in ``tools_server.molecules``
-    and the weights lookup in ``tools_server.core.settings``; a domain never reaches into another's ``_``
-    names."""
-    domains = {p.name for p in (ROOT / "tools_server").iterdir() if (p / "__init__.py").exists()} - set(
-        SHARED_PACKAGES
-    )
+    and the weights lookup in ``tools_server.plugin``; a domain never reaches into another's ``_`` names."""
+    domains = set(_domains())
     found = []
     for domain in sorted(domains):
         for path in sorted((ROOT / "tools_server" / domain).rglob("*.py")):
@@ -146,11 +211,7 @@ def test_every_domain_registers_through_an_entry_point():
 
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     declared = pyproject["project"]["entry-points"]["spu.tools"]
-    domains = {
-        p.name
-        for p in (ROOT / "tools_server").iterdir()
-        if p.is_dir() and (p / "__init__.py").exists() and p.name not in SHARED_PACKAGES
-    }
+    domains = _domains()
     assert {name: f"tools_server.{name}:DOMAIN" for name in domains}.items() <= declared.items()
 
 

@@ -108,7 +108,7 @@ def live(start_mcp_server, tmp_path_factory) -> dict[str, Any]:
 @pytest.fixture
 def texts(live) -> dict[str, str]:
     """What each reader gets, rendered with the live server's tools."""
-    from tools_server.core import clients
+    from tools_server.commands import clients
 
     by_domain = clients.tools_by_domain()
     assert {t["name"] for ts in by_domain.values() for t in ts} == set(live["tools"])

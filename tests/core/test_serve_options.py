@@ -11,9 +11,9 @@ import typer
 from typer.testing import CliRunner
 
 from spu.cli import make_app
-from tools_server.core.serve_cli import options
+from tools_server.commands.serve_cli import options
 
-APP = make_app(("tools_server.core.cli",))
+APP = make_app(("tools_server.commands.cli",))
 
 
 def test_the_typer_command_declares_no_option_of_its_own():
@@ -35,7 +35,7 @@ def test_both_paths_show_the_one_help(spu_env):
     assert "--allowed-host <name>" in fast.stdout and "SPU_SERVER_TOKEN" in fast.stdout
     assert typer_help.output == fast.stdout
     # the layout of every other command's help (it was argparse's "usage: ... options:")
-    doctor = CliRunner().invoke(make_app(("tools_server.core.doctor_cli",)), ["doctor", "--help"]).output
+    doctor = CliRunner().invoke(make_app(("tools_server.commands.doctor_cli",)), ["doctor", "--help"]).output
     for style in ("Usage: spu {} [OPTIONS]\n", "\nOptions:\n", "  --help "):
         assert style.format("serve") in fast.stdout and style.format("doctor") in doctor
 

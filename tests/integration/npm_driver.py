@@ -24,7 +24,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import ClassVar
 
-from tools_server.core.clients import claude_headless_command
+from tools_server.commands.clients import claude_headless_command
 
 REPO = Path(__file__).resolve().parents[2]
 BIN = Path(os.environ.get("SPU_NPM_PREFIX") or REPO / ".npm-clients") / "node_modules" / ".bin"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tools_server.core.doctor import run_doctor
+from tools_server.commands.doctor import run_doctor
 
 REPO = Path(__file__).resolve().parents[2]
 

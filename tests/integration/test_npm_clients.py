@@ -221,7 +221,7 @@ def test_codex_checks_a_task_outside_the_project_recorded_with_task_root(where, 
     """As for Claude Code: Codex passes a server only a few of its own variables, so the folder goes into
     the config's [mcp_servers.spu.env]. Codex shows the model the error's structuredContent, as AGENTS.md
     says; and it passes exactly the variables `spu config codex --check` assumes (CODEX_PASSED_ENV)."""
-    from tools_server.core.clients import CODEX_PASSED_ENV
+    from tools_server.commands.clients import CODEX_PASSED_ENV
 
     result = _scenario(f"codex-task-{where}", tmp_path, spu_env)
     assert result["returncode"] == 0, result["stderr"]

@@ -151,23 +151,21 @@ def test_fp64_table_tells_h200_from_h20():
 
 
 def test_device_choice_without_gpu_mocked(monkeypatch):
-    from tools_server.core import hardware
+    from tools_server import plugin  # the qc domain asks the facade for the GPUs
     from tools_server.qc import device
 
-    monkeypatch.setattr(hardware, "gpus", list)
+    monkeypatch.setattr(plugin, "gpus", list)
     choice = choose_device("auto", 500, gpu_slot=True)
     assert choice.device == "cpu" and "no CUDA GPU" in choice.reason
     with pytest.raises(ToolError) as err:
         choose_device("gpu", 500, gpu_slot=True)
     assert err.value.code == "engine_unavailable"
     # A mocked slow-FP64 card (H20) keeps small jobs on the CPU and takes large ones.
-    monkeypatch.setattr(hardware, "gpus", lambda: [{"name": "NVIDIA H20", "memory": "96 GiB", "driver": "x"}])
+    monkeypatch.setattr(plugin, "gpus", lambda: [{"name": "NVIDIA H20", "memory": "96 GiB", "driver": "x"}])
     monkeypatch.setattr(device, "gpu4pyscf_available", lambda: True)
     assert choose_device("auto", 300, gpu_slot=True).device == "cpu"
     assert choose_device("auto", 3000, gpu_slot=True).device == "gpu"
-    monkeypatch.setattr(
-        hardware, "gpus", lambda: [{"name": "NVIDIA H200", "memory": "141 GiB", "driver": "x"}]
-    )
+    monkeypatch.setattr(plugin, "gpus", lambda: [{"name": "NVIDIA H200", "memory": "141 GiB", "driver": "x"}])
     fast = choose_device("auto", 300, gpu_slot=True)
     assert fast.device == "gpu" and "H200" in fast.reason
     assert choose_device("auto", 300, gpu_slot=False).device == "cpu"

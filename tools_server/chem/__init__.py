@@ -2,7 +2,7 @@
 substructure, conformers, depictions."""
 
 from tools_server.chem.checks import CHECKS
-from tools_server.core.domain import Domain, Engine
+from tools_server.plugin import Domain, Engine
 
 DOMAIN = Domain(
     name="chem",

@@ -3,7 +3,7 @@
 RDKit parses benzoic acid (9 heavy atoms).
 """
 
-from tools_server.core.domain import DoctorCheck
+from tools_server.plugin import DoctorCheck
 
 CHECKS: tuple[DoctorCheck, ...] = (
     DoctorCheck(

@@ -12,10 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tools_server.core.context import ToolContext
-from tools_server.core.errors import ToolError
-from tools_server.core.registry import tool
-from tools_server.core.results import BatchResult, ItemsResult, ToolResult
+from tools_server.plugin import BatchResult, ItemsResult, ToolContext, ToolError, ToolResult, tool
 
 MoleculeList = list[str]
 _MOL_DESC = (
@@ -577,7 +574,7 @@ def chem_conformers(args: ConformerInput, ctx: ToolContext) -> ConformersResult:
     `force_field` used, and `sdf` (artifact; conformers sorted by energy, each with an `energy_kcal_mol`
     property). Pass `sdf#k` to xtb_run or dft_run to refine conformer k. Force-field energies rank
     conformers of one molecule only; they are not comparable between molecules."""
-    from tools_server.core.fanout import map_items
+    from tools_server.plugin import map_items
 
     _set_rdkit_engine(ctx)
     n = len(args.molecules)

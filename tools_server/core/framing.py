@@ -12,7 +12,8 @@ request's id when one can be read, else ``null``. Limits (also in ``docs/server.
 
 Over stdio, :class:`StdioWire` takes the process's stdin and stdout and :func:`serve_stdio` hands the SDK's
 own transport (``mcp.server.stdio.stdio_server``) only frames that passed, through its public ``stdin`` and
-``stdout`` parameters. Over HTTP, :func:`guard_http` wraps the SDK's streamable-HTTP ASGI app.
+``stdout`` parameters. Over HTTP, :func:`refuse_http_body` checks each POST body that the request guard
+(:mod:`tools_server.core.http_guard`) has read, before the SDK's streamable-HTTP app sees it.
 """
 
 from __future__ import annotations
@@ -382,56 +383,11 @@ class _Replies:
         return True
 
 
-def guard_http(app: Any) -> Any:
-    """ASGI wrapper: a POST body that fails :func:`check_frame` gets a JSON-RPC error (HTTP 400) and never
-    reaches the SDK."""
-
-    async def guarded(scope, receive, send):
-        if scope["type"] != "http" or scope.get("method") != "POST":
-            await app(scope, receive, send)
-            return
-        chunks: list[bytes] = []
-        size = 0
-        more = True
-        while more:
-            event = await receive()
-            if event["type"] == "http.disconnect":
-                return
-            body = event.get("body", b"")
-            size += len(body)
-            if size > MAX_FRAME_BYTES:
-                too_big = FrameError(INVALID_REQUEST, f"body larger than {MAX_FRAME_BYTES} bytes")
-                await _http_error(send, too_big)
-                return
-            chunks.append(body)
-            more = event.get("more_body", False)
-        raw = b"".join(chunks)
-        try:
-            check_frame(raw)
-        except FrameError as exc:
-            await _http_error(send, exc)
-            return
-        sent = False
-
-        async def replay():
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": raw, "more_body": False}
-            return await receive()
-
-        await app(scope, replay, send)
-
-    return guarded
-
-
-async def _http_error(send, exc: FrameError) -> None:
-    body = _dump(exc.reply())
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 400,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+def refuse_http_body(raw: bytes) -> bytes | None:
+    """The JSON-RPC error reply to an HTTP POST body that fails :func:`check_frame`, or None when it passes
+    (the ``check_body`` of :func:`tools_server.core.http_guard.guard_requests`, which reads the body)."""
+    try:
+        check_frame(raw)
+    except FrameError as exc:
+        return _dump(exc.reply())
+    return None

@@ -9,7 +9,10 @@
   ``Authorization`` headers are a 400; a ``Host`` outside the allowed list is a 421; a missing or wrong
   token is a 401; a ``Content-Length`` over the body limit (or not a number) is a 413 (400) at once. The
   body is then read under one deadline for the whole body (:data:`BODY_TIMEOUT_S`, 408) and the size
-  limit (413), and handed to the application in one piece.
+  limit (413), checked whole by the server's own ``check_body`` where it gives one (the MCP server's
+  JSON-RPC frame check: a failing frame gets HTTP 400 and the JSON-RPC error), and handed to the
+  application in pieces of :data:`REPLAY_PIECE_BYTES`, let go with the last piece. This is the one
+  place a body is read: nothing in front of the application reads it again.
 * **Requests in flight**: at most :data:`MAX_REQUESTS` POST requests are served at once; one more gets a
   503 with ``Retry-After: 1`` before its body is read. A session's event stream (its long-lived GET) and
   idle connections do not count.
@@ -27,7 +30,7 @@ import asyncio
 import hmac
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 #: Shortest bearer token accepted for a non-loopback bind, and the least estimated entropy (bits).
@@ -39,6 +42,8 @@ BODY_TIMEOUT_S = 30.0
 MAX_REQUESTS = 200
 MAX_CONNECTIONS = 1000
 MAX_HEAD_BYTES = 64 * 1024
+#: The size of the pieces a body that was read whole is handed to the application in.
+REPLAY_PIECE_BYTES = 2**20
 
 _RUN = 5  # an arithmetic run of this many characters (small step) is a sequence
 _REPEAT = 6  # a stretch of this many characters seen earlier in the token is a repetition
@@ -105,13 +110,13 @@ TOKEN_ADVICE = 'Make one with: python -c "import secrets; print(secrets.token_ur
 
 
 async def _reply(send: Any, status: int, message: str, extra: Iterable[tuple[bytes, bytes]] = ()) -> None:
-    body = json.dumps({"error": message}).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"),
-        *extra,
-    ]
+    await _send_json(
+        send, status, json.dumps({"error": message}).encode(), [(b"connection", b"close"), *extra]
+    )
+
+
+async def _send_json(send: Any, status: int, body: bytes, extra: Iterable[tuple[bytes, bytes]] = ()) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
@@ -124,10 +129,12 @@ def guard_requests(
     allowed_hosts: Iterable[str] | None = None,
     body_timeout_s: float = BODY_TIMEOUT_S,
     max_requests: int = MAX_REQUESTS,
+    check_body: Callable[[bytes], bytes | None] | None = None,
 ) -> Any:
     """ASGI wrapper applying the request checks of the module docstring. ``allowed_hosts``: the exact
     ``Host`` values accepted (None: any); ``token``: the bearer token required (None: none);
-    ``max_requests``: POST requests served at once."""
+    ``max_requests``: POST requests served at once; ``check_body``: given a whole body, the JSON answer
+    of an HTTP 400 refusing it, or None to pass it to the application."""
     hosts = None if allowed_hosts is None else {h.lower() for h in allowed_hosts}
     expected = f"Bearer {token}".encode() if token else None
     in_flight = 0
@@ -207,14 +214,27 @@ def guard_requests(
             await _reply(send, 408, f"the body did not arrive within {body_timeout_s:.0f} s")
             return
         body = b"".join(chunks)
-        replayed = False
+        chunks.clear()
+        refusal = check_body(body) if check_body is not None else None
+        if refusal is not None:
+            await _send_json(send, 400, refusal)
+            return
+        # Handed over in pieces, and let go with the last one: an application that gathers the body into
+        # its own buffer (the SDK does) then holds the only copy, not a second beside this one.
+        pending: bytes | None = body
+        del body
+        offset = 0
 
         async def replay():
-            nonlocal replayed
-            if not replayed:
-                replayed = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
+            nonlocal pending, offset
+            if pending is None:
+                return await receive()
+            piece = pending[offset : offset + REPLAY_PIECE_BYTES]
+            offset += len(piece)
+            more = offset < len(pending)
+            if not more:
+                pending = None
+            return {"type": "http.request", "body": piece, "more_body": more}
 
         await app(scope, replay, send)
 

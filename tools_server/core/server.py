@@ -23,7 +23,7 @@ from tools_server.core import toollist
 from tools_server.core.bind import is_loopback, is_wildcard
 from tools_server.core.dispatch import Dispatcher
 from tools_server.core.errors import ToolError, storage_error
-from tools_server.core.framing import MAX_FRAME_BYTES, StdioWire, guard_http, serve_stdio
+from tools_server.core.framing import MAX_FRAME_BYTES, StdioWire, refuse_http_body, serve_stdio
 from tools_server.core.handshake import INSTRUCTIONS, SERVER_NAME
 from tools_server.core.http_guard import guard_requests, uvicorn_options
 from tools_server.core.registry import ToolSpec
@@ -190,10 +190,18 @@ def http_app(
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
-    app = guard_http(server.mcp.streamable_http_app(transport_security=security, host=host))
-    # Host, token and body limits are checked before the body is read (the SDK checks Host after it)
+    # the SDK's own body limit (4 MiB by default) set to the frame limit, so the one that answers is ours
+    app = server.mcp.streamable_http_app(
+        transport_security=security, host=host, max_request_body_size=MAX_FRAME_BYTES
+    )
+    # Host, token and body limits are checked before the body is read (the SDK checks Host after it), and
+    # the body, read once, is checked as a JSON-RPC frame before the SDK sees it
     return guard_requests(
-        app, max_body_bytes=MAX_FRAME_BYTES, token=token, allowed_hosts=hosts if hosts else None
+        app,
+        max_body_bytes=MAX_FRAME_BYTES,
+        token=token,
+        allowed_hosts=hosts if hosts else None,
+        check_body=refuse_http_body,
     )
 
 

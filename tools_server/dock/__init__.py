@@ -1,7 +1,7 @@
 """Docking: AutoDock Vina with Meeko ligand and receptor preparation, PDBFixer receptor cleaning."""
 
-from tools_server.core.domain import Domain, Engine
 from tools_server.dock.checks import CHECKS
+from tools_server.plugin import Domain, Engine
 
 DOMAIN = Domain(
     name="dock",

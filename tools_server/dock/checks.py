@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools_server.core.domain import DoctorCheck
+from tools_server.plugin import DoctorCheck
 
 CHECKS: tuple[DoctorCheck, ...] = (
     DoctorCheck(

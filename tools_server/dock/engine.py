@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools_server.core.errors import ToolError
+from tools_server.plugin import ToolError
 
 WATER = {"HOH", "WAT", "DOD", "H2O"}
 #: Elements with an AutoDock Vina atom type (H C N O F P S Cl Br I, Si, B, Se and the metals Mg Ca Mn Fe Zn).
@@ -97,7 +97,7 @@ def reference_ligand_coords(spec: str, records: list[dict[str, Any]]) -> tuple[A
     if Path(spec).suffix.lower() in (".sdf", ".mol", ".mol2", ".pdb"):
         from rdkit import Chem
 
-        from tools_server.core.paths import readable_file
+        from tools_server.plugin import readable_file
 
         path = readable_file(spec, kind="molecule")  # the one path rule (under the roots, sized)
         suffix = path.suffix.lower()

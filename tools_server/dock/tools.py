@@ -9,11 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from tools_server.core.context import ToolContext
-from tools_server.core.errors import ToolError
-from tools_server.core.paths import StructurePath
-from tools_server.core.registry import tool
-from tools_server.core.results import Item, ToolResult
+from tools_server.plugin import Item, StructurePath, ToolContext, ToolError, ToolResult, tool
 
 _LIGAND_DESC = (
     "SMILES (protonated as written: give the charge state you want, e.g. 'CC(=O)[O-]'), a molblock, or an "
@@ -124,8 +120,8 @@ def dock(args: DockInput, ctx: ToolContext) -> DockResult:
     Errors: empty_box (no receptor atom in the box), no_protein, invalid_smiles, invalid_input."""
     import numpy as np
 
-    from tools_server.core.fanout import map_items
     from tools_server.dock import engine
+    from tools_server.plugin import map_items
 
     _check_engines()
     versions = engine.engine_versions()

@@ -200,7 +200,7 @@ def _load_domains() -> None:
     calculators; a domain that fails to import is skipped here (the tool registry reports it)."""
     from importlib import metadata
 
-    from tools_server.core.registry import ENTRY_POINT_GROUP
+    from tools_server.plugin import ENTRY_POINT_GROUP
 
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:

@@ -17,10 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from tools_server.core.results import ToolResult
 from tools_server.engines.calculator import CalculatorError
 from tools_server.engines.task import TaskOptions, error_item, run_task
 from tools_server.engines.units import kcal_mol_per_hartree
+from tools_server.plugin import ToolResult
 
 #: Conformers listed inline; all are in the SDF.
 INLINE_CONFORMERS = 50
@@ -300,7 +300,7 @@ def search(
     from rdkit import Chem
     from rdkit.Geometry import Point3D
 
-    from tools_server.core.fanout import map_items
+    from tools_server.plugin import map_items
 
     kcal = kcal_mol_per_hartree()
     conf_ids = [c.GetId() for c in rdmol.GetConformers()]

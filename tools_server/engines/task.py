@@ -231,7 +231,7 @@ def _frequencies(
 def error_item(index: int, exc: BaseException) -> dict[str, Any]:
     """The item of a molecule that failed: the error's code and message (``engine_crashed`` for an
     exception without a code), with the recovery hint of the code."""
-    from tools_server.core.errors import ERROR_CODES
+    from tools_server.plugin import ERROR_CODES
 
     if callable(getattr(exc, "to_dict", None)):  # a ToolError: its own hint and details
         return {"index": index, "ok": False, "error": exc.to_dict()}
@@ -245,8 +245,8 @@ def error_item(index: int, exc: BaseException) -> dict[str, Any]:
 @contextmanager
 def tool_errors() -> Iterator[None]:
     """Inside a tool: an engine's or a molecule's error (anything with a string ``code`` and
-    ``message``) leaves as the :class:`~tools_server.core.errors.ToolError` of that code."""
-    from tools_server.core.errors import ToolError
+    ``message``) leaves as the :class:`~tools_server.plugin.ToolError` of that code."""
+    from tools_server.plugin import ToolError
 
     try:
         yield

@@ -1,7 +1,7 @@
 """Molecular dynamics with OpenMM: proteins (amber14) and small-molecule liquids (MMFF94)."""
 
-from tools_server.core.domain import Domain, Engine
 from tools_server.md.checks import CHECKS
+from tools_server.plugin import Domain, Engine
 
 DOMAIN = Domain(
     name="md",

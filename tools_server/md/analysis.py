@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools_server.core.errors import ToolError
+from tools_server.plugin import ToolError
 
 #: Per-residue lists longer than this go to a CSV artifact only.
 MAX_INLINE_RESIDUES = 300

@@ -5,7 +5,7 @@ OpenMM: the platforms, and one harmonic bond stretched by 0.1 nm with k = 1000 k
 PDBFixer imports.
 """
 
-from tools_server.core.domain import DoctorCheck
+from tools_server.plugin import DoctorCheck
 
 CHECKS: tuple[DoctorCheck, ...] = (
     DoctorCheck(

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from tools_server.core.errors import ToolError
+from tools_server.plugin import ToolError
 
 #: amu -> g, for densities.
 AMU_G = 1.66053906660e-24

@@ -6,8 +6,8 @@ import io
 from pathlib import Path
 from typing import Any
 
-from tools_server.core.errors import ToolError
 from tools_server.md.liquid import BuiltSystem
+from tools_server.plugin import ToolError
 
 #: solvent name -> extra force-field file (None: vacuum).
 IMPLICIT_MODELS = {"gbn2": "implicit/gbn2.xml", "obc2": "implicit/obc2.xml"}

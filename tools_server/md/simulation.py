@@ -8,9 +8,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tools_server.core.context import ToolContext
-from tools_server.core.errors import ToolError
 from tools_server.md.liquid import AMU_G, NM3_CM3, BuiltSystem
+from tools_server.plugin import ToolContext, ToolError
 
 #: Atom-steps per second per CPU thread, measured here: ~29 ns/day for 4,000 atoms in water on 2 cores
 #: at 2 fs (measured on a 2-core development machine). A GPU does roughly 100x more.

@@ -8,12 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from tools_server.core.context import ToolContext
-from tools_server.core.errors import ToolError
-from tools_server.core.paths import StructurePath, TrajectoryPath
-from tools_server.core.registry import tool
-from tools_server.core.results import ToolResult
 from tools_server.molecules import file_fingerprint
+from tools_server.plugin import StructurePath, ToolContext, ToolError, ToolResult, TrajectoryPath, tool
 
 MAX_ATOMS = 300_000
 
@@ -199,7 +195,7 @@ def md_run(args: MdRunInput, ctx: ToolContext) -> MdResult:
         nve_check_ps=args.nve_check_ps,
         seed=args.seed,
     )
-    from tools_server.core.calibration import CostModel, first_in_process
+    from tools_server.plugin import CostModel, first_in_process
 
     device = "cuda" if ctx.gpu_available else "cpu"
     law_s = estimate_seconds(n_atoms, protocol, device, ctx.threads)
@@ -399,6 +395,6 @@ def _write_rows(path, rows: list[dict]) -> None:
 
 
 def _version(dist: str) -> str | None:
-    from tools_server.core.domain import distribution_version
+    from tools_server.plugin import distribution_version
 
     return distribution_version(dist)

@@ -2,9 +2,9 @@
 
 from typing import Any
 
-from tools_server.core.domain import Domain, Engine
 from tools_server.engines.calculator import register_calculator
 from tools_server.mlip.checks import CHECKS
+from tools_server.plugin import Domain, Engine
 
 
 def _mlip_calculator(mol: Any, **options: Any) -> Any:

@@ -6,7 +6,7 @@ weights_missing)."""
 
 from __future__ import annotations
 
-from tools_server.core.domain import DoctorCheck
+from tools_server.plugin import DoctorCheck
 
 _WATER = "[[0.0, 0.0, 0.1173], [0.0, 0.7572, -0.4692], [0.0, -0.7572, -0.4692]]"
 
@@ -16,7 +16,7 @@ def _weights(engine: str) -> str:
     but the tool answers weights_missing), naming the file and folder to fill."""
     return f"""
 from tools_server.mlip.models import DEFAULT_MODEL, INFO, model_path
-from tools_server.core import settings
+from tools_server.plugin import weights_dir
 import os
 _path = model_path({engine!r}, DEFAULT_MODEL[{engine!r}])
 if _path.is_file():
@@ -29,7 +29,7 @@ else:
         f"mlip_conformers with engine={engine} answer weights_missing"
         + (" unless the download succeeds" if _dl else ""),
         warning_fix=f"put {{_path.name}} in {{_path.parent}} (under SPU_WEIGHTS_DIR, now "
-        f"{{settings.weights_dir()}}; docs/weights.md), or set SPU_WEIGHTS_DOWNLOAD=1 on a machine "
+        f"{{weights_dir()}}; docs/weights.md), or set SPU_WEIGHTS_DOWNLOAD=1 on a machine "
         "with internet access",
     )
 """

@@ -21,9 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tools_server.core import settings
-from tools_server.core.errors import ToolError
-from tools_server.core.settings import download_allowed, weights_missing
+from tools_server.plugin import ToolError, download_allowed, weights_dir, weights_missing
 
 ENGINES = ("ani2x", "aimnet2", "mace_off", "sevennet")
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}$")
@@ -78,7 +76,7 @@ def check_name(name: str) -> None:
 
 
 def ani_dir() -> Path:
-    return settings.weights_dir() / "torchani"
+    return weights_dir() / "torchani"
 
 
 def ani_state_dict() -> Path:
@@ -91,13 +89,13 @@ def model_path(engine: str, name: str) -> Path | None:
     if engine == "ani2x":
         return ani_state_dict()
     if engine == "aimnet2":
-        return settings.weights_dir() / "aimnet2" / f"{name}.pt"
+        return weights_dir() / "aimnet2" / f"{name}.pt"
     if engine == "mace_off":
-        return settings.weights_dir() / "mace" / f"{name}.model"
+        return weights_dir() / "mace" / f"{name}.model"
     if engine == "sevennet":
         if name in ("7net-0", "SevenNet-0", "sevennet-0"):
             return None
-        return settings.weights_dir() / "sevennet" / f"{name}.pth"
+        return weights_dir() / "sevennet" / f"{name}.pth"
     raise ToolError("invalid_input", f"Unknown MLIP engine {engine!r}; choose one of {', '.join(ENGINES)}.")
 
 

@@ -17,8 +17,8 @@ def atoms_from(numbers: list[int], coords: Any) -> Any:
 
 def check_finite(energy_ev: float, forces: Any, what: str) -> None:
     """Raise ``engine_error`` when a model returns NaN or infinity (SevenNet does for some inputs)."""
-    from tools_server.core.errors import ToolError
     from tools_server.molecules import first_non_finite
+    from tools_server.plugin import ToolError
 
     bad = first_non_finite({"energy": energy_ev, "forces": forces})
     if bad is not None:

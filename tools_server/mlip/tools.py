@@ -8,11 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tools_server.core.context import ToolContext
-from tools_server.core.errors import ToolError
-from tools_server.core.registry import tool
-from tools_server.core.results import BatchResult
 from tools_server.engines.conformers import ConformerSearchResult, SearchInput
+from tools_server.plugin import BatchResult, ToolContext, ToolError, tool
 
 Engine = Literal["ani2x", "aimnet2", "mace_off", "sevennet"]
 
@@ -239,7 +236,7 @@ def mlip_run(args: MlipInput, ctx: ToolContext) -> MlipResult:
     (docs/weights.md); a missing model is weights_missing. Errors: unsupported_element, unsupported_charge,
     weights_missing, engine_unavailable."""
 
-    from tools_server.core.fanout import map_items
+    from tools_server.plugin import map_items
 
     models, name, device = _prepare(args, ctx)
     n = len(args.molecules)

@@ -1,7 +1,7 @@
 """Protein electrostatics: PROPKA pKa values and PDB2PQR protonation states."""
 
-from tools_server.core.domain import Domain, Engine
 from tools_server.pka.checks import CHECKS
+from tools_server.plugin import Domain, Engine
 
 DOMAIN = Domain(
     name="pka",

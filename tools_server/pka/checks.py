@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tools_server.core.domain import DoctorCheck
+from tools_server.plugin import DoctorCheck
 
 #: Writes Asp 29 of chain A of PDB entry 1HPX, alone, to ``path``: nothing shifts its pKa, so PROPKA must
 #: return its model values (Asp 3.80, N-terminus 8.00).

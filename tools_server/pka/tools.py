@@ -6,11 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from tools_server.core.context import ToolContext
-from tools_server.core.errors import ToolError
-from tools_server.core.paths import StructurePath
-from tools_server.core.registry import tool
-from tools_server.core.results import ToolResult
+from tools_server.plugin import StructurePath, ToolContext, ToolError, ToolResult, tool
 
 
 class PkaResult(ToolResult):

@@ -1,6 +1,6 @@
 """Protein tools: sequence properties, alignment, antibody numbering, ESM language models, ESMFold."""
 
-from tools_server.core.domain import Domain, Engine
+from tools_server.plugin import Domain, Engine
 from tools_server.protein.checks import CHECKS
 
 DOMAIN = Domain(

@@ -4,7 +4,7 @@ torch: a 2x2 matrix product (on CUDA when a GPU is present); fair-esm: a one-lay
 scratch scores a sequence (no weights); transformers: the ESMFold classes import; Biopython: a peptide's mass.
 """
 
-from tools_server.core.domain import DoctorCheck
+from tools_server.plugin import DoctorCheck
 
 CHECKS: tuple[DoctorCheck, ...] = (
     DoctorCheck(

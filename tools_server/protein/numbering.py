@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tools_server.core.errors import ToolError
+from tools_server.plugin import ToolError
 from tools_server.protein.sequences import EXTENDED_AMINO_ACIDS, clean_sequence
 
 # Region boundaries as (name, first, last) in the scheme's numbers (insertion codes belong to their number).

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from tools_server.core.errors import ToolError
+from tools_server.plugin import ToolError
 
 STANDARD_AMINO_ACIDS = "ACDEFGHIKLMNPQRSTVWY"
 #: Letters a language model also accepts: X unknown, B/Z/J ambiguous, U selenocysteine, O pyrrolysine.

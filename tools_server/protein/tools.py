@@ -7,10 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tools_server.core.context import ToolContext
-from tools_server.core.errors import ToolError
-from tools_server.core.registry import tool
-from tools_server.core.results import ItemsResult, ToolResult
+from tools_server.plugin import ItemsResult, ToolContext, ToolError, ToolResult, tool
 from tools_server.protein.sequences import (
     EXTENDED_AMINO_ACIDS,
     STANDARD_AMINO_ACIDS,
@@ -77,7 +74,7 @@ class FoldResult(ToolResult):
 
 
 def _version(dist: str) -> str | None:
-    from tools_server.core.domain import distribution_version
+    from tools_server.plugin import distribution_version
 
     return distribution_version(dist)
 
@@ -312,7 +309,7 @@ def protein_embed(args: ProteinEmbedInput, ctx: ToolContext) -> EmbeddingResult:
     """
     import numpy as np
 
-    from tools_server.core.fanout import ONE_TASK_EACH, map_items
+    from tools_server.plugin import ONE_TASK_EACH, map_items
     from tools_server.protein import language_model, weights
 
     seqs = [
@@ -395,7 +392,7 @@ def protein_variant_scores(args: VariantScoresInput, ctx: ToolContext) -> Varian
     mean and per-model scores are listed. Bad variants are per-item errors (invalid_mutation); a bad wild
     type fails the call (invalid_sequence). Returns items in input order and a ranking from highest score.
     """
-    from tools_server.core.fanout import ONE_TASK_EACH, map_items
+    from tools_server.plugin import ONE_TASK_EACH, map_items
     from tools_server.protein import language_model, weights
 
     wt = clean_sequence(args.wild_type, name="wild type", max_length=language_model.MAX_RESIDUES)

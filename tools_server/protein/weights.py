@@ -19,9 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from tools_server.core import settings
-from tools_server.core.errors import ToolError
-from tools_server.core.settings import download_allowed, weights_missing
+from tools_server.plugin import ToolError, download_allowed, weights_dir, weights_missing
 
 DEFAULT_ESM2 = "esm2_t33_650M_UR50D"
 ESM1V_MODELS = tuple(f"esm1v_t33_650M_UR90S_{i}" for i in range(1, 6))
@@ -31,11 +29,11 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,120}$")
 
 
 def esm_dir() -> Path:
-    return settings.weights_dir() / "esm"
+    return weights_dir() / "esm"
 
 
 def esmfold_dir(name: str = DEFAULT_ESMFOLD) -> Path:
-    return settings.weights_dir() / "esmfold" / name
+    return weights_dir() / "esmfold" / name
 
 
 def _check_name(name: str) -> None:
@@ -46,7 +44,7 @@ def _check_name(name: str) -> None:
 def find_esm_checkpoint(name: str) -> Path | None:
     """The checkpoint file for fair-esm model ``name``, or None."""
     _check_name(name)
-    candidates = [esm_dir() / f"{name}.pt", settings.weights_dir() / f"{name}.pt"]
+    candidates = [esm_dir() / f"{name}.pt", weights_dir() / f"{name}.pt"]
     torch_home = os.environ.get("TORCH_HOME") or str(Path.home() / ".cache" / "torch")
     candidates.append(Path(torch_home) / "hub" / "checkpoints" / f"{name}.pt")
     return next((p for p in candidates if p.is_file()), None)
@@ -96,7 +94,7 @@ def load_esm(name: str) -> tuple[Any, Any]:
         import torch
 
         esm_dir().mkdir(parents=True, exist_ok=True)
-        torch.hub.set_dir(str(settings.weights_dir() / "torch_hub"))
+        torch.hub.set_dir(str(weights_dir() / "torch_hub"))
         model, alphabet = esm.pretrained.load_model_and_alphabet_hub(name)
         return model.eval(), alphabet
     return _load_esm_cached(str(path), path.stat().st_mtime, name)
@@ -129,7 +127,7 @@ def load_esmfold(name: str = DEFAULT_ESMFOLD) -> Any:
             pass
         if download_allowed():
             return EsmForProteinFolding.from_pretrained(
-                ESMFOLD_HUB_ID, cache_dir=str(settings.weights_dir() / "hf")
+                ESMFOLD_HUB_ID, cache_dir=str(weights_dir() / "hf")
             ).eval()
     raise weights_missing(f"ESMFold ({name})", esmfold_dir(name) / "config.json")
 

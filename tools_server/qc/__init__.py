@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from tools_server.core.domain import Domain, Engine
 from tools_server.engines.calculator import register_calculator
+from tools_server.plugin import Domain, Engine
 from tools_server.qc.checks import CHECKS
 from tools_server.qc.device import GPU4PYSCF
 

@@ -5,7 +5,7 @@ give -5.070371 Eh; they agree to 5e-9 Eh). PySCF: RHF/STO-3G of H2 at 0.74 Å, -
 table 3.6, at 1.4 bohr). gpu4pyscf and cupy (GPU only): the same H2 RHF on the GPU; a reduction on the GPU.
 """
 
-from tools_server.core.domain import DoctorCheck
+from tools_server.plugin import DoctorCheck
 
 CHECKS: tuple[DoctorCheck, ...] = (
     DoctorCheck(

@@ -12,7 +12,7 @@ import importlib.util
 import re
 from dataclasses import dataclass
 
-from tools_server.core.domain import Engine
+from tools_server.plugin import Engine
 
 #: gpu4pyscf ships one distribution per CUDA major version; the first one installed gives the version.
 GPU4PYSCF = Engine("gpu4pyscf", ("gpu4pyscf-cuda12x", "gpu4pyscf-cuda13x", "gpu4pyscf-cuda11x", "gpu4pyscf"))
@@ -98,13 +98,13 @@ def gpu4pyscf_available() -> bool:
 
 def choose_device(requested: str, n_basis: int, *, gpu_slot: bool) -> DeviceChoice:
     """Pick cpu or gpu for a DFT job of ``n_basis`` functions; ``gpu_slot`` says the job holds the GPU."""
-    from tools_server.core import hardware
+    from tools_server.plugin import gpus
 
     if requested == "cpu":
         return DeviceChoice("cpu", "device=cpu requested")
-    gpus = hardware.gpus()
+    found = gpus()
     missing = None
-    if not gpus:
+    if not found:
         missing = "no CUDA GPU on this machine"
     elif not gpu4pyscf_available():
         missing = "gpu4pyscf/cupy not installed (pip install 'spu-scaffold[gpu]')"
@@ -112,7 +112,7 @@ def choose_device(requested: str, n_basis: int, *, gpu_slot: bool) -> DeviceChoi
         missing = "this job ran on a CPU slot (the GPU slot was not assigned)"
     if missing:
         if requested == "gpu":
-            from tools_server.core.errors import ToolError
+            from tools_server.plugin import ToolError
 
             raise ToolError(
                 "engine_unavailable",
@@ -120,7 +120,7 @@ def choose_device(requested: str, n_basis: int, *, gpu_slot: bool) -> DeviceChoi
                 hint="Use device=auto or cpu, or run on a machine with an NVIDIA GPU and gpu4pyscf.",
             )
         return DeviceChoice("cpu", missing)
-    name = gpus[0]["name"]
+    name = found[0]["name"]
     rate = fp64_rate(name)
     source = "known-model table"
     if rate is None:

@@ -17,10 +17,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tools_server.core.domain import Engine
-from tools_server.core.errors import ToolError
 from tools_server.engines.calculator import Calculator, SinglePoint
 from tools_server.molecules import Molecule, load_molecule
+from tools_server.plugin import Engine, ToolError
 
 #: Measured here: B3LYP/def2-SVP with density fitting on 2 cores, benzene (114 basis functions) 5 s, caffeine
 #: (246) 34 s: time ~ N^2.5. Without density fitting caffeine took 94 s (x2.8).
@@ -69,8 +68,8 @@ def _amdahl(cores: int) -> float:
 
 
 def cost_model() -> Any:
-    """This machine's record of DFT runs on the CPU (see :mod:`tools_server.core.calibration`)."""
-    from tools_server.core.calibration import CostModel
+    """This machine's record of DFT runs on the CPU (a :class:`~tools_server.plugin.CostModel`)."""
+    from tools_server.plugin import CostModel
 
     return CostModel("dft_cpu")
 

@@ -11,13 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tools_server.core.context import ToolContext
-from tools_server.core.errors import ToolError
-from tools_server.core.registry import tool
-from tools_server.core.results import BatchResult, ToolResult
 from tools_server.engines.conformers import ConformerSearchResult, SearchInput
 from tools_server.engines.optimize import OptimizationReport
 from tools_server.engines.task import FrequencyReport
+from tools_server.plugin import BatchResult, ToolContext, ToolError, ToolResult, tool
 from tools_server.qc.inputs import _MOL_DESC, DftInput
 
 
@@ -183,8 +180,8 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> XtbResult:
     Energies are total electronic energies in Hartree (1 Eh = 627.5 kcal/mol); compare only between
     molecules with the same atoms, or as reaction energies."""
     from tools_server.chem.tables import table_result
-    from tools_server.core.fanout import map_items
     from tools_server.engines.task import TaskOptions
+    from tools_server.plugin import map_items
     from tools_server.qc.xtb import engine_version, run_item
 
     _check_engine(args.engine)

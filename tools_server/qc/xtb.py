@@ -169,7 +169,7 @@ class XtbPoint:
 
 
 def engine_version(engine: str) -> str | None:
-    from tools_server.core.domain import distribution_version
+    from tools_server.plugin import distribution_version
 
     return distribution_version("tblite" if engine == "tblite" else "xtb")
 

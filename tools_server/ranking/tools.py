@@ -13,10 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from tools_server.core.errors import ToolError
-from tools_server.core.paths import InputDir, SubmissionPath, readable_file
-from tools_server.core.registry import tool
-from tools_server.core.results import ToolResult
+from tools_server.plugin import InputDir, SubmissionPath, ToolError, ToolResult, readable_file, tool
 
 #: |rho| at or above which a group "follows" the presented order or a numeric condition (paper §4.2).
 MONOTONE_RHO = 0.95

@@ -1,6 +1,6 @@
 """Audited web access: search, fetch, literature and database lookups, every attempt in the audit log."""
 
-from tools_server.core.domain import Domain, Engine
+from tools_server.plugin import Domain, Engine
 from tools_server.web.checks import CHECKS
 
 DOMAIN = Domain(

@@ -184,7 +184,7 @@ class AuditLog:
             self._thread_lock.release()
 
     def _lock_timeout(self) -> None:
-        from tools_server.core.errors import ToolError
+        from tools_server.plugin import ToolError
 
         raise ToolError(
             "timeout",
@@ -349,7 +349,7 @@ class AuditLog:
         return seal
 
     def _refuse(self, why: str) -> None:
-        from tools_server.core.errors import ToolError
+        from tools_server.plugin import ToolError
 
         self._state = None
         raise ToolError(
@@ -360,7 +360,7 @@ class AuditLog:
         )
 
     def _storage_error(self, exc: OSError) -> Exception:
-        from tools_server.core.errors import ToolError
+        from tools_server.plugin import ToolError
 
         return ToolError(
             "storage_error",

@@ -3,7 +3,7 @@
 trafilatura extracts the main text of a small page.
 """
 
-from tools_server.core.domain import DoctorCheck
+from tools_server.plugin import DoctorCheck
 
 CHECKS: tuple[DoctorCheck, ...] = (
     DoctorCheck(

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from environment.audit_cli import audit_app
-from spu_common.console import EXIT_INVALID, fail
+from spu_common.console import EXIT_INVALID, echo_json, fail
 
 
 @audit_app.command("serve")
@@ -35,8 +35,7 @@ def serve_cmd(
     ] = None,
 ) -> None:
     """Run the audit service: performs, records and screens web calls for MCP servers that forward to it."""
-    from tools_server.core.bind import is_loopback
-    from tools_server.core.http_guard import TOKEN_ADVICE, token_problem
+    from tools_server.plugin import TOKEN_ADVICE, is_loopback, token_problem
     from tools_server.web.service import AUDIT_TOKEN_ENV, CannotListen, serve
 
     token = token or os.environ.get(AUDIT_TOKEN_ENV)
@@ -74,7 +73,6 @@ def policy_check_cmd(
     """Check a policy file against the schema; exit 1 with ``file: key: problem`` when it is wrong.
 
     Prints the mode and how many identifiers of each kind the policy holds, never the identifiers."""
-    import json
 
     from tools_server.web.policy import Policy, PolicyError
 
@@ -82,7 +80,7 @@ def policy_check_cmd(
         policy = Policy.load(file)
     except PolicyError as exc:
         if as_json:
-            typer.echo(json.dumps({"ok": False, "file": exc.source, "key": exc.key, "problem": exc.problem}))
+            echo_json({"ok": False, "file": exc.source, "key": exc.key, "problem": exc.problem})
             raise typer.Exit(EXIT_INVALID) from None
         raise fail(str(exc), EXIT_INVALID) from None
     counts = {
@@ -90,7 +88,7 @@ def policy_check_cmd(
         for kind in ("dois", "pmids", "pmcids", "titles", "preprint_dois", "preprint_titles")
     }
     if as_json:
-        typer.echo(json.dumps({"ok": True, "file": str(file), "mode": policy.mode, "identifiers": counts}))
+        echo_json({"ok": True, "file": str(file), "mode": policy.mode, "identifiers": counts})
     else:
         shown = ", ".join(f"{n} {kind}" for kind, n in counts.items() if n)
         typer.echo(f"{file}: OK ({policy.mode} mode; {shown})")

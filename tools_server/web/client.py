@@ -36,7 +36,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import httpcore
 import httpx
 
-from tools_server.core.errors import ToolError
+from tools_server.plugin import ToolError
 from tools_server.web.audit import AuditLog
 from tools_server.web.guard import AddressRefused, Guard, GuardedBackend
 

@@ -42,7 +42,7 @@ import unicodedata
 from dataclasses import dataclass
 from urllib.parse import unquote
 
-from tools_server.core.invisible import DELETE_INVISIBLE
+from tools_server.plugin import DELETE_INVISIBLE
 from tools_server.web.policy import Policy
 
 FLAG_MESSAGE = (

@@ -28,7 +28,7 @@ from urllib.robotparser import RobotFileParser
 from pydantic import BaseModel, Field
 
 from spu_common.jsonfiles import atomic_write_json
-from tools_server.core.errors import ToolError, storage_warning
+from tools_server.plugin import ToolError, storage_warning
 from tools_server.web.net import CallNet
 
 ROBOTS_AGENT = "spu-scaffold"

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ValidationError
 
 from environment.audit_log import utc_now
 from spu_common.jsonfiles import atomic_write_json
-from tools_server.core.errors import ToolError
+from tools_server.plugin import ToolError
 from tools_server.web import fetch, scholarly, search
 from tools_server.web.audit import AuditLog
 from tools_server.web.client import AuditedClient

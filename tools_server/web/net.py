@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tools_server.core.errors import ToolError
+from tools_server.plugin import ToolError
 
 if TYPE_CHECKING:  # the client (httpx, httpcore) loads with the first web call, not with the registry
     from tools_server.web.client import AuditedClient, Fetched

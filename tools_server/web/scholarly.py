@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from tools_server.core.errors import ToolError
+from tools_server.plugin import ToolError
 from tools_server.web.net import CallNet, env_url, raise_for_status
 
 Source = Literal["europepmc", "pubmed", "crossref", "openalex", "arxiv"]

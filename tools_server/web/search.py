@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel, Field
 
-from tools_server.core.errors import ToolError
+from tools_server.plugin import ToolError
 from tools_server.web.net import CallNet, env_url, raise_for_status
 
 ProviderName = Literal["duckduckgo", "brave", "searxng", "tavily", "serper", "exa"]

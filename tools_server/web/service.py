@@ -9,7 +9,7 @@ itself. Protocol (JSON over HTTP, every request carries ``Authorization: Bearer 
   (the mode, never the identifiers);
 * a missing or wrong token gets HTTP 401; two ``Authorization`` headers 400; a ``Host`` other than a
   loopback name (when bound to loopback) 421; a body over 1 MiB 413, one slower than 30 s 408
-  (:mod:`tools_server.core.http_guard`).
+  (:func:`tools_server.plugin.guard_requests`).
 
 The MCP server forwards when ``SPU_AUDIT_URL`` and ``SPU_AUDIT_TOKEN`` are set (:class:`RemoteGateway`);
 it then never reads a policy itself.
@@ -18,15 +18,13 @@ it then never reads a policy itself.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import socket
 import sys
 from pathlib import Path
 from typing import Any
 
-from tools_server.core.errors import ToolError
-from tools_server.core.http_guard import guard_requests, uvicorn_options
+from tools_server.plugin import ToolError, guard_requests, uvicorn_options
 
 AUDIT_URL_ENV = "SPU_AUDIT_URL"
 AUDIT_TOKEN_ENV = "SPU_AUDIT_TOKEN"
@@ -41,8 +39,9 @@ MAX_BODY_BYTES = 1 * 2**20
 
 
 def build_app(gateway: Any, token: str, allowed_hosts: list[str] | None = None):
-    """The Starlette application serving ``gateway`` behind ``token``, wrapped in the request checks of
-    :mod:`tools_server.core.http_guard` (one Authorization header, Host, token, body size and time)."""
+    """The Starlette application serving ``gateway`` behind ``token``, wrapped in the server's request
+    checks (:func:`tools_server.plugin.guard_requests`: one Authorization header, Host, token, body size
+    and time)."""
     from starlette.applications import Starlette
     from starlette.concurrency import run_in_threadpool
     from starlette.requests import Request
@@ -96,6 +95,7 @@ def serve(
     import uvicorn
 
     from environment.audit_log import key_path
+    from spu_common.console import echo_json
     from tools_server.web.audit import load_or_create_key
     from tools_server.web.gateway import Gateway
     from tools_server.web.policy import Policy
@@ -124,8 +124,8 @@ def serve(
     sock.listen(128)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    print(json.dumps({"url": f"http://{shown}:{bound}"}), flush=True)
-    from tools_server.core.bind import is_loopback
+    echo_json({"url": f"http://{shown}:{bound}"}, one_line=True)
+    from tools_server.plugin import is_loopback
 
     # bound to loopback, only loopback names are valid Host values (DNS rebinding); elsewhere the token
     # alone guards the service (its clients reach it by addresses this process cannot know)
@@ -202,6 +202,6 @@ class RemoteGateway:
 
 
 def _codes() -> dict[str, str]:
-    from tools_server.core.errors import ERROR_CODES
+    from tools_server.plugin import ERROR_CODES
 
     return ERROR_CODES

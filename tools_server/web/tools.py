@@ -12,11 +12,7 @@ import os
 import threading
 from typing import Any
 
-from tools_server.core import settings
-from tools_server.core.context import ToolContext
-from tools_server.core.errors import ToolError
-from tools_server.core.registry import tool
-from tools_server.core.results import ToolResult
+from tools_server.plugin import ToolContext, ToolError, ToolResult, tool, workdir
 from tools_server.web.fetch import FetchInput
 from tools_server.web.scholarly import LiteratureInput, PDBInput, PubChemInput, UniProtInput
 from tools_server.web.search import SearchInput
@@ -114,7 +110,7 @@ def current_gateway() -> Any:
     else:
         key = (
             "embedded",
-            str(settings.workdir()),
+            str(workdir()),
             os.environ.get("SPU_POLICY"),
             os.environ.get(guard.ALLOW_ENV),
             os.environ.get(guard.HOSTS_ENV),

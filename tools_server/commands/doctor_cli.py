@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from typing import Annotated
 
 import typer
 
-from spu_common.console import fail
+from spu_common.console import echo_json, fail
 
 _STYLE = {"ok": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
 
@@ -36,7 +35,7 @@ def doctor(
     check is printed as it finishes. Exit 1 when a required check fails."""
     from rich.console import Console
 
-    from tools_server.core.doctor import run_doctor
+    from tools_server.commands.doctor import run_doctor
 
     console = Console(highlight=False)
     if not as_json:
@@ -52,7 +51,7 @@ def doctor(
     except ValueError as exc:
         raise fail(str(exc)) from None
     if as_json:
-        typer.echo(json.dumps(summary, indent=2))
+        echo_json(summary)
     else:
         _print_summary(console, summary)
     if not summary["ok"]:

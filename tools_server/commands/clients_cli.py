@@ -1,5 +1,5 @@
 """``spu config claude|codex``: register the tool server with an MCP client, check that it starts, and
-install the working method (what is written comes from :mod:`tools_server.core.clients`)."""
+install the working method (what is written comes from :mod:`tools_server.commands.clients`)."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def config_claude(
     `claude -p` run needs, and (--skill) the working method as a skill. The entry names spu by its absolute
     path, so it starts whatever PATH Claude Code runs with."""
     from prompts.method import SKILL_NAME, render_skill
-    from tools_server.core import clients
+    from tools_server.commands import clients
 
     roots = _task_roots(task_root)
     mcp_path = path or project / ".mcp.json"
@@ -134,7 +134,7 @@ def config_claude(
 def _check_server(client: str, where: Path, entry: object, cwd: Path) -> None:
     """Start the server ``entry`` of ``client``'s configuration as that client would, and list its tools;
     exit 1 naming the cause when it does not start."""
-    from tools_server.core import clients
+    from tools_server.commands import clients
 
     if not isinstance(entry, dict):
         raise fail(
@@ -202,7 +202,7 @@ def config_codex(
     spu's tables go last and top-level keys first, so nothing lands in spu's tables by accident; a key that
     had (appended after them) is moved back to the top level."""
     from prompts.method import render_agents_md
-    from tools_server.core import clients
+    from tools_server.commands import clients
 
     if (base_url or model or env_key) and not model_provider:
         raise fail("--base-url, --model and --env-key need --model-provider NAME")
@@ -256,7 +256,7 @@ def _codex_entry(text: str, path: Path | None = None) -> dict | None:
     """The ``[mcp_servers.spu]`` table of a Codex config (None when it has none)."""
     import tomllib
 
-    from tools_server.core.clients import SERVER_NAME
+    from tools_server.commands.clients import SERVER_NAME
 
     try:
         data = tomllib.loads(text)

@@ -1,7 +1,7 @@
 """``spu serve``: its options (declared here once), then the server. MCP clients start the server for every
 session and wait for its answer to ``initialize``, so this path imports neither Typer nor the MCP SDK up
 front: over stdio it takes stdin/stdout and answers ``initialize`` (:mod:`tools_server.core.handshake`)
-before it imports the SDK and the server. The Typer command in :mod:`tools_server.core.cli` hands its
+before it imports the SDK and the server. The Typer command in :mod:`tools_server.commands.cli` hands its
 arguments here, ``--help`` included.
 
 The options are parsed with argparse (fast to import); ``--help`` and usage errors are written in the style

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
+
+from spu_common.console import echo_json
 
 cache_app = typer.Typer(help="The result cache shared by all servers of this machine.", no_args_is_help=True)
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
@@ -13,7 +14,7 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable output."
 
 def serve(ctx: typer.Context) -> None:
     """Run the MCP tool server (options: spu serve --help)."""
-    from tools_server.core.serve_cli import main
+    from tools_server.commands.serve_cli import main
 
     main(list(ctx.args))
 
@@ -25,7 +26,7 @@ def cache_stats(as_json: JsonOpt = False) -> None:
 
     stats = ResultCache().stats()
     if as_json:
-        typer.echo(json.dumps(stats))
+        echo_json(stats)
         return
     typer.echo(f"cache: {stats['path']}\nentries: {stats['entries']}\nsize: {stats['bytes'] / 2**20:.2f} MiB")
     for tool, count in sorted(stats["per_tool"].items()):
@@ -38,7 +39,10 @@ def cache_clear(as_json: JsonOpt = False) -> None:
     from tools_server.core.cache import ResultCache
 
     removed = ResultCache().clear()
-    typer.echo(json.dumps({"removed": removed}) if as_json else f"removed {removed} cached results")
+    if as_json:
+        echo_json({"removed": removed})
+    else:
+        typer.echo(f"removed {removed} cached results")
 
 
 def register(app: typer.Typer) -> None:
