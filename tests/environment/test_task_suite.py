@@ -2,8 +2,8 @@
 committed `task/`, `answers.json` and `card.json` byte for byte; each is a valid task with a cited value per
 experiment.
 
-Each spec is built once per test session (:func:`built`, also used by test_task_suite_content.py): a build runs
-the family-wise screen, so the 40-odd tasks would otherwise be screened twice."""
+Each spec is built once per test session (:func:`built`, also used by test_task_suite_content.py): a build
+runs the family-wise screen, so the 40-odd tasks would otherwise be screened twice."""
 
 from __future__ import annotations
 

@@ -2,12 +2,12 @@
 reaction outcomes, materials 10, biology 10, medicine 8 at least), at most 3 tasks per source data set, each
 source pinned to a commit; at most a fifth prior-solvable under the family-wise verdict (each card's verdict
 checked against an independent permutation estimate) and the share the README states; 80% power for a method
-0.3 above chance over 5 runs (the card's figure checked against an independent simulation); no presented order,
-nor its reverse, above chance; every re-drawable design screened, with a prior rate of at most one half; README
-tables in step with the cards; no author warning; a redistributable licence, a noise band, groups of 5-12
-experiments in 2-6 groups, a value source naming a file or table, a README line per task; and per task either a
-``baselines.json`` whose proxies load and call real tools with valid arguments, or a README row saying why no
-physics or model proxy of the server applies.
+0.3 above chance over 5 runs (the card's figure checked against an independent simulation); no presented
+order, nor its reverse, above chance; every re-drawable design screened, with a prior rate of at most one
+half; README tables in step with the cards; no author warning; a redistributable licence, a noise band, groups
+of 5-12 experiments in 2-6 groups, a value source naming a file or table, a README line per task; and per task
+either a ``baselines.json`` whose proxies load and call real tools with valid arguments, or a README row
+saying why no physics or model proxy of the server applies.
 
 The cards' figures are trusted here because test_task_suite.py rebuilds every card and compares it byte for
 byte; the checks below that need a build take it from that module's once-per-session :func:`built`."""
@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy.stats import rankdata
+from test_task_suite import built
 
 from environment.analysis.baselines import TASK_DIR, fill_template, load_declaration
 from environment.analysis.readme import suite_blocks, task_block
 from environment.prior_screen import descriptor_columns
 from environment.task import load_answers, load_task
 from environment.taskbuild import NON_REDISTRIBUTABLE, load_spec
-from test_task_suite import built
 
 TASKS = Path(__file__).resolve().parents[2] / "environment" / "tasks"
 SPECS = sorted(p.parent for p in TASKS.glob("*/spec/spec.yaml"))
