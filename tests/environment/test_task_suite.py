@@ -1,23 +1,49 @@
 """Every suite task under environment/tasks/<task_id>/ is rebuilt from its spec and compared with the
 committed `task/`, `answers.json` and `card.json` byte for byte; each is a valid task with a cited value per
-experiment."""
+experiment.
+
+Each spec is built once per test session (:func:`built`, also used by test_task_suite_content.py): a build
+runs the family-wise screen, so the 40-odd tasks would otherwise be screened twice."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
+import tempfile
+from functools import cache
 from pathlib import Path
 
 import pytest
 
 from environment.task import check_answers, load_answers, load_task
 from environment.taskbuild import build_task, load_spec
+from environment.taskbuild.build import BuildResult
 
 TASKS = Path(__file__).resolve().parents[2] / "environment" / "tasks"
 SPECS = sorted(p.parent for p in TASKS.glob("*/spec/spec.yaml"))
 PARAMS = [pytest.param(s, id=s.parent.name) for s in SPECS] or [
     pytest.param(None, marks=pytest.mark.skip(reason="no suite task under environment/tasks/ yet"))
 ]
+
+
+_BUILDS = Path(tempfile.mkdtemp(prefix="suite-builds-"))
+atexit.register(shutil.rmtree, _BUILDS, ignore_errors=True)
+
+
+@cache
+def built(spec_dir: Path) -> tuple[Path, BuildResult]:
+    """The spec built into a fresh folder (once per session), with the committed card and proxy declaration
+    copied in first: the card keeps what a rebuild does not measure again (the design screen, the proxies'
+    scores) from the card it replaces, and the presented-order override it records."""
+    committed = spec_dir.parent
+    out = _BUILDS / committed.name
+    out.mkdir()
+    for name in ("card.json", "baselines.json"):
+        if (committed / name).is_file():
+            shutil.copy(committed / name, out / name)
+    card = json.loads((committed / "card.json").read_text())
+    return out, build_task(spec_dir, out, allow_presented_order=card["presented_order"]["allowed"])
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -29,19 +55,12 @@ def _files(root: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize("spec_dir", PARAMS)
-def test_suite_task_rebuilds_byte_for_byte(spec_dir, tmp_path):
+def test_suite_task_rebuilds_byte_for_byte(spec_dir):
     committed = spec_dir.parent
     assert (committed / "task").is_dir() and (committed / "answers.json").is_file(), (
         f"build it: spu task build {spec_dir} -o {committed}"
     )
-    # the card keeps what a rebuild does not measure again (the design screen, the proxies' scores) from
-    # the card it replaces, and the presented-order override it records
-    for name in ("card.json", "baselines.json"):
-        if (committed / name).is_file():
-            shutil.copy(committed / name, tmp_path / name)
-    card = json.loads((committed / "card.json").read_text())
-    build_task(spec_dir, tmp_path, allow_presented_order=card["presented_order"]["allowed"])
-    fresh, stored = _files(tmp_path), _files(committed)
+    fresh, stored = _files(built(spec_dir)[0]), _files(committed)
     assert sorted(fresh) == sorted(stored)
     differ = [name for name in fresh if fresh[name] != stored[name]]
     assert differ == [], f"rebuild with: spu task build {spec_dir} -o {committed}"

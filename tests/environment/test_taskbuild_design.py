@@ -17,7 +17,8 @@ from environment.taskbuild import SpecError, build_task, load_spec
 
 CARD_FILE = "card.json"
 
-SUITE = Path(__file__).resolve().parents[2] / "environment" / "tasks"
+#: the tasks as issue 36 measured them (the suite has since changed): data/issue36_tasks/README.md
+FROZEN = Path(__file__).resolve().parent / "data" / "issue36_tasks"
 
 
 def _block(name: str) -> str:
@@ -150,7 +151,7 @@ def test_the_design_screen_measures_the_design_s_prior_rate(tmp_path):
     build_task(tmp_path / "n", tmp_path / "n-out")
     assert json.loads((tmp_path / "n-out" / CARD_FILE).read_text())["design_screen"] is None
     with pytest.raises(SpecError) as no_design:
-        build_task(SUITE / "mat-lihf-phosphate-conductivity" / "spec", tmp_path / "x", design_screen=5)
+        build_task(FROZEN / "mat-lihf-phosphate-conductivity" / "spec", tmp_path / "x", design_screen=5)
     assert [p.code for p in no_design.value.problems] == ["no-design"]
 
 
@@ -183,13 +184,13 @@ def test_the_selection_record_reaches_the_card_and_spu_baselines(tmp_path):
     ],
 )
 def test_the_suite_s_screened_draws_record_their_selection_and_design_prior_rate(task_id):
-    card = json.loads((SUITE / task_id / CARD_FILE).read_text())
+    card = json.loads((FROZEN / task_id / CARD_FILE).read_text())
     assert card["selection"]["kept"] == 1 and "rejected" in card["selection"]["rule"]
     screened = card["design_screen"]
     assert screened["draws"] == 60 and screened["failed_draws"] == 0
     assert screened["prior_rate"] == screened["prior_solvable"] / 60
     # the committed members are one draw of the design's pool: every member matches its group's band
-    spec = load_spec(SUITE / task_id / "spec")
+    spec = load_spec(FROZEN / task_id / "spec")
     for group, designed in zip(spec.groups, spec.design.groups, strict=True):
         (column, (low, high)) = next(iter(designed.where.items()))
         assert all(low <= float(spec.rows[k].cells[column]) <= high for k in group.members)
@@ -200,8 +201,8 @@ def test_proxy_scores_written_into_a_card_survive_a_rebuild_until_the_declaratio
 
     out = tmp_path / "out"
     out.mkdir()
-    shutil.copy(SUITE / "chem-drug-like-solubility" / "baselines.json", out / "baselines.json")
-    spec = SUITE / "chem-drug-like-solubility" / "spec"
+    shutil.copy(FROZEN / "chem-drug-like-solubility" / "baselines.json", out / "baselines.json")
+    spec = FROZEN / "chem-drug-like-solubility" / "spec"
     build_task(spec, out)
     card = json.loads((out / CARD_FILE).read_text())
     (declared,) = card["proxies"]
@@ -227,7 +228,7 @@ def test_proxy_scores_written_into_a_card_survive_a_rebuild_until_the_declaratio
 def test_write_readme_fills_the_generated_blocks_from_the_cards(tmp_path):
     suite = tmp_path / "suite"
     for task_id in ("mat-lihf-phosphate-conductivity", "mat-cofeniv-hea-hardness"):
-        shutil.copytree(SUITE / task_id, suite / task_id)
+        shutil.copytree(FROZEN / task_id, suite / task_id)
         (suite / task_id / "README.md").write_text(README_BLOCKS["task"])
     (suite / "README.md").write_text(README_BLOCKS["suite"])
     done = _spu("baselines", str(suite), "--no-proxies", "--write-readme")
