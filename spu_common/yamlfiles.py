@@ -83,4 +83,11 @@ class StrictLoader(
 
 def loads_yaml_strict(text: str) -> Any:
     """Parse YAML under the rules above; raises :class:`YamlRefused`, or ``yaml.YAMLError`` when invalid."""
-    return yaml.load(text, Loader=StrictLoader)
+    try:
+        return yaml.load(text, Loader=StrictLoader)
+    except yaml.MarkedYAMLError as exc:
+        # libyaml stops at its own nesting limit (1,000) before the composer sees the 21st level
+        if exc.problem and "nesting depth" in exc.problem:
+            line = exc.problem_mark.line + 1 if exc.problem_mark else None
+            raise YamlRefused("yaml-too-deep", f"nests deeper than {MAX_DEPTH} levels", line) from None
+        raise

@@ -283,7 +283,7 @@ def test_harbor_models_and_lint_accept_the_export(tmp_path, spu_env):
             "transport": "stdio",
             "url": None,
             "command": "env",
-            "args": ["SPU_WORKDIR=/app/output/spu-work", "spu", "serve"],
+            "args": ["SPU_WORKDIR=/app/output/spu-work", "SPU_INPUT_ROOTS=/app/task", "spu", "serve"],
         }
     ]
     assert config["artifacts"] == ["/app/collected"] and config["network_mode"] == "public"
