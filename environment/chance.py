@@ -12,7 +12,9 @@ every group whose tie blocks give at most ``EXACT_MAX_STATES`` (2**14) states, t
 size plus one (every group of 14 experiments or fewer). The groups are then split in two halves, each
 convolved exactly (sums merged at 12 decimals), and the task's distribution is the sum of the two halves,
 read by sorted search rather than written out. When a group is too large, or a half would hold more than
-``EXACT_MAX_PRODUCT`` sums before merging, the null is **sampled** instead: ``draws`` (4,000) seeded random
+``EXACT_MAX_PRODUCT`` sums before merging, or its steps together would form more than ``EXACT_MAX_WORK``
+(the support of a half grows with its number of groups, so the work grows with its square: hundreds of
+groups), the null is **sampled** instead: ``draws`` (4,000) seeded random
 submissions, as in the paper. ``chance_method`` says which.
 
 **The threshold** is the 95th percentile of the null: for the exact null the smallest score whose
@@ -70,6 +72,7 @@ POWER_TARGET = 0.8
 EXACT_MAX_STATES = 2**14
 #: Largest number of sums formed in one convolution step of a half of the groups (before merging).
 EXACT_MAX_PRODUCT = 4_000_000
+EXACT_MAX_WORK = 20_000_000  # sums formed over all the steps of one half (14x the suite's largest)
 #: Scores closer than this are equal: "above" means more than this above the threshold.
 TOLERANCE = 1e-9
 
@@ -156,8 +159,10 @@ def _merge(values: np.ndarray, probs: np.ndarray) -> tuple[np.ndarray, np.ndarra
 
 def _convolve_all(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray] | None:
     values, probs = np.zeros(1), np.ones(1)
+    work = 0
     for v, p in parts:
-        if values.size * v.size > EXACT_MAX_PRODUCT:
+        work += values.size * v.size
+        if values.size * v.size > EXACT_MAX_PRODUCT or work > EXACT_MAX_WORK:
             return None
         values, probs = _merge((values[:, None] + v[None, :]).ravel(), (probs[:, None] * p[None, :]).ravel())
     return values, probs

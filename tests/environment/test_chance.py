@@ -117,6 +117,18 @@ def test_the_cut_over_to_sampling_is_at_fourteen_untied_experiments(make_task):
     assert chance_threshold(tied, tied_answers, draws=200)["chance_method"] == "exact"
 
 
+def test_hundreds_of_groups_are_sampled_where_the_exact_work_would_grow_with_their_square(make_task):
+    # a half's support grows with its groups, so the sums formed grow with their square: 10,000 groups of
+    # three took more than ten minutes to build; past EXACT_MAX_WORK the null is sampled instead
+    rng = np.random.default_rng(0)
+    task, answers, *_ = make_task(
+        {f"g{i}": {f"g{i}e{j}": float(v) for j, v in enumerate(rng.permutation(3))} for i in range(300)}
+    )
+    result = chance_threshold(task, answers, draws=200)
+    assert result["chance_method"] == "exact"  # one run: 150 groups a half, about 5 million sums
+    assert result["power_method"] == "sampled"  # the mean of 5 runs: about 280 million sums a half
+
+
 def test_fourteen_untied_experiments_are_counted_exactly_with_the_known_variance_of_rho(make_task):
     task, answers, *_ = make_task({"g": {f"e{i}": float(i) for i in range(14)}})
     result = chance_threshold(task, answers, draws=20000, seed=3)
