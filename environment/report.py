@@ -50,7 +50,7 @@ from environment.statistics import (
     raw_means,
     wilson_interval,
 )
-from environment.task import Answers, Task, TaskError, check_answers
+from spu_common.task import Answers, Task, TaskError, check_answers
 
 
 @dataclass

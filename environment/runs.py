@@ -534,8 +534,8 @@ def load_tasks_and_answers(
     Tasks: the demo tasks, then ``RUNS_DIR/_tasks`` (``spu batch``'s copies), then ``tasks_dir``; answers:
     the demo answers (unless ``demo_answers`` is False), then those :func:`batch_answers` finds, then
     ``answers``. Later sources win for the same task id. A source given by the caller that cannot be read
-    raises :class:`~environment.task.TaskError`; one found on the way becomes a note."""
-    from environment.task import TaskError
+    raises :class:`~spu_common.task.TaskError`; one found on the way becomes a note."""
+    from spu_common.task import TaskError
 
     tasks: dict[str, Any] = {}
     found: dict[str, Any] = {}
@@ -560,7 +560,7 @@ def load_tasks_and_answers(
 
 def discover_tasks(tasks_dir: Path | None) -> dict[str, Any]:
     """Every task under ``tasks_dir`` (default: the demo tasks), keyed by task id."""
-    from environment.task import TaskError, load_task
+    from spu_common.task import TaskError, load_task
 
     if tasks_dir is None:
         from environment.demo_tasks import DEMO_TASKS, demo_task_dir
@@ -579,7 +579,7 @@ def discover_tasks(tasks_dir: Path | None) -> dict[str, Any]:
 
 def discover_answers(answers: Path | None) -> dict[str, Any]:
     """Every answers file at or under ``answers`` (default: the demo answers), keyed by task id."""
-    from environment.task import load_answers
+    from spu_common.task import load_answers
 
     if answers is None:
         from environment.demo_tasks import DEMO_TASKS, demo_answers_path

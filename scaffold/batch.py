@@ -86,7 +86,7 @@ def find_task_dirs(paths: list[Path]) -> list[Path]:
 
 
 def plan_jobs(task_dirs: list[Path], runs_dir: Path, configuration: str, runs: int) -> list[RunJob]:
-    from environment.task import load_task
+    from spu_common.task import load_task
 
     jobs, seen = [], {}
     for task_dir in task_dirs:
@@ -223,7 +223,7 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
 
 def snapshot_tasks(task_dirs: list[Path], runs_dir: Path) -> Path:
     """Copy the task directories to RUNS_DIR/_tasks (what the report grades against)."""
-    from environment.task import load_task
+    from spu_common.task import load_task
 
     root = runs_dir / "_tasks"
     for task_dir in task_dirs:
@@ -237,7 +237,7 @@ def snapshot_tasks(task_dirs: list[Path], runs_dir: Path) -> Path:
 def collect_answers(task_dirs: list[Path], answers: Path | None, into: Path) -> int:
     """Copy each task's answers into ``into/<task_id>/answers.json`` (a temporary folder for the report):
     from ``answers`` (a file, or a folder searched for answers.json) or beside each task directory."""
-    from environment.task import load_answers, load_task
+    from spu_common.task import load_answers, load_task
 
     candidates: list[Path] = []
     if answers is not None:
@@ -296,9 +296,9 @@ def batch_command(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from environment.task import TaskError
     from scaffold.agent.config import ConfigError, load_config
     from scaffold.agent.models import ModelSpec, check_model
+    from spu_common.task import TaskError
 
     try:
         spec = ModelSpec.parse(model)
@@ -407,7 +407,7 @@ def _report(
     import tempfile
 
     from environment.report import build_report
-    from environment.task import TaskError
+    from spu_common.task import TaskError
 
     with tempfile.TemporaryDirectory(prefix="spu-batch-answers-") as tmp:
         if not collect_answers(task_dirs, answers, Path(tmp)):

@@ -42,7 +42,7 @@ def _clean(value: Any) -> Any:
 
 def _task_pairs(task_dir: Path, answers: Path | None) -> list[tuple[Path, Path]]:
     """``(task_dir, answers_file)`` for one task directory or every task below a directory."""
-    from environment.task import TaskError, load_answers
+    from spu_common.task import TaskError, load_answers
 
     if (task_dir / "contract.json").is_file():
         path = answers or task_dir.parent / "answers.json"
@@ -56,7 +56,7 @@ def _task_pairs(task_dir: Path, answers: Path | None) -> list[tuple[Path, Path]]
     if root.is_file():
         raise TaskError("--answers must be a directory when TASK_DIR holds several tasks")
     by_id = {load_answers(p).task_id: p for p in sorted(root.rglob("answers.json"))}
-    from environment.task import load_task
+    from spu_common.task import load_task
 
     pairs = []
     for d in dirs:
@@ -101,8 +101,8 @@ def baselines_cmd(
     monotone priors and declared proxies."""
     from environment.analysis.baselines import DECLARATION_FILE, baselines
     from environment.analysis.errors import AnalysisError
-    from environment.task import TaskError, check_answers, load_answers, load_task
     from environment.taskbuild.card import CARD_FILE, read_card
+    from spu_common.task import TaskError, check_answers, load_answers, load_task
 
     try:
         pairs = _task_pairs(task_dir, answers)
@@ -223,7 +223,7 @@ def analyze_cmd(
     from environment.analysis.analyze import analyze
     from environment.analysis.errors import AnalysisError
     from environment.runs import load_tasks_and_answers
-    from environment.task import TaskError
+    from spu_common.task import TaskError
 
     answers = answers or answers_dir  # --answers-dir: the earlier spelling, kept for scripts
     for given, option in ((answers, "--answers"), (tasks, "--tasks")):
