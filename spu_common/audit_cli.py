@@ -140,4 +140,3 @@ def sources_cmd(
             f"{len(data['flags'])} flags"
         )
     raise typer.Exit(0 if data["audit_log"]["verified"] else 1)
-
