@@ -212,10 +212,9 @@ def find_answers_for(tasks: list[Task], answers: Path | None) -> dict[str, Found
     """The answers of ``tasks``, by task id: from ``answers`` (a file, or a folder searched for answers.json),
     else the ``answers.json`` beside each task directory."""
     found = find_answers(answers) if answers is not None else {}
-    for task in tasks:
-        beside = task.root.parent / "answers.json"
-        if task.task_id not in found and beside.is_file():
-            found = find_answers(beside) | found
+    beside = {task.root.parent / "answers.json" for task in tasks if task.task_id not in found}
+    for path in sorted(p for p in beside if p.is_file()):
+        found = find_answers(path) | found
     return {task.task_id: found[task.task_id] for task in tasks if task.task_id in found}
 
 
