@@ -34,10 +34,10 @@ import httpx
 
 from environment.demo_tasks import demo_task_dir
 from environment.runs import read_records
-from environment.task import load_task
 from scaffold.agent.config import load_config
 from scaffold.agent.models import PROVIDERS
 from scaffold.agent.runner import run_agent
+from spu_common.task import load_task
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "agent"))

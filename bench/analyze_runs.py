@@ -25,7 +25,7 @@ from analysis_runs import write_jsonl_run
 from environment.analysis.analyze import analyze
 from environment.demo_tasks import demo_answers_path, demo_task_dir
 from environment.runs import find_runs
-from environment.task import load_answers, load_task
+from spu_common.task import load_answers, load_task
 
 
 def make_runs(root: Path, n_runs: int, n_calls: int) -> None:

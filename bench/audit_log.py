@@ -29,7 +29,7 @@ REPO = HERE.parent
 MEASURE = r"""
 import json, statistics, sys, time
 from tools_server.web.audit import AuditLog
-from environment.audit_log import verify
+from spu_common.audit_log import verify
 path, appends = sys.argv[1], int(sys.argv[2])
 log = AuditLog(path)
 record = {"kind": "call", "tool": "web_fetch", "args": {"url": "https://example.org/bench"}}
@@ -54,7 +54,7 @@ print(json.dumps({"first_s": first, "append_ms": statistics.median(times) * 1e3,
 def build_log(path: Path, size: int) -> tuple[int, str]:
     """A valid chain of web-call records of about ``size`` bytes; returns (records, head hash)."""
     sys.path.insert(0, str(REPO))
-    from environment.audit_log import GENESIS, record_hash
+    from spu_common.audit_log import GENESIS, record_hash
     from spu_common.jsonfiles import canonical_json
 
     prev, seq, written = GENESIS, 0, 0
@@ -91,7 +91,7 @@ def build_log(path: Path, size: int) -> tuple[int, str]:
 
 def write_seal(log: Path, count: int, head: str, new_format: bool) -> None:
     """The seal each version's writer leaves: the new one also covers the log's size and SHA-256."""
-    from environment.audit_log import Seal, seal_path
+    from spu_common.audit_log import Seal, seal_path
 
     if new_format:
         import hashlib

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from environment.chance import chance_threshold
 from environment.grading import grade
-from environment.task import load_answers, load_task
+from spu_common.task import load_answers, load_task
 
 N_EXPERIMENTS = 271
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from environment.chance import chance_threshold, random_scores
 from environment.prior_screen import descriptor_columns, screen, shuffled_answers
-from environment.task import load_answers, load_task
+from spu_common.task import load_answers, load_task
 
 
 def main() -> None:

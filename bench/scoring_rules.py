@@ -26,7 +26,7 @@ from environment.chance import chance_threshold, random_scores
 from environment.contamination.audit import Prediction, run_audit
 from environment.contamination.digits import format_figures
 from environment.contamination.simulate import simulated_labels
-from environment.task import load_answers, load_task
+from spu_common.task import load_answers, load_task
 
 TASK_SHAPES = [(4,), (5,), (6,), (8,), (5, 5), (10,), (7, 8), (15,), (20, 20), (60,)]
 

@@ -93,7 +93,7 @@ def bench_conversion(repeats: int) -> dict:
 
 
 def bench_audit(appends: int) -> dict:
-    from environment.audit_log import verify
+    from spu_common.audit_log import verify
     from tools_server.web.audit import AuditLog
 
     record = {

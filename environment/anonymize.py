@@ -21,8 +21,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from environment.task import TASK_FILES, TaskError, check_answers, load_answers, load_task
 from spu_common.jsonfiles import load_json_strict
+from spu_common.task import TASK_FILES, TaskError, check_answers, load_answers, load_task
 
 _HEX = "0123456789abcdef"
 

@@ -3,7 +3,7 @@
 **The null.** A random valid submission permutes every group uniformly and independently. A group's
 Spearman rho is then ``D / (2 d)``, where ``D = Σ_i i · c2[π(i)]`` is an integer (``c2`` are twice the
 centred measured ranks, whole numbers because average ranks are multiples of 1/2) and ``d`` the group's
-denominator (:func:`environment.rank_agreement.centered_measured_ranks`); the task score is the weighted
+denominator (:func:`spu_common.rank_agreement.centered_measured_ranks`); the task score is the weighted
 sum of the groups' rhos.
 
 **Exact where the null can be enumerated.** A group's distribution of ``D`` is counted over every
@@ -45,8 +45,8 @@ from typing import Any
 
 import numpy as np
 
-from environment.rank_agreement import centered_measured_ranks, group_rho, pairs_in_order, top1_hit
-from environment.task import Answers, Task, check_answers, measured_values
+from spu_common.rank_agreement import centered_measured_ranks, group_rho, pairs_in_order, top1_hit
+from spu_common.task import Answers, Task, check_answers, measured_values
 
 __all__ = [
     "ExactNull",

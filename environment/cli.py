@@ -15,7 +15,7 @@ task_app = typer.Typer(help="Inspect and prepare benchmark task directories.", n
 
 
 def _load_task(path: Path):
-    from environment.task import TaskError, load_task
+    from spu_common.task import TaskError, load_task
 
     try:
         return load_task(path)
@@ -24,7 +24,7 @@ def _load_task(path: Path):
 
 
 def _load_task_and_answers(task_dir: Path, answers_path: Path):
-    from environment.task import TaskError, check_answers, load_answers
+    from spu_common.task import TaskError, check_answers, load_answers
 
     task = _load_task(task_dir)
     try:
@@ -298,7 +298,7 @@ def task_anonymize(
     """Write a copy of a task with random experiment ids and shuffled order; the mapping goes with the
     answers."""
     from environment.anonymize import anonymize_task
-    from environment.task import TaskError
+    from spu_common.task import TaskError
 
     try:
         result = anonymize_task(
@@ -324,7 +324,7 @@ def validate_cmd(
 
     A file with a schema departure is invalid (the grader scores it -1); unless --strict, the report also
     says whether the departures could be recovered."""
-    from environment.submission import validate_submission
+    from spu_common.submission import validate_submission
 
     loaded = _load_task(task)
     report = validate_submission(submission, loaded, recover=False)
@@ -491,7 +491,7 @@ def report_cmd(
     """Statistics across runs: scored tasks, raw and task-adjusted means with bootstrap intervals, chance,
     coverage, paired Wilcoxon tests with Holm correction; writes report.md, summary.json, runs.csv, PNGs."""
     from environment.report import build_report
-    from environment.task import TaskError
+    from spu_common.task import TaskError
 
     try:
         summary = build_report(runs_dir, out, tasks_dir=tasks, answers=answers, n_boot=bootstrap, seed=seed)
@@ -518,7 +518,7 @@ def consensus_cmd(
 ) -> None:
     """Consensus ranking by mean rank over the valid submissions (ties broken by experiment id)."""
     from environment.consensus import ConsensusError, consensus_details
-    from environment.submission import write_submission_atomic
+    from spu_common.submission import write_submission_atomic
 
     loaded = _load_task(task)
     try:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from environment.submission import submission_from_orders, validate_submission
-from environment.task import Task
+from spu_common.submission import submission_from_orders, validate_submission
+from spu_common.task import Task
 
 
 class ConsensusError(ValueError):

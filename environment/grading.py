@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from environment.rank_agreement import group_rho, pairs_in_order, top1_hit
-from environment.submission import ValidationReport, validate_submission
-from environment.task import Answers, Task, check_answers
+from spu_common.rank_agreement import group_rho, pairs_in_order, top1_hit
 from spu_common.scoring import FAILED
+from spu_common.submission import ValidationReport, validate_submission
+from spu_common.task import Answers, Task, check_answers
 
 
 class GroupScore(BaseModel):
@@ -133,7 +133,7 @@ def grade(submission: Any, task: Task, answers: Answers, *, recover: bool = True
 
     ``score`` is the strict score. With ``recover=True`` (default) a file the strict grader rejects is
     also scored after recovering schema departures (``recovered_score``); ``recover=False`` skips that.
-    Raises :class:`environment.task.TaskError` when the answers do not fit the task (a grader setup
+    Raises :class:`spu_common.task.TaskError` when the answers do not fit the task (a grader setup
     error, not a submission error).
     """
     check_answers(task, answers)

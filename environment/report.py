@@ -10,8 +10,8 @@ directory (``{"outcome": "refusal"}``) marks a refusal, which is excluded from t
 it left a file. Runs are found by :func:`environment.runs.find_runs` (directories whose names start with
 ``.`` or ``_`` are skipped). Tasks and answers (:func:`environment.runs.load_tasks_and_answers`): the demo
 tasks and answers, those a ``spu batch`` into RUNS_DIR ran (``RUNS_DIR/_tasks``, the answers its
-``_batch`` records name), then ``--tasks`` (every directory holding ``contract.json``) and ``--answers``
-(every ``answers.json``, matched by its ``task_id``).
+``_batch`` records name), then ``--tasks`` and ``--answers`` (found by :mod:`environment.finder`'s rules,
+answers matched by their ``task_id``).
 
 Per run: the strict score (the official one; a missing file, or a file the strict grader rejects, a
 schema departure anywhere included, scores -1), and the score after recovering the five schema
@@ -50,7 +50,7 @@ from environment.statistics import (
     raw_means,
     wilson_interval,
 )
-from environment.task import Answers, Task, TaskError, check_answers
+from spu_common.task import Answers, Task, TaskError, check_answers
 
 
 @dataclass

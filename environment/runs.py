@@ -533,64 +533,32 @@ def load_tasks_and_answers(
 
     Tasks: the demo tasks, then ``RUNS_DIR/_tasks`` (``spu batch``'s copies), then ``tasks_dir``; answers:
     the demo answers (unless ``demo_answers`` is False), then those :func:`batch_answers` finds, then
-    ``answers``. Later sources win for the same task id. A source given by the caller that cannot be read
-    raises :class:`~environment.task.TaskError`; one found on the way becomes a note."""
-    from environment.task import TaskError
+    ``answers``. Each source is searched by :mod:`environment.finder`'s rules; later sources win for the
+    same task id. A source given by the caller that cannot be read raises
+    :class:`~spu_common.task.TaskError`; one found on the way becomes a note."""
+    from environment.demo_tasks import DEMO_TASKS, demo_answers_path, demo_task_dir
+    from environment.finder import find_answers, find_tasks
+    from spu_common.task import TaskError
 
-    tasks: dict[str, Any] = {}
+    def answers_of(source: Path) -> dict[str, Any]:
+        return {task_id: found.answers for task_id, found in find_answers(source).items()}
+
+    tasks: dict[str, Any] = find_tasks([demo_task_dir(s) for s in DEMO_TASKS])
     found: dict[str, Any] = {}
     notes: list[str] = []
-    batch_tasks = runs_dir / "_tasks" if runs_dir is not None else None
-    for folder in [None] + ([batch_tasks] if batch_tasks is not None and batch_tasks.is_dir() else []):
+    if runs_dir is not None and (runs_dir / "_tasks").is_dir():
         try:
-            tasks.update(discover_tasks(folder))
+            tasks.update(find_tasks(runs_dir / "_tasks"))
         except TaskError as exc:
-            notes.append(f"tasks under {folder or 'the demo tasks'}: {exc}")
-    for source in ([None] if demo_answers else []) + batch_answers(runs_dir):
+            notes.append(f"tasks under {runs_dir / '_tasks'}: {exc}")
+    sources = [demo_answers_path(s) for s in DEMO_TASKS] if demo_answers else []
+    for source in sources + batch_answers(runs_dir):
         try:
-            found.update(discover_answers(source))
+            found.update(answers_of(source))
         except TaskError as exc:
-            notes.append(f"answers {source or '(the demo answers)'}: {exc}")
+            notes.append(f"answers {source}: {exc}")
     if tasks_dir is not None:
-        tasks.update(discover_tasks(tasks_dir))
+        tasks.update(find_tasks(tasks_dir))
     if answers is not None:
-        found.update(discover_answers(answers))
+        found.update(answers_of(answers))
     return tasks, found, notes
-
-
-def discover_tasks(tasks_dir: Path | None) -> dict[str, Any]:
-    """Every task under ``tasks_dir`` (default: the demo tasks), keyed by task id."""
-    from environment.task import TaskError, load_task
-
-    if tasks_dir is None:
-        from environment.demo_tasks import DEMO_TASKS, demo_task_dir
-
-        paths = [demo_task_dir(s) for s in DEMO_TASKS]
-    else:
-        paths = sorted(p.parent for p in Path(tasks_dir).rglob("contract.json"))
-    tasks: dict[str, Any] = {}
-    for path in paths:
-        task = load_task(path)
-        if task.task_id in tasks:
-            raise TaskError(f"task id {task.task_id!r} is used by two task directories")
-        tasks[task.task_id] = task
-    return tasks
-
-
-def discover_answers(answers: Path | None) -> dict[str, Any]:
-    """Every answers file at or under ``answers`` (default: the demo answers), keyed by task id."""
-    from environment.task import load_answers
-
-    if answers is None:
-        from environment.demo_tasks import DEMO_TASKS, demo_answers_path
-
-        paths = [demo_answers_path(s) for s in DEMO_TASKS]
-    elif Path(answers).is_file():
-        paths = [Path(answers)]
-    else:
-        paths = sorted(Path(answers).rglob("answers.json"))
-    found: dict[str, Any] = {}
-    for path in paths:
-        loaded = load_answers(path)
-        found[loaded.task_id] = loaded
-    return found

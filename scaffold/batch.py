@@ -32,13 +32,17 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from environment.finder import FoundAnswers, find_answers, find_tasks
 from scaffold.agent.models import PROVIDERS
 from spu_common.console import echo_json, fail
 from spu_common.jsonfiles import atomic_write_json
+
+if TYPE_CHECKING:
+    from spu_common.task import Task
 
 DONE_MARKER = ".batch-done.json"
 #: agent exit statuses that mean the run was cut short by a signal (scaffold/agent/runner.py)
@@ -63,40 +67,12 @@ def configuration_name(model_spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", model_spec).strip("_") or "run"
 
 
-def find_task_dirs(paths: list[Path]) -> list[Path]:
-    """Task directories among ``paths``: a path holding contract.json, or every such directory below it."""
-    found: list[Path] = []
-    for path in paths:
-        if (path / "contract.json").is_file():
-            found.append(path)
-        elif path.is_dir():
-            found += sorted(
-                p.parent
-                for p in path.rglob("contract.json")
-                if not any(part.startswith(("_", ".")) for part in p.relative_to(path).parts)
-            )
-        else:
-            raise FileNotFoundError(
-                f"{path} is not a task directory (no contract.json) nor a folder of tasks"
-            )
-    unique = list(dict.fromkeys(p.resolve() for p in found))
-    if not unique:
-        raise FileNotFoundError("no task directories found (a task directory holds contract.json)")
-    return unique
-
-
-def plan_jobs(task_dirs: list[Path], runs_dir: Path, configuration: str, runs: int) -> list[RunJob]:
-    from environment.task import load_task
-
-    jobs, seen = [], {}
-    for task_dir in task_dirs:
-        task = load_task(task_dir)
-        if task.task_id in seen:
-            raise ValueError(f"task id {task.task_id!r} is used by {seen[task.task_id]} and {task_dir}")
-        seen[task.task_id] = task_dir
-        for k in range(1, runs + 1):
-            jobs.append(RunJob(task_dir, task.task_id, runs_dir / configuration / task.task_id / f"run-{k}"))
-    return jobs
+def plan_jobs(tasks: list[Task], runs_dir: Path, configuration: str, runs: int) -> list[RunJob]:
+    return [
+        RunJob(task.root, task.task_id, runs_dir / configuration / task.task_id / f"run-{k}")
+        for task in tasks
+        for k in range(1, runs + 1)
+    ]
 
 
 class Batch:
@@ -221,38 +197,34 @@ def _signal_group(proc: subprocess.Popen, sig: int) -> None:
         os.killpg(proc.pid, sig)
 
 
-def snapshot_tasks(task_dirs: list[Path], runs_dir: Path) -> Path:
+def snapshot_tasks(tasks: list[Task], runs_dir: Path) -> Path:
     """Copy the task directories to RUNS_DIR/_tasks (what the report grades against)."""
-    from environment.task import load_task
-
     root = runs_dir / "_tasks"
-    for task_dir in task_dirs:
-        target = root / load_task(task_dir).task_id
+    for task in tasks:
+        target = root / task.task_id
         if target.exists():
             shutil.rmtree(target)
-        shutil.copytree(task_dir, target)
+        shutil.copytree(task.root, target)
     return root
 
 
-def collect_answers(task_dirs: list[Path], answers: Path | None, into: Path) -> int:
-    """Copy each task's answers into ``into/<task_id>/answers.json`` (a temporary folder for the report):
-    from ``answers`` (a file, or a folder searched for answers.json) or beside each task directory."""
-    from environment.task import load_answers, load_task
+def find_answers_for(tasks: list[Task], answers: Path | None) -> dict[str, FoundAnswers]:
+    """The answers of ``tasks``, by task id: from ``answers`` (a file, or a folder searched for answers.json),
+    else the ``answers.json`` beside each task directory."""
+    found = find_answers(answers) if answers is not None else {}
+    beside = {task.root.parent / "answers.json" for task in tasks if task.task_id not in found}
+    for path in sorted(p for p in beside if p.is_file()):
+        found = find_answers(path) | found
+    return {task.task_id: found[task.task_id] for task in tasks if task.task_id in found}
 
-    candidates: list[Path] = []
-    if answers is not None:
-        candidates = [answers] if answers.is_file() else sorted(answers.rglob("answers.json"))
-    candidates += [d.parent / "answers.json" for d in task_dirs if (d.parent / "answers.json").is_file()]
-    wanted = {load_task(d).task_id for d in task_dirs}
-    found = 0
-    for path in candidates:
-        loaded = load_answers(path)
-        target = into / loaded.task_id / "answers.json"
-        if loaded.task_id in wanted and not target.exists():
-            target.parent.mkdir(parents=True)
-            shutil.copyfile(path, target)
-            found += 1
-    return found
+
+def collect_answers(answers: dict[str, FoundAnswers], into: Path) -> int:
+    """Copy each task's answers file into ``into/<task_id>/answers.json`` (a temporary folder for the
+    report)."""
+    for task_id, found in answers.items():
+        (into / task_id).mkdir(parents=True)
+        shutil.copyfile(found.path, into / task_id / "answers.json")
+    return len(answers)
 
 
 def batch_command(
@@ -296,16 +268,17 @@ def batch_command(
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from environment.task import TaskError
     from scaffold.agent.config import ConfigError, load_config
     from scaffold.agent.models import ModelSpec, check_model
+    from spu_common.task import TaskError
 
     try:
         spec = ModelSpec.parse(model)
         config = load_config(config_file, overrides or [])  # refused here, not once per run
-        task_dirs = find_task_dirs(tasks)
+        found_tasks = list(find_tasks(tasks).values())
+        found_answers = find_answers_for(found_tasks, answers)
         configuration = name or configuration_name(model)
-        jobs = plan_jobs(task_dirs, out, configuration, runs)
+        jobs = plan_jobs(found_tasks, out, configuration, runs)
         for task_id in dict.fromkeys(job.task_id for job in jobs):  # before any run starts
             check_model(spec, config.model, base_url=base_url, task_id=task_id)
     except (ValueError, FileNotFoundError, TaskError, ConfigError) as exc:
@@ -318,7 +291,7 @@ def batch_command(
     for item in overrides or []:
         agent_args += ["-c", item]
     out.mkdir(parents=True, exist_ok=True)
-    snapshot_tasks(task_dirs, out)
+    snapshot_tasks(found_tasks, out)
     (out / "_batch").mkdir(exist_ok=True)
     atomic_write_json(
         out / "_batch" / f"{configuration}.json",
@@ -329,7 +302,7 @@ def batch_command(
             "runs": runs,
             "config": str(config_file) if config_file else None,
             "overrides": list(overrides or []),
-            "tasks": [str(t.absolute()) for t in task_dirs],
+            "tasks": [str(t.root) for t in found_tasks],
             "answers": str(answers.absolute()) if answers else None,
         },
     )
@@ -397,24 +370,22 @@ def batch_command(
         )
         raise typer.Exit(130 if received[0] == signal.SIGINT else 143)
     if report and remaining == 0:
-        summary["report"] = _report(task_dirs, out, answers, bootstrap, console)
+        summary["report"] = _report(found_answers, out, bootstrap, console)
     _finish(summary, as_json, console, f"{len(jobs) - remaining}/{len(jobs)} runs done in {out}")
 
 
-def _report(
-    task_dirs: list[Path], out: Path, answers: Path | None, bootstrap: int, console
-) -> dict[str, Any]:
+def _report(answers: dict[str, FoundAnswers], out: Path, bootstrap: int, console) -> dict[str, Any]:
     import tempfile
 
     from environment.report import build_report
-    from environment.task import TaskError
+    from spu_common.task import TaskError
 
     with tempfile.TemporaryDirectory(prefix="spu-batch-answers-") as tmp:
-        if not collect_answers(task_dirs, answers, Path(tmp)):
+        if not collect_answers(answers, Path(tmp)):
             console.print("no answers found (pass --answers): report skipped")
             return {"skipped": "no answers"}
         try:
-            summary = build_report(out, tasks_dir=out / "_tasks", answers=Path(tmp), n_boot=bootstrap)
+            summary = build_report(out, answers=Path(tmp), n_boot=bootstrap)  # its tasks: out/_tasks
         except TaskError as exc:
             console.print(f"report failed: {exc}")
             return {"error": str(exc)}

@@ -85,7 +85,7 @@ def export_command(
     """Write TASK_DIR as a Harbor task in OUT: task.toml, instruction.md, environment/Dockerfile on our image,
     and a verifier (tests/) that grades with the hidden answers in its own container."""
     from environment.harbor.export import ExportError, export_task
-    from environment.task import TaskError
+    from spu_common.task import TaskError
 
     # OUT as a second argument and --overwrite: the spellings before -o/--out and --force
     if len(ctx.args) > 1 or (out is not None and ctx.args):

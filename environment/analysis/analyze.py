@@ -30,11 +30,11 @@ from environment.analysis.monotone import monotone_fields
 from environment.analysis.trajectories import ToolCall, Trajectory, read_trajectory
 from environment.consensus import consensus
 from environment.grading import grade
-from environment.rank_agreement import spearman_of_order, spearman_of_values
 from environment.runs import RunFolder, find_runs, read_json
-from environment.submission import validate_submission
-from environment.task import Answers, Task
 from spu_common.jsonfiles import atomic_write_text
+from spu_common.rank_agreement import spearman_of_order, spearman_of_values
+from spu_common.submission import validate_submission
+from spu_common.task import Answers, Task
 
 SUBMISSION_FILES = ("rankings.json", "agent/rankings.json")
 OUTPUT_FILES = (

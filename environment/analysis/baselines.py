@@ -54,7 +54,7 @@ minus the gas-phase energy::
        {"tool": "xtb_run", "arguments": {"molecules": ["{smiles}"]}, "value": "items.0.energy_hartree"}]}
 
 Scores are the exact expected score over random tie-breaks of the proxy
-(:func:`environment.rank_agreement.expected_spearman`), so equal proxy values earn no credit from the order
+(:func:`spu_common.rank_agreement.expected_spearman`), so equal proxy values earn no credit from the order
 the task happens to present them in. Each proxy also reports its reverse (``reversed_score``, the
 negated score) and whether the reverse is above chance: a proxy declared the wrong way round shows as such.
 
@@ -81,9 +81,9 @@ from environment.analysis.errors import AnalysisError
 from environment.analysis.monotone import DIRECTIONS, field_baseline, varying_fields
 from environment.chance import chance_threshold, is_above
 from environment.prior_screen import screen
-from environment.rank_agreement import expected_spearman
-from environment.task import Answers, Task
 from spu_common.jsonfiles import load_json_strict
+from spu_common.rank_agreement import expected_spearman
+from spu_common.task import Answers, Task
 
 SCHEMA = "spu.baselines/1"
 DECLARATION_FILE = "baselines.json"

@@ -40,30 +40,27 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def _task_pairs(task_dir: Path, answers: Path | None) -> list[tuple[Path, Path]]:
-    """``(task_dir, answers_file)`` for one task directory or every task below a directory."""
-    from environment.task import TaskError, load_answers
+def _task_pairs(task_dir: Path, answers: Path | None) -> list[tuple[Any, Any]]:
+    """``(task, found answers)`` for one task directory or every task below a directory, each loaded once
+    (:mod:`environment.finder`'s rules)."""
+    from environment.finder import find_answers, find_tasks
+    from spu_common.task import TaskError
 
+    tasks = find_tasks(task_dir)
     if (task_dir / "contract.json").is_file():
         path = answers or task_dir.parent / "answers.json"
         if path.is_dir():
             path = path / "answers.json"
-        return [(task_dir, path)]
-    dirs = sorted(p.parent for p in task_dir.rglob("contract.json"))
-    if not dirs:
-        raise TaskError(f"{task_dir}: no contract.json in or below it")
+        return [(task, next(iter(find_answers(path).values()))) for task in tasks.values()]
     root = answers or task_dir
     if root.is_file():
         raise TaskError("--answers must be a directory when TASK_DIR holds several tasks")
-    by_id = {load_answers(p).task_id: p for p in sorted(root.rglob("answers.json"))}
-    from environment.task import load_task
-
+    by_id = find_answers(root)
     pairs = []
-    for d in dirs:
-        task_id = load_task(d).task_id
+    for task_id, task in tasks.items():
         if task_id not in by_id:
-            raise TaskError(f"{d}: no answers.json with task_id {task_id!r} under {root}")
-        pairs.append((d, by_id[task_id]))
+            raise TaskError(f"{task.root}: no answers.json with task_id {task_id!r} under {root}")
+        pairs.append((task, by_id[task_id]))
     return pairs
 
 
@@ -101,8 +98,8 @@ def baselines_cmd(
     monotone priors and declared proxies."""
     from environment.analysis.baselines import DECLARATION_FILE, baselines
     from environment.analysis.errors import AnalysisError
-    from environment.task import TaskError, check_answers, load_answers, load_task
     from environment.taskbuild.card import CARD_FILE, read_card
+    from spu_common.task import TaskError, check_answers
 
     try:
         pairs = _task_pairs(task_dir, answers)
@@ -114,10 +111,8 @@ def baselines_cmd(
         raise _fail(ValueError("--proxies names one declaration: give one task directory"), EXIT_USAGE)
     command = shlex.split(server_command) if server_command else None
     results = []
-    for one_task, answers_path in pairs:
+    for task, (answers_path, loaded) in pairs:
         try:
-            task = load_task(one_task)
-            loaded = load_answers(answers_path)
             check_answers(task, loaded)
         except TaskError as exc:
             raise _fail(exc, EXIT_USAGE) from None
@@ -153,7 +148,7 @@ def baselines_cmd(
 
 
 def _write_readmes(
-    task_dir: Path, pairs: list[tuple[Path, Path]], results: list[dict[str, Any]], *, proxies_ran: bool
+    task_dir: Path, pairs: list[tuple[Any, Any]], results: list[dict[str, Any]], *, proxies_ran: bool
 ) -> list[Path]:
     """Proxies' scores into each card (when they ran), then the READMEs' tables from the cards."""
     from environment.analysis.errors import AnalysisError
@@ -169,7 +164,7 @@ def _write_readmes(
     from spu_common.jsonfiles import atomic_write_bytes
 
     cards = []
-    for (_, answers_path), result in zip(pairs, results, strict=True):
+    for (_, (answers_path, _)), result in zip(pairs, results, strict=True):
         folder = answers_path.parent
         card = read_card(folder / CARD_FILE)
         if card is None:
@@ -223,7 +218,7 @@ def analyze_cmd(
     from environment.analysis.analyze import analyze
     from environment.analysis.errors import AnalysisError
     from environment.runs import load_tasks_and_answers
-    from environment.task import TaskError
+    from spu_common.task import TaskError
 
     answers = answers or answers_dir  # --answers-dir: the earlier spelling, kept for scripts
     for given, option in ((answers, "--answers"), (tasks, "--tasks")):

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from environment.analysis.trajectories import ToolCall, Trajectory
-from environment.submission import validate_submission
-from environment.task import Task
+from spu_common.submission import validate_submission
+from spu_common.task import Task
 
 _FILE_TOOLS = {"write_file", "write", "create", "str_replace_based_edit_tool"}
 _MARKER = re.compile(r'"rankings"\s*:')

@@ -23,8 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from environment.rank_agreement import average_ranks, centered_measured_ranks, spearman_of_order
-from environment.task import Answers, Task
+from spu_common.rank_agreement import average_ranks, centered_measured_ranks, spearman_of_order
+from spu_common.task import Answers, Task
 
 MIN_VALUES = 3
 FOLLOW_RHO = 0.95

@@ -35,7 +35,7 @@ def demo_answers_path(slug: str) -> Path:
     find it when this installation has none (answers are never packaged)."""
     path = _check(slug) / "answers.json"
     if not path.is_file():
-        from environment.task import TaskError
+        from spu_common.task import TaskError
 
         raise TaskError(
             f"the demo answers ({slug}/answers.json) are not part of an installed package: no distributed "

@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from environment.harbor.leaks import find_leaks, fingerprints
-from environment.task import Answers, Task, check_answers, load_answers, load_task
+from spu_common.task import Answers, Task, check_answers, load_answers, load_task
 
 #: The images built from Dockerfile.gpu and Dockerfile (docs/docker.md); the export takes the GPU one when
 #: its resources hold a GPU. Pin one by digest for shared runs: ``--image registry/spu-scaffold@sha256:...``.

@@ -4,7 +4,7 @@ A benchmark task should reward judgment, not a shared monotone prior. The screen
 task by each entry of a panel of descriptor families (:mod:`environment.prior_screen.families`: condition
 columns, molecules and their series, compositions per element, sequences and their mutated sites), in both
 directions, and scores each as the *exact expected* task score over random tie-breaks
-(:func:`environment.rank_agreement.expected_spearman`: a tied block of the descriptor takes its average
+(:func:`spu_common.rank_agreement.expected_spearman`: a tied block of the descriptor takes its average
 submitted rank). One entry in one direction is applied to every group of the task, as a prior would be.
 
 The verdict is family-wise (:mod:`environment.prior_screen.familywise`): the best entry of the whole panel
@@ -36,7 +36,7 @@ from environment.prior_screen.families import (
     sequence_descriptors,
 )
 from environment.prior_screen.familywise import build_panel, familywise_test, shuffled_answers
-from environment.task import Answers, Task, parse_answers, parse_contract, parse_targets
+from spu_common.task import Answers, Task, parse_answers, parse_contract, parse_targets
 
 __all__ = [
     "COMPOSITION_DESCRIPTORS",

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from environment.prior_screen import residues, series
-from environment.task import Task
+from spu_common.task import Task
 
 #: One entry: a value per experiment id (None where it cannot be computed).
 Column = dict[str, float | None]

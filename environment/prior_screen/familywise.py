@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from environment.rank_agreement import average_ranks, centered_measured_ranks
-from environment.task import AnswerGroup, Answers, Task
+from spu_common.rank_agreement import average_ranks, centered_measured_ranks
+from spu_common.task import AnswerGroup, Answers, Task
 
 ALPHA = 0.05
 CONFIDENCE = 0.999

@@ -11,7 +11,7 @@ The modules, in the order a build runs: ``safeyaml`` and ``spec`` read and check
 CSV, ``paths`` the files it names, ``design`` its design and selection record; every problem is reported at
 once as a :class:`SpecError`), ``render`` lays the task out in memory, ``card`` measures it (and refuses a
 presented order above chance), ``build`` writes and checks it, ``checks`` gives the author warnings. The
-rules a contract obeys (ids, weights, numbers) are ``environment.contract``'s, shared with the task
+rules a contract obeys (ids, weights, numbers) are ``spu_common.contract``'s, shared with the task
 loader. Format and walk-through: ``docs/authoring-tasks.md``.
 """
 

@@ -12,13 +12,13 @@ import json
 import re
 from typing import Any
 
-from environment.contract import looks_like_formula, parse_number
 from environment.prior_screen import prior_warnings
-from environment.rank_agreement import average_ranks
 from environment.taskbuild.card import Assessment, presented_order_problem
 from environment.taskbuild.problems import AuthorWarning
 from environment.taskbuild.render import Rendered
 from environment.taskbuild.spec import Spec, SpecGroup
+from spu_common.contract import looks_like_formula, parse_number
+from spu_common.rank_agreement import average_ranks
 
 #: A run of this many consecutive words of the study's title in agent-visible text is reported.
 TITLE_RUN = 4

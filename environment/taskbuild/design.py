@@ -28,9 +28,9 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from environment.contract import parse_number
 from environment.taskbuild.problems import Problems
 from environment.taskbuild.rows import SpecRow
+from spu_common.contract import parse_number
 
 #: Shuffles a draw tries per group before it gives up.
 ATTEMPTS = 200

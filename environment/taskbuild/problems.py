@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from environment.task import TaskError
+from spu_common.task import TaskError
 
 SPEC_FILE = "spec.yaml"
 

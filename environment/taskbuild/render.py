@@ -15,10 +15,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from environment.anonymize import new_ids
-from environment.contract import looks_like_formula
-from environment.task import Group
 from environment.taskbuild.problems import SPEC_FILE, spec_error
 from environment.taskbuild.spec import Spec, SpecGroup
+from spu_common.contract import looks_like_formula
+from spu_common.task import Group
 
 MAX_TEXT_INPUT = 5_000_000
 

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from environment.contract import parse_number, repeated
 from environment.taskbuild.problems import Problems
+from spu_common.contract import parse_number, repeated
 
 CSV_REQUIRED = ("key", "value", "source")
 #: Column names the builder writes itself or keeps hidden: never setup fields.

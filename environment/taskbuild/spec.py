@@ -9,11 +9,11 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from environment.contract import DEFAULT_DIRECTION, TASK_FILES, as_id, weight_problem, weights_problem
 from environment.taskbuild import design as design_mod
 from environment.taskbuild import paths, safeyaml
 from environment.taskbuild.problems import SPEC_FILE, Problems, SpecError, spec_error
 from environment.taskbuild.rows import RESERVED_FIELDS, SpecRow, read_rows
+from spu_common.contract import DEFAULT_DIRECTION, TASK_FILES, as_id, weight_problem, weights_problem
 
 DOMAINS = ("chemistry", "materials", "biology", "medicine")
 TASK_ID_RE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")

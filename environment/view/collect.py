@@ -158,7 +158,7 @@ class Grader:
 
     def __init__(self, tasks_dir: Path | None, answers: Path | None, runs_root: Path | None) -> None:
         from environment.runs import load_tasks_and_answers
-        from environment.task import TaskError
+        from spu_common.task import TaskError
 
         self._chance: dict[str, dict[str, Any]] = {}
         notes: list[str] = []
@@ -176,7 +176,7 @@ class Grader:
         self.notes = notes + found
 
     def task_for(self, task_id: str | None, task_dir: str | None) -> Any:
-        from environment.task import TaskError, load_task
+        from spu_common.task import TaskError, load_task
 
         if task_id in self.tasks:
             return self.tasks[task_id]
@@ -202,7 +202,7 @@ class Grader:
     def grade_run(self, run: dict[str, Any], path: Path) -> None:
         """Add ``score`` (with chance threshold and attainable maximum), draft scores and true ranks."""
         from environment.grading import grade
-        from environment.task import TaskError
+        from spu_common.task import TaskError
 
         task = self.task_for(run.get("task_id"), run.get("task_dir"))
         answers = self.answers.get(task.task_id) if task is not None else None

@@ -476,7 +476,7 @@ def _audit_refusals(path: Path, problems: list[dict[str, str]]) -> list[dict[str
 def read_jsonl_plain(path: Path) -> list[dict[str, Any]]:
     """JSON objects of a JSON-lines file, skipping anything else (for the audit log's optional detail).
 
-    Unlike the audit log's own reader (``environment.audit_log``), this never raises: a page must still be
+    Unlike the audit log's own reader (``spu_common.audit_log``), this never raises: a page must still be
     drawn for a run whose log was cut short; ``sources.json`` says whether the log verified."""
     out = []
     try:

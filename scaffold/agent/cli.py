@@ -12,9 +12,9 @@ from scaffold.agent.models import PROVIDERS
 from spu_common.console import EXIT_INVALID, echo_json, fail
 
 if TYPE_CHECKING:
-    from environment.task import Task
     from scaffold.agent.config import AgentConfig
     from scaffold.agent.models import ModelSpec
+    from spu_common.task import Task
 
 DEMO_SLUG = "aromatic-acidity"
 DEMO_RECORDING = "demo-aromatic-acidity"
@@ -72,8 +72,8 @@ def run_command(
 ) -> None:
     """Run the agent on a task. A valid rankings.json is in OUT from the first second to the end, whatever
     happens."""
-    from environment.task import TaskError, load_task
     from scaffold.agent.models import ModelSpec, check_model
+    from spu_common.task import TaskError, load_task
 
     config = _config(config_file, overrides)
     try:
@@ -156,10 +156,10 @@ def demo_command(
     then validate and grade what it wrote against the demo answers."""
     from environment.demo_tasks import DEMO_TASKS, demo_answers_path, demo_task_dir
     from environment.grading import grade
-    from environment.submission import validate_submission
-    from environment.task import TaskError, load_answers, load_task
     from scaffold.agent.models import ModelSpec, check_model
     from scaffold.agent.runner import exit_code, run_agent
+    from spu_common.submission import validate_submission
+    from spu_common.task import TaskError, load_answers, load_task
 
     if slug not in DEMO_TASKS:
         raise fail(f"no demo task {slug!r}; choose one of {DEMO_TASKS}")

@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from environment.consensus import ConsensusError, consensus_details
-from environment.submission import fallback_submission, validate_submission, write_submission_atomic
-from environment.task import Task
 from scaffold.agent.config import AgentConfig
 from scaffold.agent.loop import RunOutcome
 from scaffold.agent.models import ModelSpec
 from scaffold.agent.runner import run_agent
+from spu_common.submission import fallback_submission, validate_submission, write_submission_atomic
+from spu_common.task import Task
 
 
 def run_ensemble(

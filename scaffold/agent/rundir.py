@@ -20,16 +20,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from environment.audit_log import SOURCES_SCHEMA, write_sources
-from environment.submission import (
+from spu_common.audit_log import SOURCES_SCHEMA, write_sources
+from spu_common.jsonfiles import atomic_write_text
+from spu_common.submission import (
     ValidationReport,
     fallback_submission,
     submission_from_orders,
     validate_submission,
     write_submission_atomic,
 )
-from environment.task import Task
-from spu_common.jsonfiles import atomic_write_text
+from spu_common.task import Task
 
 
 class RunDir:

@@ -14,7 +14,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from environment.task import Task
 from scaffold.agent.config import AgentConfig, ModelSection
 from scaffold.agent.endings import Interrupted
 from scaffold.agent.limits import Budget, find_price
@@ -24,6 +23,7 @@ from scaffold.agent.rundir import RunDir
 from scaffold.agent.tools import Toolbox
 from scaffold.agent.tools.builtin import BuiltinTools
 from scaffold.agent.tools.mcp_tools import McpTools
+from spu_common.task import Task
 
 #: exit codes of ``spu agent run`` by exit status (docs/agent.md)
 EXIT_CODES = {"submitted": 0, "limit_reached": 0, "model_gave_up": 1, "model_error": 1, "crashed": 1}
@@ -49,7 +49,7 @@ def run_agent(
     base_url: str | None = None,
     run_id: str | None = None,
 ) -> RunOutcome:
-    """Run the agent on ``task`` (``environment.task.load_task``) with ``config``
+    """Run the agent on ``task`` (``spu_common.task.load_task``) with ``config``
     (``scaffold.agent.config.load_config``)."""
     spec = model_spec if isinstance(model_spec, ModelSpec) else ModelSpec.parse(model_spec)
     mcp_cfg = config.tools.mcp

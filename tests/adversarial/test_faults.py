@@ -24,7 +24,7 @@ import pytest
 from disk_faults import fill
 from mcp_wire import INIT
 
-from environment.audit_log import verify
+from spu_common.audit_log import verify
 from tools_server.core.errors import ToolError
 from tools_server.web.audit import AuditLog
 

@@ -16,12 +16,12 @@ from pathlib import Path
 import psutil
 import pytest
 
-from environment.task import load_task
 from scaffold.agent.loop import compact_tool
 from scaffold.agent.models.base import ToolDef
 from scaffold.agent.runner import run_agent
 from scaffold.agent.tools.mcp_tools import offered
 from scaffold.agent.trajectory import read_records
+from spu_common.task import load_task
 
 G1 = ["e0ea", "d679", "a167", "f502", "e1ce", "dee6", "bf53", "d942"]
 G2 = ["afcc", "f066", "cc20", "e3c3", "e902", "f8a7", "d02e", "f8d2"]
@@ -139,7 +139,7 @@ AGENT_WITH_SLEEPER = textwrap.dedent(
     from scaffold.agent.rundir import RunDir
     from scaffold.agent.config import load_config
     from scaffold.agent.tools.builtin import BuiltinTools
-    from environment.task import load_task
+    from spu_common.task import load_task
 
     task_dir, out, marker = sys.argv[1], Path(sys.argv[2]), sys.argv[3]
     rundir = RunDir(out, load_task(task_dir))

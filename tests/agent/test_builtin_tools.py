@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from environment.task import load_task
 from scaffold.agent.config import load_config
 from scaffold.agent.rundir import RunDir
 from scaffold.agent.tools.builtin import BuiltinTools
 from scaffold.agent.tools.output import cut_middle
+from spu_common.task import load_task
 
 
 @pytest.fixture

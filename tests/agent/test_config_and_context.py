@@ -96,9 +96,9 @@ def test_a_zero_that_means_nothing_is_refused_not_replaced(override):
 
 def test_the_builtin_tools_use_the_configured_timeout_and_cap(tmp_path, demo_task):
     """The validated section reaches the tools as it is: no default stands in for a configured value."""
-    from environment.task import load_task
     from scaffold.agent.rundir import RunDir
     from scaffold.agent.tools.builtin import BuiltinTools
+    from spu_common.task import load_task
 
     config = load_config(None, ["tools.command_timeout_s=7", "tools.max_output_chars=123"])
     tools = BuiltinTools(RunDir(tmp_path / "o", load_task(demo_task)), config.tools)
@@ -238,12 +238,12 @@ def test_spu_agent_run_parses_the_task_once(demo_task, tmp_path, monkeypatch):
     """The CLI loads the task; the runner, the ensemble and the consensus take that object."""
     from typer.testing import CliRunner
 
-    import environment.task
+    import spu_common.task
     from spu.cli import make_app
 
     calls = []
-    real = environment.task.load_task
-    monkeypatch.setattr(environment.task, "load_task", lambda path: calls.append(path) or real(path))
+    real = spu_common.task.load_task
+    monkeypatch.setattr(spu_common.task, "load_task", lambda path: calls.append(path) or real(path))
     args = ["agent", "run", "--task", str(demo_task), "--out", str(tmp_path / "o"), "--json"]
     args += ["--model", "replay:demo-aromatic-acidity", "--ensemble", "2", "-c", "tools.mcp.enabled=false"]
     result = CliRunner().invoke(make_app(["scaffold.agent.cli"]), args)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from environment.grading import grade
-from environment.task import load_answers, load_task
 from scaffold.agent.trajectory import read_records
+from spu_common.task import load_answers, load_task
 
 REPO = Path(__file__).resolve().parents[2]
 G1 = ["e0ea", "d679", "a167", "f502", "e1ce", "dee6", "bf53", "d942"]

@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from environment.submission import fallback_submission, validate_submission
-from environment.task import load_task
 from scaffold.agent.models import PROVIDERS
 from scaffold.agent.runner import exit_code, run_agent
 from scaffold.agent.trajectory import read_records
+from spu_common.submission import fallback_submission, validate_submission
+from spu_common.task import load_task
 
 G1 = ["e0ea", "d679", "a167", "f502", "e1ce", "dee6", "bf53", "d942"]
 G2 = ["afcc", "f066", "cc20", "e3c3", "e902", "f8a7", "d02e", "f8d2"]

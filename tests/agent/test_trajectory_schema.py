@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from environment.runs import read_records
-from environment.task import load_task
 from environment.view.collect import collect
 from scaffold.agent.runner import run_agent
+from spu_common.task import load_task
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "runs.md"
 COMMON = ("type", "time", "elapsed_s")

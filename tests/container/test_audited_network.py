@@ -18,8 +18,8 @@ import sys
 import yaml
 from container_helpers import REPO, docker, spu, task_dir
 
-from environment.audit_log import key_path
 from environment.demo_tasks import demo_task_dir
+from spu_common.audit_log import key_path
 
 EGRESS_SUBNET = "172.31.250.0/24"
 CANARY_IP = "172.31.250.10"

@@ -1,11 +1,12 @@
-"""The layers, read from the code's imports (every ``import`` statement, at module level or in a function):
+"""The layers, read from the code's imports (every ``import`` statement, at module level or in a function, and
+every string that imports a module: ``importlib.import_module("a.b")``, ``"a.b:function"``):
 
 * the ground floor (``spu_common``: JSON files, console output, shared error codes) imports no part;
 * the benchmark side (``environment``) imports neither the server nor the agent;
-* the server (``tools_server``) never imports the agent;
+* the server (``tools_server``) imports neither the agent nor the benchmark side: the task contract and the
+  audit log's format it uses live in the ground floor;
 * the agent (``scaffold``) reaches the server only over MCP: it imports no ``tools_server`` module;
 * only the root command (``spu``) mounts all parts, and ``spu serve`` loads neither agent nor statistics;
-* the server's core never imports the benchmark side;
 * no domain is named in the core, and nothing points at files outside the repository;
 * the procedure layer every engine shares (``tools_server.engines``) imports no domain: domains use it;
 * every domain, and the public layers domains share (``tools_server.engines``, ``tools_server.molecules``),
@@ -23,13 +24,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_import_cycles import _call_name, string_import
 
 ROOT = Path(__file__).resolve().parents[2]
 PARTS = ("spu", "spu_common", "tools_server", "scaffold", "environment", "prompts")
 FORBIDDEN = {
     "spu_common": ("tools_server", "scaffold", "environment", "spu", "prompts"),
     "environment": ("tools_server", "scaffold", "spu"),
-    "tools_server": ("scaffold", "spu"),
+    "tools_server": ("scaffold", "environment", "spu"),
     "scaffold": ("tools_server", "spu"),
     "prompts": ("tools_server", "scaffold", "environment", "spu"),
 }
@@ -43,7 +45,21 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.append((node.lineno, node.module))
+        elif isinstance(node, ast.Call) and _call_name(node) in ("import_module", "__import__"):
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                found.append((node.lineno, first.value))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            module = string_import(node.value)
+            if module and (":" in node.value or is_module(module)):
+                found.append((node.lineno, module))
     return found
+
+
+def is_module(name: str) -> bool:
+    """Whether a dotted name is a module of the repository (``"spu.tools"``, an entry-point group, is not)."""
+    path = ROOT.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 def layer_violations() -> list[str]:
@@ -61,14 +77,18 @@ def test_layers_hold():
     assert layer_violations() == []
 
 
-def test_server_core_never_imports_the_benchmark_side():
+def test_the_server_never_imports_the_benchmark_side():
+    """No module of ``tools_server`` imports ``environment``, at module level, in a function or by name in a
+    string: the task contract and the audit log's format the server uses live in ``spu_common``."""
     found = [
         f"{path.relative_to(ROOT)}:{lineno} imports {module}"
-        for path in sorted((ROOT / "tools_server" / "core").rglob("*.py"))
+        for path in sorted((ROOT / "tools_server").rglob("*.py"))
         for lineno, module in imports_of(path)
         if module.split(".")[0] == "environment"
     ]
     assert found == []
+    shared = {m for path in (ROOT / "tools_server").rglob("*.py") for _, m in imports_of(path)}
+    assert {"spu_common.task", "spu_common.submission", "spu_common.audit_log"} <= shared
 
 
 def test_plugins_import_only_the_plugin_facade():
@@ -96,10 +116,20 @@ def test_plugins_import_only_the_plugin_facade():
 
 
 def test_the_layer_check_sees_a_violation(tmp_path):
-    """The checker itself: an import inside a function is found."""
+    """The checker itself: an import inside a function is found, and so is a module imported by name."""
     bad = tmp_path / "bad.py"
-    bad.write_text("def f():\n    from tools_server.core import settings\n")
-    assert imports_of(bad) == [(2, "tools_server.core")]
+    bad.write_text(
+        "def f():\n    from tools_server.core import settings\n"
+        "    importlib.import_module('environment.task')\n"
+        "    return {'grade': 'environment.grading:grade', 'module': 'environment.chance',\n"
+        "            'entry points': 'spu.tools', 'text': 'a: b'}\n"
+    )
+    assert imports_of(bad) == [
+        (2, "tools_server.core"),
+        (3, "environment.task"),
+        (4, "environment.grading"),
+        (4, "environment.chance"),
+    ]
 
 
 #: the packages of ``tools_server`` that are no domain: the server's mechanism, its operator commands and

@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 from environment.demo_tasks import demo_task_dir
-from environment.submission import fallback_submission
-from environment.task import Group, Task, load_task
 from prompts.method import SKILL_FILES, render_agents_md, render_skill
 from scaffold.agent.templates import Templates
 from scaffold.agent.tools.builtin import DEFINITIONS as AGENT_TOOLS
+from spu_common.submission import fallback_submission
+from spu_common.task import Group, Task, load_task
 from tools_server.core.waits import WAIT_S_DEFAULT, WAIT_S_MAX
 
 IDENTIFIER = re.compile(r"(?<![\w.$/-])[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b")
@@ -283,8 +283,8 @@ def test_scoring_statements_are_what_the_grader_gives(texts):
 
     from environment.demo_tasks import demo_answers_path
     from environment.grading import grade
-    from environment.submission import submission_from_orders
-    from environment.task import load_answers
+    from spu_common.submission import submission_from_orders
+    from spu_common.task import load_answers
 
     for reader in ("skill submission.md", "AGENTS.md"):
         assert "scores as a random order" not in texts[reader]

@@ -80,8 +80,8 @@ def server(spu_env, monkeypatch, tmp_path, start_mcp_server):
 def _calls(farm) -> dict[str, dict]:
     """Small real inputs, one call per tool (job tools wait for their result)."""
     from environment.demo_tasks import demo_task_dir
-    from environment.submission import fallback_submission
-    from environment.task import load_task
+    from spu_common.submission import fallback_submission
+    from spu_common.task import load_task
 
     task_dir = demo_task_dir("aromatic-acidity")
     wait = {"wait_s": 600}

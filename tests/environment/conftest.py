@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from env_task_factory import write_task
 
-from environment.task import Answers, Task, load_answers, load_task
+from spu_common.task import Answers, Task, load_answers, load_task
 
 
 @pytest.fixture

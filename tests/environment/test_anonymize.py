@@ -10,8 +10,8 @@ from typer.testing import CliRunner
 
 from environment.anonymize import anonymize_task
 from environment.grading import grade
-from environment.task import TaskError, load_answers, load_task
 from spu.cli import app
+from spu_common.task import TaskError, load_answers, load_task
 
 
 def test_anonymize_keeps_the_mapping_and_the_scores(tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from environment.task import load_answers
+from spu_common.task import load_answers
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "authoring-tasks.md"
 BLOCK = re.compile(r"<!-- (file|append): ([\w.]+) -->\n```\w*\n(.*?)```", re.DOTALL)

@@ -31,9 +31,9 @@ from environment.prior_screen import (
     screen,
     sequence_descriptors,
 )
-from environment.rank_agreement import expected_spearman, spearman_of_order, spearman_of_values
-from environment.task import load_answers, load_task
 from environment.taskbuild import SpecError, build_task
+from spu_common.rank_agreement import expected_spearman, spearman_of_order, spearman_of_values
+from spu_common.task import load_answers, load_task
 
 REPO = Path(__file__).resolve().parents[2]
 

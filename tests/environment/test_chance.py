@@ -17,7 +17,7 @@ from environment.chance import (
     exact_score_distribution,
     random_scores,
 )
-from environment.rank_agreement import spearman_of_order
+from spu_common.rank_agreement import spearman_of_order
 
 
 def brute_force_distribution(groups, weights):

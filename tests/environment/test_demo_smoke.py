@@ -7,7 +7,7 @@ import json
 import pytest
 
 from environment.demo_tasks import DEMO_TASKS, demo_answers_path, demo_task_dir
-from environment.task import check_answers, load_answers, load_task
+from spu_common.task import check_answers, load_answers, load_task
 
 
 @pytest.mark.parametrize("slug", DEMO_TASKS)

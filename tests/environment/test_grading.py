@@ -9,7 +9,7 @@ import pytest
 from scipy.stats import spearmanr
 
 from environment.grading import grade
-from environment.task import TaskError
+from spu_common.task import TaskError
 
 
 def sub(task, orders, **extra):

@@ -14,7 +14,7 @@ from scipy.stats import rankdata
 from environment.analysis.baselines import baselines
 from environment.chance import chance_threshold
 from environment.prior_screen import descriptor_columns, molecule_descriptors, screen
-from environment.task import load_answers, load_task, parse_answers
+from spu_common.task import load_answers, load_task, parse_answers
 
 #: the tasks as issue 36 measured them (the suite has since changed): data/issue36_tasks/README.md
 FROZEN = Path(__file__).resolve().parent / "data" / "issue36_tasks"

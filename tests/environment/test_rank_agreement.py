@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import spearmanr
 
-from environment.rank_agreement import (
+from spu_common.rank_agreement import (
     average_ranks,
     pairs_in_order,
     spearman_of_order,

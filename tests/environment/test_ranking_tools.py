@@ -6,8 +6,8 @@ import pytest
 from env_task_factory import write_task
 
 from environment.demo_tasks import demo_task_dir
-from environment.submission import fallback_submission
-from environment.task import load_task
+from spu_common.submission import fallback_submission
+from spu_common.task import load_task
 from tools_server.core.errors import ToolError
 from tools_server.ranking.tools import (
     AggregateInput,

@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 
 from environment.demo_tasks import DEMO_TASKS, demo_answers_path, demo_task_dir
 from environment.report import build_report
-from environment.submission import fallback_submission, submission_from_orders, write_submission_atomic
-from environment.task import load_answers, load_task
 from spu.cli import app
+from spu_common.submission import fallback_submission, submission_from_orders, write_submission_atomic
+from spu_common.task import load_answers, load_task
 
 runner = CliRunner()
 

@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from environment.chance import attainable_max, chance_threshold, exact_score_distribution, random_scores
 from environment.grading import grade
-from environment.submission import validate_submission
 from spu.cli import app
+from spu_common.submission import validate_submission
 
 runner = CliRunner()
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from environment.submission import (
+from spu_common.submission import (
     ALT_ORDER_KEYS,
     MAX_SUBMISSION_BYTES,
     fallback_submission,

@@ -8,7 +8,7 @@ import pytest
 from env_task_factory import write_task
 
 from environment.demo_tasks import DEMO_TASKS, demo_answers_path, demo_task_dir
-from environment.task import TaskError, check_answers, load_answers, load_task
+from spu_common.task import TaskError, check_answers, load_answers, load_task
 
 
 @pytest.mark.parametrize("slug", DEMO_TASKS)

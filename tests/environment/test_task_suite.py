@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from environment.task import check_answers, load_answers, load_task
 from environment.taskbuild import build_task, load_spec
 from environment.taskbuild.build import BuildResult
+from spu_common.task import check_answers, load_answers, load_task
 
 TASKS = Path(__file__).resolve().parents[2] / "environment" / "tasks"
 SPECS = sorted(p.parent for p in TASKS.glob("*/spec/spec.yaml"))

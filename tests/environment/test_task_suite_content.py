@@ -28,8 +28,8 @@ from test_task_suite import built
 from environment.analysis.baselines import TASK_DIR, fill_template, load_declaration
 from environment.analysis.readme import suite_blocks, task_block
 from environment.prior_screen import descriptor_columns
-from environment.task import load_answers, load_task
 from environment.taskbuild import NON_REDISTRIBUTABLE, load_spec
+from spu_common.task import load_answers, load_task
 
 TASKS = Path(__file__).resolve().parents[2] / "environment" / "tasks"
 SPECS = sorted(p.parent for p in TASKS.glob("*/spec/spec.yaml"))

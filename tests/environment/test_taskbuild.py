@@ -11,7 +11,6 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from environment.task import check_answers, load_answers, load_task
 from environment.taskbuild import (
     SpecError,
     build_task,
@@ -19,6 +18,7 @@ from environment.taskbuild import (
     load_spec,
     seed_of,
 )
+from spu_common.task import check_answers, load_answers, load_task
 
 ROWS = [
     # key, name, temperature_c, value, source

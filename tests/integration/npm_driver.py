@@ -624,8 +624,8 @@ def place_task(work: Path, where: str) -> tuple[Path, Path]:
     """A copy of a demo task outside the project folder, and a draft for it inside the project: ``beside``
     the project (work/task) or in a folder standing for a container's /app (work/app/task)."""
     from environment.demo_tasks import demo_task_dir
-    from environment.submission import fallback_submission
-    from environment.task import load_task
+    from spu_common.submission import fallback_submission
+    from spu_common.task import load_task
 
     project = work / "project"
     project.mkdir(parents=True, exist_ok=True)

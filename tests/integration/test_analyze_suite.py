@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from environment.demo_tasks import DEMO_TASKS, demo_answers_path, demo_task_dir
-from environment.task import load_answers, load_task
+from spu_common.task import load_answers, load_task
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "agent"))

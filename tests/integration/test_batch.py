@@ -187,7 +187,7 @@ def test_batch_usage_errors(spu_env, tmp_path):
         timeout=60,
         check=False,
     )
-    assert proc.returncode == 2 and "no task directories" in proc.stderr
+    assert proc.returncode == 2 and "[no_tasks] no task directory in or below" in proc.stderr
     proc = subprocess.run(
         [
             sys.executable,

@@ -123,7 +123,7 @@ def test_the_check_finds_an_answer():
 def test_demo_answers_missing_from_an_install_say_where_to_get_them(tmp_path, monkeypatch):
     """An installed package has the demo tasks but not their answers: a clear error, not a traceback."""
     import environment.demo_tasks as demo
-    from environment.task import TaskError
+    from spu_common.task import TaskError
 
     shutil.copytree(demo.demo_task_dir("enzyme-kinetics"), tmp_path / "enzyme-kinetics" / "task")
     monkeypatch.setattr(demo, "_ROOT", tmp_path)

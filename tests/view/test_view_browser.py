@@ -102,8 +102,8 @@ def make_runs_dir(demo_run: Path, root: Path) -> Path:
     fallback = runs / "fallback" / "demo-aromatic-acidity" / "run-1"
     fallback.mkdir(parents=True)
     from environment.demo_tasks import demo_task_dir
-    from environment.submission import fallback_submission, write_submission_atomic
-    from environment.task import load_task
+    from spu_common.submission import fallback_submission, write_submission_atomic
+    from spu_common.task import load_task
 
     write_submission_atomic(
         fallback / "rankings.json", fallback_submission(load_task(demo_task_dir("aromatic-acidity")))

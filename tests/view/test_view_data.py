@@ -63,7 +63,7 @@ def test_the_recorded_run_is_read_and_graded(demo_run):
     # chance threshold of the 16-experiment demo: the same figure `spu chance` prints (2,000 draws, seed 0)
     from environment.chance import chance_threshold
     from environment.demo_tasks import demo_answers_path, demo_task_dir
-    from environment.task import load_answers, load_task
+    from spu_common.task import load_answers, load_task
 
     expected = chance_threshold(
         load_task(demo_task_dir("aromatic-acidity")),

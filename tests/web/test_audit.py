@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from environment.audit_log import GENESIS, seal_path, verify
+from spu_common.audit_log import GENESIS, seal_path, verify
 from spu_common.jsonfiles import canonical_json
 from tools_server.web.audit import AuditLog
 

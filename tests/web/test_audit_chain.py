@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from environment.audit_log import record_hash, seal_path, verify
+from spu_common.audit_log import record_hash, seal_path, verify
 from tools_server.core.errors import ToolError
 from tools_server.web.audit import AuditLog
 from tools_server.web.gateway import Gateway

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import environment.audit_log
+import spu_common.audit_log
 import tools_server.web.audit as audit_module
-from environment.audit_log import GENESIS, record_hash, seal_path, verify
+from spu_common.audit_log import GENESIS, record_hash, seal_path, verify
 from spu_common.jsonfiles import canonical_json
 from tools_server.core.errors import ToolError
 from tools_server.web.audit import AuditLog
@@ -121,7 +121,7 @@ def test_a_failed_seal_write_takes_the_record_back(tmp_path, monkeypatch):
 
 
 def test_verify_streams_with_progress(tmp_path, monkeypatch):
-    monkeypatch.setattr(environment.audit_log, "PROGRESS_BYTES", 2**20)
+    monkeypatch.setattr(spu_common.audit_log, "PROGRESS_BYTES", 2**20)
     log = _long_log(tmp_path / "audit.jsonl", 4)
     total = log.path.stat().st_size
     seen: list[tuple[int, int]] = []

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from environment.audit_log import seal_path, verify
+from spu_common.audit_log import seal_path, verify
 from tools_server.core.errors import ToolError
 from tools_server.web.audit import AuditLog
 from tools_server.web.policy import Policy

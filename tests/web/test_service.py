@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from environment.audit_log import read_records, summary, verify
+from spu_common.audit_log import read_records, summary, verify
 from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.web.service import RemoteGateway

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from environment.audit_log import verify, write_sources
+from spu_common.audit_log import verify, write_sources
 from tools_server.core.context import ToolContext
 from tools_server.core.errors import ToolError
 from tools_server.web.policy import Policy

@@ -1,7 +1,7 @@
 """MCP tools ``ranking_check``, ``ranking_aggregate`` and ``ranking_compare``.
 
-They wrap the benchmark side (``environment``): the same validator the grader uses, and Spearman with
-average ranks for ties. All three run in the server (``instant``) with bounded inputs.
+They use the task contract of the shared layer (``spu_common``): the same validator the grader uses, and
+Spearman with average ranks for ties. All three run in the server (``instant``) with bounded inputs.
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ class CheckInput(BaseModel):
 
 
 def _load_task(task_dir: str):
-    from environment.contract import TASK_FILES
-    from environment.task import TaskError, load_task
+    from spu_common.contract import TASK_FILES
+    from spu_common.task import TaskError, load_task
 
     for name in TASK_FILES:  # each file the loader reads is sized (and confined) first
         if (path := Path(task_dir) / name).exists():
@@ -92,7 +92,7 @@ def _load_task(task_dir: str):
 
 
 def _follow_warnings(task, group_id: str, order: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    from environment.rank_agreement import spearman_of_values
+    from spu_common.rank_agreement import spearman_of_values
 
     group = task.group(group_id)
     n = len(order)
@@ -160,7 +160,7 @@ def ranking_check(args: CheckInput) -> CheckResult:
     scored poorly in SPU. Returns valid (after recovery), strict_valid (no recovery needed), file_errors,
     group_errors, recovered, warnings, per-group diagnostics (presented_order_rho, condition_rhos), and
     normalized (the canonical submission, when a recovery was applied)."""
-    from environment.submission import validate_submission
+    from spu_common.submission import validate_submission
 
     task = _load_task(args.task_dir)
     data: Any = Path(args.draft_path) if args.draft_path is not None else args.draft
@@ -230,7 +230,7 @@ def ranking_aggregate(args: AggregateInput) -> AggregateResult:
     25 items, and the Spearman agreement between the proxies' central values."""
     import numpy as np
 
-    from environment.rank_agreement import average_ranks, spearman_of_values
+    from spu_common.rank_agreement import average_ranks, spearman_of_values
 
     items = list(args.items) if args.items is not None else list(args.proxies[0].values)
     if len(items) < 2 or len(set(items)) != len(items):
@@ -343,7 +343,7 @@ def ranking_compare(args: CompareInput) -> CompareResult:
     ties, as the grader scores) and pair agreement (share of item pairs placed in the same relative order,
     ignoring pairs tied in the reference), on the items both share. Use it to see how far two candidate
     rankings, or a ranking and a proxy, agree."""
-    from environment.rank_agreement import pairs_in_order, spearman_of_order, top1_hit
+    from spu_common.rank_agreement import pairs_in_order, spearman_of_order, top1_hit
 
     if len(set(args.order_a)) != len(args.order_a):
         raise ToolError("invalid_input", "order_a lists an item more than once")

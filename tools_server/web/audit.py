@@ -1,6 +1,6 @@
 """The audit log's writing side: one hash-chained JSON line per web attempt, fsynced, with a seal file.
 
-The format and the reading side (verify, summary, sources) live in ``environment.audit_log``. Each append
+The format and the reading side (verify, summary, sources) live in ``spu_common.audit_log``. Each append
 takes an exclusive file lock (``audit.jsonl.lock``), so threads and processes can share one log; the line is
 written in full and fsynced before :meth:`AuditLog.append` returns, so a process killed with SIGKILL
 afterwards loses nothing that was reported as logged. Then the seal file is overwritten in place (fixed
@@ -57,7 +57,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from environment.audit_log import (
+from spu_common.audit_log import (
     GENESIS,
     Seal,
     parse_seal,

@@ -1,4 +1,4 @@
-"""``spu audit serve``: the audit service, mounted beside the log readers of ``environment.audit_cli``."""
+"""``spu audit serve``: the audit service, mounted beside the log readers of ``spu_common.audit_cli``."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from environment.audit_cli import audit_app
+from spu_common.audit_cli import audit_app
 from spu_common.console import EXIT_INVALID, echo_json, fail
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from environment.audit_log import utc_now
+from spu_common.audit_log import utc_now
 from spu_common.jsonfiles import atomic_write_json
 from tools_server.plugin import ToolError
 from tools_server.web import fetch, scholarly, search

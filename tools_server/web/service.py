@@ -94,7 +94,7 @@ def serve(
     log's HMAC key is read from ``key_file`` (default ``LOG.key``, created when missing)."""
     import uvicorn
 
-    from environment.audit_log import key_path
+    from spu_common.audit_log import key_path
     from spu_common.console import echo_json
     from tools_server.web.audit import load_or_create_key
     from tools_server.web.gateway import Gateway

@@ -1,5 +1,5 @@
 """The rules of a task contract, shared by the task loader (``task.py``) and the spec builder
-(``taskbuild``): identifiers, weights, members, and the numbers a CSV cell may hold.
+(``environment.taskbuild``): identifiers, weights, members, and the numbers a CSV cell may hold.
 
 Each rule returns the problem as text (or ``None``); the loader raises it as a :class:`TaskError`, the
 builder collects it as a :class:`SpecProblem` with the file, line and field it came from.

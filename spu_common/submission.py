@@ -37,10 +37,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from environment.task import Task
 from spu_common.filekinds import not_regular
 from spu_common.jsonfiles import DuplicateKeyError, atomic_write_json, loads_strict
 from spu_common.scoring import MAX_SUBMISSION_BYTES
+from spu_common.task import Task
 
 ORDER_KEY = "order"
 ALT_ORDER_KEYS = ("item_ids", "ranking", "ranked_item_ids", "items", "ordering", "ordered_item_ids")

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from environment.contract import (
+from spu_common.contract import (
     DEFAULT_DIRECTION,
     REQUIRED_FILES,
     TASK_FILES,
@@ -323,7 +323,7 @@ def check_answers(task: Task, answers: Answers) -> None:
 
     Also requires matching task identity and weights (when the answers give them). A group whose values
     all tie, or that holds one experiment, is accepted: it carries no order, and any valid order of it
-    scores 0 (``environment.grading.group_rho``).
+    scores 0 (:func:`spu_common.rank_agreement.group_rho`).
     """
     if answers.task_id != task.task_id or answers.task_version != task.task_version:
         raise TaskError(

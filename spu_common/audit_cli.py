@@ -52,7 +52,7 @@ def verify_cmd(
     """Check the hash chain and the seal; exit 1 if the log was modified, cut, truncated or forged.
 
     The log is read as a stream; on a long log the progress goes to stderr about once a second."""
-    from environment.audit_log import verify
+    from spu_common.audit_log import verify
 
     path = _log_path(log)
     try:
@@ -94,7 +94,7 @@ def _progress_printer(name: str):
 @audit_app.command("summary")
 def summary_cmd(log: LogArg = None, as_json: JsonOpt = False) -> None:
     """Calls per tool, HTTP attempts by status, bytes, flagged calls and policy refusals."""
-    from environment.audit_log import summary
+    from spu_common.audit_log import summary
 
     path = _existing_log(log)
     try:
@@ -125,7 +125,7 @@ def sources_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Also print it.")] = False,
 ) -> None:
     """Write the run's sources.json (searches, fetched sources, flags) from the audit log."""
-    from environment.audit_log import write_sources
+    from spu_common.audit_log import write_sources
 
     path = _existing_log(log)
     try:
@@ -140,7 +140,3 @@ def sources_cmd(
             f"{len(data['flags'])} flags"
         )
     raise typer.Exit(0 if data["audit_log"]["verified"] else 1)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(audit_app, name="audit")
