@@ -24,9 +24,10 @@ from environment.taskbuild.build import (
 )
 from environment.taskbuild.card import CARD_FILE, assess
 from environment.taskbuild.checks import author_checks, notes, source_identifiers
-from environment.taskbuild.design import Design, DrawError, design_screen, draw
+from environment.taskbuild.design import Design, DrawError, draw
 from environment.taskbuild.problems import AuthorWarning, SpecError, SpecProblem
 from environment.taskbuild.render import INFORMATION_POLICY, SUBMISSION_RULES, Rendered, render, seed_of
+from environment.taskbuild.screening import design_screen
 from environment.taskbuild.spec import DOMAINS, NON_REDISTRIBUTABLE, Spec, load_spec
 
 __all__ = [

@@ -13,9 +13,9 @@ from typing import Any
 
 from environment.taskbuild.card import CARD_FILE, assess, dump_card, make_card, presented_order_problem
 from environment.taskbuild.checks import author_checks, notes
-from environment.taskbuild.design import design_screen as screen_design
 from environment.taskbuild.problems import SPEC_FILE, AuthorWarning, SpecError, spec_error
 from environment.taskbuild.render import Rendered, render
+from environment.taskbuild.screening import design_screen as screen_design
 from environment.taskbuild.spec import Spec, load_spec
 from spu_common.task import TaskError, check_answers, load_answers, load_task
 
