@@ -22,7 +22,10 @@ from tools_server.qc.dft import estimate_cpu_seconds
 def test_law_for_a_known_input_is_the_documented_formula():
     # overhead + reference seconds x (N / N_ref)^exponent x Amdahl slowdown, times the task's SCF count
     n_basis, cores = 246, 1
-    amdahl = lambda c: dft._SERIAL_FRACTION + (1 - dft._SERIAL_FRACTION) / c  # noqa: E731
+
+    def amdahl(c):
+        return dft._SERIAL_FRACTION + (1 - dft._SERIAL_FRACTION) / c
+
     scf = dft._OVERHEAD_S + dft._REF_SECONDS * (n_basis / dft._REF_NBASIS) ** dft._EXPONENT * (
         amdahl(cores) / amdahl(dft._REF_CORES)
     )
