@@ -11,8 +11,9 @@ measured time and their ratio (``estimate_ratio`` = measured / estimate; the tar
 2. MD (``md_run``, TIP3P water, 0.5 ps equilibration, 2 ps production, 0.2 ps NVE, 1 thread): 150 waters
    calibrate, then 150, 300 and 600 waters.
 
-The tests check the laws on timings recorded by this script (tests/qc/test_cost_estimates.py,
-tests/md/test_md_cost.py); the accuracy on the machine at hand is measured here, never asserted.
+The tests check each law against its formula and scaling and the calibration file's use
+(tests/qc/test_cost_estimates.py, tests/md/test_md_cost.py); the accuracy on the machine at hand is
+measured here, never asserted. Figures measured on the development machine: docs/performance.md.
 """
 
 from __future__ import annotations

@@ -3,9 +3,12 @@
 #   .venv (all engines and test tools), .harbor-venv (Harbor, Python >= 3.12), .npm-clients (Claude Code,
 #   Codex, MCP Inspector), Chromium (apt, for the browser tests), Docker with the Compose plugin (as root:
 #   scripts/setup-docker.sh, for tests/container); each step is idempotent and fast once done.
-# Extra arguments go to pytest (e.g. -m "not slow and not container", tests/core). SPU_TEST_SETUP=venv skips
-# the clients, Harbor and Docker (their tests then skip, saying why) for a quick local run; SPU_TEST_DOCKER=0
-# skips only Docker. Where Docker was set up, the container tests must run (SPU_REQUIRE_CONTAINER=1).
+# Without arguments: the whole suite, everything but the container tests in SPU_TEST_JOBS processes
+# (pytest-xdist, default 2, 1 on one core; a file's tests stay in one process), then the container tests one
+# at a time (they share the Docker daemon). With arguments, one plain pytest run with them (e.g. -m "not slow",
+# the quick subset of docs/testing.md; tests/core; add -n 2 to spread it). SPU_TEST_SETUP=venv skips the
+# clients, Harbor and Docker (their tests then skip, saying why) for a quick local run; SPU_TEST_DOCKER=0 skips
+# only Docker. Where Docker was set up, the container tests must run (SPU_REQUIRE_CONTAINER=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HARBOR_TELEMETRY=0
@@ -23,12 +26,25 @@ if [ "${SPU_TEST_SETUP:-all}" != "venv" ]; then
     fi
   fi
 fi
-set +e
-.venv/bin/python -m pytest "$@"
-status=$?
-set -e
-if [ "$status" -eq 5 ]; then
-  echo "test: pytest collected no tests; that is a failure here" >&2
-  exit 1
+run() {
+  local status=0
+  .venv/bin/python -m pytest "$@" || status=$?
+  if [ "$status" -eq 5 ]; then
+    echo "test: pytest collected no tests; that is a failure here" >&2
+    return 1
+  fi
+  return "$status"
+}
+status=0
+if [ "$#" -gt 0 ]; then
+  run "$@" || status=$?
+  exit "$status"
 fi
+jobs="${SPU_TEST_JOBS:-$(( $(nproc) >= 2 ? 2 : 1 ))}"
+if [ "$jobs" -gt 1 ]; then
+  run -n "$jobs" --dist loadfile -m "not container" || status=$?
+else
+  run -m "not container" || status=$?
+fi
+run -m container tests/container || status=$?
 exit "$status"

@@ -42,7 +42,21 @@ def _has_cuda() -> bool:
     return hardware.has_gpu()
 
 
+#: Tests measured at 1 s or more (bench/test_durations.py writes the list): marked ``slow`` at collection, so
+#: ``-m "not slow"`` is the quick subset (docs/testing.md).
+SLOW_LIST = Path(__file__).resolve().parent / "slow_tests.txt"
+
+
+def _slow_ids() -> set[str]:
+    lines = SLOW_LIST.read_text(encoding="utf-8").splitlines() if SLOW_LIST.is_file() else []
+    return {line for line in lines if line and not line.startswith("#")}
+
+
 def pytest_collection_modifyitems(config, items):
+    slow = _slow_ids()
+    for item in items:
+        if item.nodeid in slow:
+            item.add_marker(pytest.mark.slow)
     if _has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

@@ -130,8 +130,11 @@ def test_cancel_stops_the_worker_process_and_frees_the_worker(cluster, tmp_path)
         while not all(p.exists() for _, p in holds) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         pids = [int(p.read_text()) for _, p in holds]
-        await asyncio.sleep(1.0)  # a progress report reaches the server through the Dask variable
-        status = manager.lookup(holds[0][0]).status_payload()
+        while True:  # the progress report reaches the server through the Dask variable
+            status = manager.lookup(holds[0][0]).status_payload()
+            if status.get("progress") == 0.5 or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.05)
         cancelled_at = time.monotonic()
         for job_id, _ in holds:
             manager.cancel(job_id)

@@ -97,7 +97,11 @@ def test_a_job_killed_with_its_server_reads_lost(job_env):
     server = RawServer(job_env)
     running = server.call("test_sleep", {"seconds": 20, "tag": "killed", "wait_s": 0})["structuredContent"]
     assert running["status"] in ("queued", "running")
-    time.sleep(0.3)  # let the deferred submission record land
+    record = Path(job_env["SPU_WORKDIR"]) / "jobs" / f"{running['job_id']}.json"
+    deadline = time.monotonic() + 60  # bounds the wait for the deferred submission record; no speed
+    while not record.exists():
+        assert time.monotonic() < deadline, "the job's record was never written"
+        time.sleep(0.02)
     server.kill()
     server = RawServer(job_env)
     try:
