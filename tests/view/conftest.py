@@ -60,9 +60,11 @@ def artifacts(tmp_path_factory) -> Path:
     return folder
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
-    """A headless system Chromium under Playwright; skips with the reason when either is missing."""
+    """A headless system Chromium under Playwright; skips with the reason when either is missing. Ended
+    with its module: while Playwright's sync API is open, its event loop counts as running in this thread,
+    and a later file's asyncio.run() in the same test process fails (two processes run the suite)."""
     executable = find_chromium()
     if executable is None:
         pytest.skip(
