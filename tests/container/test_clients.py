@@ -54,7 +54,12 @@ def _export_with_server(tmp_path: Path, name: str, image: str, server: str) -> P
 
 
 def _requests(trial: Trial) -> list[dict]:
-    log = docker("exec", trial.agent_container, "cat", "/tmp/model-server.jsonl").splitlines()
+    # the stand-in servers log to the container's temporary folder (clients/anthropic_server.py)
+    read = (
+        "import pathlib, tempfile; print((pathlib.Path(tempfile.gettempdir()) / 'model-server.jsonl')"
+        ".read_text(), end='')"
+    )
+    log = docker("exec", trial.agent_container, "python3", "-c", read).splitlines()
     return [json.loads(line) for line in log]
 
 

@@ -4,7 +4,8 @@ a Harbor trial with Claude Code (tests/container/test_clients.py). Standard libr
 The script: when the spu MCP server's tools are offered and no tool has run yet, a ``tool_use`` of the spu
 tool ``system_info``; after its result, a ``tool_use`` of Claude Code's ``Write`` with a valid
 ``/app/output/rankings.json`` (each group in the order of ``targets.csv``); after that, a final text. Side
-requests (titles, summaries) get plain text. Every request is logged to ``/tmp/model-server.jsonl``.
+requests (titles, summaries) get plain text. Every request is logged to ``model-server.jsonl`` in the
+temporary folder.
 
     python3 anthropic_server.py PORT
 """
@@ -14,11 +15,12 @@ from __future__ import annotations
 import csv
 import json
 import sys
+import tempfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 TASK = Path("/app/task")
-LOG = Path("/tmp/model-server.jsonl")
+LOG = Path(tempfile.gettempdir()) / "model-server.jsonl"
 SPU_TOOL = "system_info"
 
 

@@ -6,7 +6,7 @@ The script: a ``function_call`` of the spu MCP server's ``system_info`` as soon 
 lists an MCP server's tools once the server has started: until then a shell command ``sleep 1``, at most
 sixty times); after its output, Codex's shell tool writing ``/app/output/rankings.json``; after that, a final
 message. A WebSocket request gets 404, so Codex speaks plain HTTPS at once.
-Every request is logged to ``/tmp/model-server.jsonl``.
+Every request is logged to ``model-server.jsonl`` in the temporary folder.
 
     python3 responses_server.py PORT
 """
@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from anthropic_server import submission
 
-LOG = Path("/tmp/model-server.jsonl")
+LOG = Path(tempfile.gettempdir()) / "model-server.jsonl"
 SPU_TOOL = "system_info"
 FINAL_TEXT = "Wrote /app/output/rankings.json."
 MAX_WAITS = 60
