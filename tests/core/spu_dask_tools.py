@@ -16,6 +16,14 @@ from tools_server.core.fanout import map_items
 from tools_server.plugin import InputPath, ToolContext, tool
 
 
+def _write_pid(path: Path) -> None:
+    """Write this process's pid to ``path`` whole: a test polls for the file and reads it at once, so it
+    must never see it created but still empty (CI's run on abee5db read '' once)."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(str(os.getpid()))
+    os.replace(part, path)
+
+
 def _item(value: float, seconds: float, out_dir: str) -> dict:
     if value < 0:
         return {"ok": False, "value": value, "error": {"code": "invalid_input", "message": "negative"}}
@@ -47,7 +55,7 @@ class HoldInput(BaseModel):
 @tool(name="dask_hold", resource="cpu", cacheable=False, time_limit_s=600)
 def hold_job(args: HoldInput, ctx: ToolContext) -> dict:
     """Write this process's pid to `pid_file`, report progress, then hold the worker for `seconds`."""
-    Path(args.pid_file).write_text(str(os.getpid()))
+    _write_pid(Path(args.pid_file))
     ctx.progress(0.5, "holding")
     time.sleep(args.seconds)
     return {"held_s": args.seconds}
@@ -67,7 +75,7 @@ def read_job(args: ReadInput) -> dict:
 
 
 def _held_item(value: float, pid_dir: str, seconds: float) -> dict:
-    Path(pid_dir, f"item-{value:g}.pid").write_text(str(os.getpid()))
+    _write_pid(Path(pid_dir, f"item-{value:g}.pid"))
     time.sleep(seconds)
     return {"ok": True, "value": value}
 

@@ -238,7 +238,9 @@ def test_an_interrupted_doctor_leaves_no_check_running(spu_env, monkeypatch, tmp
     pid_file = tmp_path / "check.pid"
     code = (
         "import os, pathlib, time\n"
-        f"pathlib.Path({str(pid_file)!r}).write_text(str(os.getpid()))\n"
+        f"part = pathlib.Path({str(pid_file)!r} + '.part')\n"
+        "part.write_text(str(os.getpid()))\n"
+        f"os.replace(part, {str(pid_file)!r})\n"  # whole, as the test reads it once it exists
         "time.sleep(600)\n"
     )
     _shadow(monkeypatch, tmp_path, {"mdtraj": code})
