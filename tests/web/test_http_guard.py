@@ -69,7 +69,10 @@ def server(request, spu_env, tmp_path):
 
 
 def _exchange(host: str, port: int, head: str, body: bytes = b"", timeout: float = 10) -> tuple[int, float]:
-    """Send a raw request head (and a partial body); the status line's code and seconds to get it."""
+    """Send a raw request head (and a partial body); the status line's code and seconds to get it.
+
+    ``timeout`` is below the servers' body deadline (BODY_TIMEOUT_S): a server that waited for a body that
+    never comes answers nothing in time, so the refusals' status codes alone show they came first."""
     started = time.monotonic()
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(head.replace("\n", "\r\n").encode() + b"\r\n" + body)
@@ -92,15 +95,15 @@ JSON = "Content-Type: application/json\nAccept: application/json, text/event-str
 
 def test_a_200_mb_body_is_refused_before_it_is_sent(server):
     host, port, path, proc = server
-    status, took = _exchange(host, port, _head(port, path, AUTH, JSON, "Content-Length: 200000000"), b"{")
-    assert status == 413 and took < 5
+    status, _ = _exchange(host, port, _head(port, path, AUTH, JSON, "Content-Length: 200000000"), b"{")
+    assert status == 413
     assert proc.poll() is None
 
 
 def test_a_huge_content_length_without_a_body_is_not_held(server):
     host, port, path, _ = server
-    status, took = _exchange(host, port, _head(port, path, AUTH, JSON, f"Content-Length: {10**12}"))
-    assert status == 413 and took < 5
+    status, _ = _exchange(host, port, _head(port, path, AUTH, JSON, f"Content-Length: {10**12}"))
+    assert status == 413
 
 
 def test_a_chunked_body_over_the_limit_is_cut(spu_env, tmp_path):
@@ -125,16 +128,14 @@ def test_host_is_checked_before_the_body_is_read(server):
     host, port, path, _ = server
     # the body never comes: a server reading it first would hang until the client gives up
     head = _head(port, path, AUTH, JSON, "Content-Length: 1000", host="attacker.example")
-    status, took = _exchange(host, port, head)
-    assert status == 421 and took < 5
+    status, _ = _exchange(host, port, head)
+    assert status == 421
 
 
 def test_a_wrong_token_is_refused_before_the_body_is_read(server):
     host, port, path, _ = server
-    status, took = _exchange(
-        host, port, _head(port, path, "Authorization: Bearer nope", "Content-Length: 500")
-    )
-    assert status == 401 and took < 5
+    status, _ = _exchange(host, port, _head(port, path, "Authorization: Bearer nope", "Content-Length: 500"))
+    assert status == 401
 
 
 def test_stalled_connections_are_closed(server):
@@ -194,7 +195,7 @@ def test_the_body_deadline_on_a_real_server():
             time.sleep(0.05)
         # a body that stops halfway: 408 after the deadline, not held
         status, took = _exchange("127.0.0.1", port, _head(port, "/", "Content-Length: 100"), b"x" * 10)
-        assert status == 408 and 0.9 < took < 5
+        assert status == 408 and took > 0.9  # the deadline, not earlier
         # a complete body within the limit reaches the application in one piece
         status, _ = _exchange("127.0.0.1", port, _head(port, "/", "Content-Length: 3"), b"abc")
         assert status == 200
