@@ -30,6 +30,16 @@ def _fail(exc: Exception, code: int = EXIT_INVALID) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _holds_tasks(folder: Path) -> bool:
+    """Whether the finder finds a task directory in ``folder`` (``_``- and ``.``-folders are not searched)."""
+    from environment.finder import FinderError, task_dirs
+
+    try:
+        return bool(task_dirs(folder))
+    except FinderError:
+        return False
+
+
 def _clean(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return None
@@ -224,12 +234,7 @@ def analyze_cmd(
     for given, option in ((answers, "--answers"), (tasks, "--tasks")):
         if given is not None and not given.exists():
             raise _fail(ValueError(f"{option} {given} does not exist"), EXIT_USAGE)
-    if (
-        tasks is None
-        and answers is not None
-        and answers.is_dir()
-        and next(answers.rglob("contract.json"), None)
-    ):
+    if tasks is None and answers is not None and answers.is_dir() and _holds_tasks(answers):
         tasks = answers  # the tasks sit beside their answers
     try:
         loaded_tasks, loaded_answers, notes = load_tasks_and_answers(

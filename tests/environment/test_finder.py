@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -235,3 +236,21 @@ def test_the_finder_rules(tmp_path):
     with pytest.raises(FinderError) as info:
         find_answers(tmp_path / "nowhere")
     assert info.value.code == "no_answers"
+
+
+def test_analyze_takes_tasks_from_an_answers_folder_only_where_the_finder_finds_them(tmp_path):
+    """``spu analyze --answers FOLDER`` reads the tasks from that folder when it holds task directories.
+    On 00212bd it asked ``rglob("contract.json")``, which also sees ``_``-folders: a folder of answers with
+    an old task under ``_drafts`` was taken for the tasks, the finder then found none there, and analyze
+    stopped with ``no_tasks`` although the runs' own task copies (``RUNS_DIR/_tasks``) were there."""
+    runs = _runs(tmp_path)
+    answers = tmp_path / "answers"
+    for name, task_id in (("a", "t-a"), ("b", "t-b")):
+        write_task(runs / "_tasks" / name, VALUES, task_id=task_id)
+        write_task(answers / name, VALUES, task_id=task_id)
+        shutil.rmtree(answers / name / "task")  # the answers alone
+    write_task(answers / "_drafts" / "a-old", REVERSED, task_id="t-a")
+    result = _spu(["analyze", runs, "--answers", answers, "-o", tmp_path / "analysis", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["runs_table"]
+    assert {row["task"]: round(row["final_score"], 6) for row in rows} == {"t-a": 1.0, "t-b": 1.0}
