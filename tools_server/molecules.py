@@ -471,8 +471,40 @@ def check_elements(numbers: list[int], *, max_z: int, method: str) -> None:
         )
 
 
+#: The gap between the facing sides of two fragments of one structure as :func:`spread_fragments` places them.
+FRAGMENT_GAP_ANGSTROM = 3.0
+
+
+def spread_fragments(rdmol: Any, conf_id: int = -1) -> int:
+    """Place the disconnected fragments of ``rdmol`` (a salt, a mixture, a metal ion and its ligands) side by
+    side along x, :data:`FRAGMENT_GAP_ANGSTROM` apart, in conformer ``conf_id``; returns the fragment count.
+
+    ETKDG embeds each fragment about the origin, so without this they overlap: water sat 0.3 Å into ethanol
+    (``CCO.O``, below the coincident-atom check, so an engine got it), and ``[Na+].[Cl-]`` was one point."""
+    import numpy as np
+    from rdkit import Chem
+    from rdkit.Geometry import Point3D
+
+    fragments = Chem.GetMolFrags(rdmol, asMols=False, sanitizeFrags=False)
+    if len(fragments) < 2:
+        return len(fragments)
+    conf = rdmol.GetConformer(conf_id)
+    xyz = np.asarray(conf.GetPositions(), dtype=float)
+    edge = 0.0
+    for atoms in fragments:
+        idx = list(atoms)
+        part = xyz[idx] - xyz[idx].mean(axis=0)
+        part[:, 0] += edge - part[:, 0].min()
+        xyz[idx] = part
+        edge = part[:, 0].max() + FRAGMENT_GAP_ANGSTROM
+    for i, (x, y, z) in enumerate(xyz):
+        conf.SetAtomPosition(i, Point3D(float(x), float(y), float(z)))
+    return len(fragments)
+
+
 def embed_3d(rdmol_h: Any, *, seed: int = EMBED_SEED) -> None:
-    """Give a hydrogen-complete RDKit Mol one ETKDG conformer in place (random-coordinate fallback)."""
+    """Give a hydrogen-complete RDKit Mol one ETKDG conformer in place (random-coordinate fallback), its
+    fragments side by side (:func:`spread_fragments`)."""
     from rdkit.Chem import AllChem
 
     params = AllChem.ETKDGv3()
@@ -481,6 +513,7 @@ def embed_3d(rdmol_h: Any, *, seed: int = EMBED_SEED) -> None:
         params.useRandomCoords = True
         if AllChem.EmbedMolecule(rdmol_h, params) != 0:
             raise MoleculeError("invalid_input", "RDKit could not build 3D coordinates (ETKDG failed)")
+    spread_fragments(rdmol_h)
 
 
 def relax_force_field(rdmol_h: Any, force_field: str = "MMFF", conf_id: int = -1) -> str | None:
@@ -511,6 +544,14 @@ def _molecule_from_smiles(text: str, force_field: str) -> Molecule:
         embed_3d(mol_h)
         used = relax_force_field(mol_h, force_field)
     notes = [] if used else ["no force-field parameters; ETKDG geometry used unrelaxed"]
+    n_fragments = len(Chem.GetMolFrags(mol_h))
+    if n_fragments > 1:
+        notes.append(
+            f"{n_fragments} disconnected fragments, placed {FRAGMENT_GAP_ANGSTROM:g} Å apart before the "
+            "force field"
+            + (" relaxed them" if used else "")
+            + "; the result is for them together. Give one connected structure (or an XYZ) for a complex."
+        )
     coords = np.asarray(mol_h.GetConformer().GetPositions(), dtype=float)
     return Molecule(
         numbers=[a.GetAtomicNum() for a in mol_h.GetAtoms()],

@@ -110,3 +110,37 @@ def test_cache_keys_are_cheap_text_keys_and_round_coordinates():
     shifted = WATER_XYZ.replace("0.1173", "0.117300001")
     assert cache_key(WATER_XYZ) == cache_key(shifted)
     assert cache_key(WATER_XYZ) != cache_key(WATER_XYZ.replace("0.1173", "0.2173"))
+
+
+def _closest_between_fragments(rdmol, xyz) -> float:
+    """The shortest distance (Å) between atoms of different fragments of ``rdmol`` at ``xyz``."""
+    from rdkit import Chem
+    from scipy.spatial.distance import cdist
+
+    fragments = [list(f) for f in Chem.GetMolFrags(rdmol)]
+    xyz = np.asarray(xyz)
+    return min(cdist(xyz[a], xyz[b]).min() for i, a in enumerate(fragments) for b in fragments[i + 1 :])
+
+
+@pytest.mark.parametrize("smiles", ["CCO.O", "[Na+].[Cl-]", "c1ccccc1.c1ccccc1", "O.O.O"])
+def test_the_fragments_of_a_smiles_do_not_overlap(smiles):
+    """ETKDG embeds each fragment about the origin: on 00212bd water sat 0.42 Å into ethanol after MMFF
+    (``CCO.O``, passed on to the engines), and the other three failed as invalid_structure, "atoms at one
+    point" (so did the ferrocenyl phosphines of a suite task: dppf, dtbpf). 1.5 Å is below any contact
+    between molecules (a hydrogen bond's H...O is about 1.8-2.0 Å) and far above an overlap."""
+    mol = load_molecule(smiles)
+    assert _closest_between_fragments(mol.rdmol, mol.coords_angstrom) > 1.5
+    assert any("disconnected fragments" in note for note in mol.notes)
+    assert not load_molecule("CCO").notes  # one fragment: nothing to say
+
+
+def test_conformers_of_a_mixture_do_not_overlap():
+    from rdkit import Chem
+
+    from tools_server.engines.conformers import embed_conformers
+
+    rdmol = Chem.AddHs(Chem.MolFromSmiles("CCO.O"))
+    ids = embed_conformers(rdmol, 4, 7, prune_rms=0.1, relax=True)
+    assert ids
+    for cid in ids:
+        assert _closest_between_fragments(rdmol, rdmol.GetConformer(cid).GetPositions()) > 1.5, cid

@@ -185,3 +185,15 @@ def test_solvation_free_energy_is_solvent_minus_gas_at_one_geometry(ctx, engine,
     assert expected < -1.0  # a polar dipeptide is stabilised by water: negative means favourable
     gas = _one(ctx, molecules=[xyz], engine=engine)
     assert "solvation_free_energy_kcal_mol" not in gas
+
+
+def test_a_two_fragment_smiles_is_two_molecules_side_by_side(ctx):
+    """``O.O`` failed as invalid_structure on 00212bd (ETKDG put both waters at one point). Placed apart,
+    the pair's energy is that of two waters plus a weak interaction: within 2 kcal/mol of 2 E(water) in
+    the same run (an overlap costs hundreds), and the item says how it was built."""
+    out = Q.xtb_run(Q.XtbInput(molecules=["O", "O.O"]), ctx)
+    water, pair = out["items"]
+    assert water["ok"] and pair["ok"], out
+    interaction_kcal = (pair["energy_hartree"] - 2 * water["energy_hartree"]) * 627.5095
+    assert abs(interaction_kcal) < 2.0
+    assert any("2 disconnected fragments" in w for w in pair["warnings"])

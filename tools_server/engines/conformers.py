@@ -104,9 +104,11 @@ class ConformerSearchResult(ToolResult):
 
 
 def etkdg(rdmol_h: Any, n: int, seed: int, prune_rms: float, threads: int = 1) -> list[int]:
-    """ETKDGv3 conformer ids on a hydrogen-complete Mol (in place); random starting coordinates when the
-    default embedding finds none."""
+    """ETKDGv3 conformer ids on a hydrogen-complete Mol (in place), fragments side by side; random starting
+    coordinates when the default embedding finds none."""
     from rdkit.Chem import AllChem
+
+    from tools_server.molecules import spread_fragments
 
     params = AllChem.ETKDGv3()
     params.randomSeed = seed
@@ -116,6 +118,8 @@ def etkdg(rdmol_h: Any, n: int, seed: int, prune_rms: float, threads: int = 1) -
     if not ids:
         params.useRandomCoords = True
         ids = list(AllChem.EmbedMultipleConfs(rdmol_h, numConfs=n, params=params))
+    for cid in ids:
+        spread_fragments(rdmol_h, cid)
     return ids
 
 
