@@ -120,13 +120,13 @@ def test_the_layer_check_sees_a_violation(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text(
         "def f():\n    from tools_server.core import settings\n"
-        "    importlib.import_module('environment.task')\n"
+        "    importlib.import_module('environment.legacy')\n"
         "    return {'grade': 'environment.grading:grade', 'module': 'environment.chance',\n"
         "            'entry points': 'spu.tools', 'text': 'a: b'}\n"
     )
     assert imports_of(bad) == [
         (2, "tools_server.core"),
-        (3, "environment.task"),
+        (3, "environment.legacy"),
         (4, "environment.grading"),
         (4, "environment.chance"),
     ]

@@ -254,3 +254,13 @@ def test_analyze_takes_tasks_from_an_answers_folder_only_where_the_finder_finds_
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)["runs_table"]
     assert {row["task"]: round(row["final_score"], 6) for row in rows} == {"t-a": 1.0, "t-b": 1.0}
+
+
+def test_the_old_name_of_the_task_contract_still_imports():
+    """``from environment.task import load_task`` raised ImportError on 00212bd (the contract moved to
+    spu_common); it gives the same objects, with a DeprecationWarning that names the new module."""
+    with pytest.warns(DeprecationWarning, match="spu_common.task.load_task"):
+        from environment.task import load_task
+    assert load_task is spu_common.task.load_task
+    with pytest.raises(ImportError):
+        from environment.task import no_such_name  # noqa: F401
