@@ -158,7 +158,7 @@ def test_a_held_lock_ends_the_call_with_timeout_by_its_deadline(tmp_path):
             gateway.call("web_fetch", {"url": "https://example.org/"})
         took = time.monotonic() - started
         assert err.value.code == "timeout" and "locked" in err.value.message
-        assert 1.0 < took < 10
+        assert 1.0 < took < 25  # no speed: the deadline came, and not the holder's 30 s release
     finally:
         holder.kill()
         holder.wait(timeout=30)
