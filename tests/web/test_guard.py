@@ -140,6 +140,20 @@ def test_check_url_refuses(url):
         Guard().check_url(url)
 
 
+@pytest.mark.parametrize(
+    "url", ["http://example.org:99999/", "https://example.org:0/", "http://example.org:-1/"]
+)
+def test_a_port_out_of_range_is_refused_before_any_lookup(url):
+    """httpx parses these ports; on 00212bd the guard passed them on and web_fetch went on to resolve the
+    host (port 0 even read as 80)."""
+    asked = []
+    guard = Guard(resolver=lambda host, port: asked.append(host) or ["93.184.216.34"])
+    with pytest.raises(AddressRefused) as err:
+        guard.check_url(url)
+    assert err.value.reason == "invalid_url" and "not a port" in str(err.value)
+    assert asked == []
+
+
 class RecordingBackend(GuardedBackend):
     """Counts connections that actually reach the socket layer."""
 

@@ -223,6 +223,8 @@ class Guard:
         host = parsed.host.lower().rstrip(".")
         if not host:
             raise AddressRefused("the URL has no host", "invalid_url", url)
+        if parsed.port is not None and not 1 <= parsed.port <= 65535:  # httpx takes 0, -1 and 99999
+            raise AddressRefused(f"port {parsed.port} is not a port (1-65535)", "invalid_url", url)
         port = parsed.port or (443 if parsed.scheme == "https" else 80)
         ip = parse_ip_literal(host)
         if ip is not None:
