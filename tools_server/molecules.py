@@ -429,8 +429,19 @@ def _apply_charge_and_spin(mol: Molecule, charge: int | None, multiplicity: int 
         multiplicity = default_mult
         if (multiplicity - 1) % 2 != mol.n_electrons % 2:
             multiplicity = 1 + (mol.n_electrons % 2)
+        metals = sorted({element_symbol(z) for z in mol.numbers if _is_transition_metal(z)})
+        if metals:
+            mol.notes.append(
+                f"multiplicity {multiplicity} comes from the structure's radical electrons; the spin state "
+                f"of a transition metal ({', '.join(metals)}) is not inferred: pass multiplicity for another"
+            )
     mol.multiplicity = int(multiplicity)
     validate_spin(mol.numbers, mol.charge, mol.multiplicity)
+
+
+def _is_transition_metal(z: int) -> bool:
+    """d- and f-block elements, whose spin states a structure does not tell."""
+    return 21 <= z <= 30 or 39 <= z <= 48 or 57 <= z <= 80 or 89 <= z <= 112
 
 
 def validate_spin(numbers: list[int], charge: int, multiplicity: int) -> None:

@@ -144,3 +144,12 @@ def test_conformers_of_a_mixture_do_not_overlap():
     assert ids
     for cid in ids:
         assert _closest_between_fragments(rdmol, rdmol.GetConformer(cid).GetPositions()) > 1.5, cid
+
+
+def test_a_transition_metal_without_a_multiplicity_is_flagged():
+    """Fe2+ has 24 electrons, so the default is a singlet, while high-spin Fe(II) is a quintet; on 00212bd
+    xtb_run gave the singlet without a word. A given multiplicity, or no metal, leaves nothing to say."""
+    iron = load_molecule("[Fe+2]")
+    assert iron.multiplicity == 1 and any("transition metal (Fe)" in n for n in iron.notes)
+    assert not load_molecule("[Fe+2]", multiplicity=5).notes
+    assert not load_molecule("CC(=O)[O-]").notes
