@@ -558,9 +558,9 @@ def _molecule_from_smiles(text: str, force_field: str) -> Molecule:
     n_fragments = len(Chem.GetMolFrags(mol_h))
     if n_fragments > 1:
         notes.append(
-            f"{n_fragments} disconnected fragments, placed {FRAGMENT_GAP_ANGSTROM:g} Å apart (the force "
-            "field relaxes each on its own); the result is for them together. Give one connected structure "
-            "(or an XYZ) for a complex."
+            f"{n_fragments} disconnected fragments, placed {FRAGMENT_GAP_ANGSTROM:g} Å apart"
+            + (f" ({used} relaxes each on its own)" if used else "")
+            + "; the result is for them together. Give one connected structure (or an XYZ) for a complex."
         )
     coords = np.asarray(mol_h.GetConformer().GetPositions(), dtype=float)
     return Molecule(
