@@ -623,7 +623,9 @@ def cache_key(text: str) -> str:
         return f"file:{suffix}:{record}:" + hashlib.sha256(content.encode()).hexdigest()
     check_size(text)
     if kind == "smiles":
-        return "smiles:" + text.strip()
+        # several fragments: their geometry changed when they were placed apart (spread_fragments), so
+        # results cached before under the plain key are not served for them
+        return ("smiles:" if "." not in text else "smiles-apart:") + text.strip()
     if kind == "xyz" and (rounded := _rounded_xyz(text)) is not None:
         return "xyz:" + rounded
     return "raw:" + hashlib.sha256(text.strip().encode()).hexdigest()

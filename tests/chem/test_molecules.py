@@ -132,6 +132,8 @@ def test_the_fragments_of_a_smiles_do_not_overlap(smiles):
     assert _closest_between_fragments(mol.rdmol, mol.coords_angstrom) > 1.5
     assert any("disconnected fragments" in note for note in mol.notes)
     assert not load_molecule("CCO").notes  # one fragment: nothing to say
+    # results cached for the overlapping geometry of 00212bd are not served under the new one
+    assert cache_key(smiles) == f"smiles-apart:{smiles}" and cache_key("CCO") == "smiles:CCO"
 
 
 def test_conformers_of_a_mixture_do_not_overlap():
