@@ -432,8 +432,9 @@ def _apply_charge_and_spin(mol: Molecule, charge: int | None, multiplicity: int 
         metals = sorted({element_symbol(z) for z in mol.numbers if _is_transition_metal(z)})
         if metals:
             mol.notes.append(
-                f"multiplicity {multiplicity} comes from the structure's radical electrons; the spin state "
-                f"of a transition metal ({', '.join(metals)}) is not inferred: pass multiplicity for another"
+                f"multiplicity {multiplicity} is a default (radical electrons + 1, or the lowest the "
+                f"electron count allows); the spin state of a transition metal ({', '.join(metals)}) is not "
+                "inferred: pass multiplicity for another"
             )
     mol.multiplicity = int(multiplicity)
     validate_spin(mol.numbers, mol.charge, mol.multiplicity)
