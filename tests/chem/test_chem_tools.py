@@ -128,6 +128,21 @@ def test_conformers_sdf_sorted_by_energy(ctx):
     assert len(mols) == item["n_conformers"] and mols[0].GetNumAtoms() == 14
 
 
+def test_conformers_of_a_salt_keep_the_ions_apart_and_say_so(ctx):
+    """On abee5db both ions of ``[Na+].[Cl-]`` sat at one point in every conformer, without a word. Now they
+    are 3 Å apart and the item says so (RDKit's force fields leave out interactions between fragments, so
+    the energy is 0)."""
+    import numpy as np
+    from rdkit import Chem
+
+    out = T.chem_conformers(T.ConformerInput(molecules=["[Na+].[Cl-]", "CCO"], n_conformers=2), ctx)
+    salt, ethanol = out["items"]
+    assert salt["energies_kcal_mol"] == [0.0] and "2 disconnected fragments" in salt["warnings"][0]
+    (pair,) = Chem.SDMolSupplier(salt["sdf"], removeHs=False)
+    assert np.linalg.norm(np.subtract(*pair.GetConformer().GetPositions())) == pytest.approx(3.0)
+    assert "warnings" not in ethanol
+
+
 def test_depict_writes_png(ctx):
     out = T.chem_depict(T.DepictInput(molecules=[ASPIRIN, CAFFEINE, "bad("], highlight_smarts="C(=O)O"), ctx)
     with open(out["png"], "rb") as fh:

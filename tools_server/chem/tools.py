@@ -518,7 +518,7 @@ def conformer_item(
     from rdkit import Chem
 
     from tools_server.engines.conformers import etkdg
-    from tools_server.molecules import parse_rdkit
+    from tools_server.molecules import FRAGMENT_GAP_ANGSTROM, parse_rdkit
 
     try:
         mol, _ = parse_rdkit(text)
@@ -539,7 +539,7 @@ def conformer_item(
                 mol_h.SetProp("_Name", f"{Chem.MolToSmiles(mol)} conformer {rank}")
                 mol_h.SetDoubleProp("energy_kcal_mol", energies[k])
                 writer.write(mol_h, confId=ids[k])
-        return {
+        item = {
             "index": i,
             "ok": True,
             "smiles": Chem.MolToSmiles(mol),
@@ -549,6 +549,13 @@ def conformer_item(
             "relative_energies_kcal_mol": [round(energies[k] - e_min, 4) for k in order],
             "sdf": str(path),
         }
+        fragments = len(Chem.GetMolFrags(mol))
+        if fragments > 1:
+            item["warnings"] = [
+                f"{fragments} disconnected fragments, placed {FRAGMENT_GAP_ANGSTROM:g} Å apart; the energies "
+                "leave out the interactions between them"
+            ]
+        return item
     except ToolError as exc:
         return {"index": i, "ok": False, "error": {"code": exc.code, "message": exc.message}}
     except Exception as exc:
