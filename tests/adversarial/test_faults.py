@@ -158,6 +158,38 @@ def test_a_read_only_job_folder_is_a_warning_not_a_silent_success(spu_env, mount
     assert pending["items"][0]["energy_hartree"] < 0 and _storage_warnings(pending)
 
 
+def test_a_job_that_ends_while_its_id_is_acknowledged_still_says_its_record_failed(spu_env, mounts):
+    """A call that does not wait reads the job's state, then writes the acknowledgment record; a job that
+    ended in between is not acknowledged (its final record stands for it), and on abee5db the
+    failed write of that final record went unsaid in the answer (CI on 971e7a5 met this in the test above).
+    The ending is forced here: the acknowledgment waits until the job is done."""
+    import asyncio
+
+    from tools_server.core.dispatch import Dispatcher
+    from tools_server.core.jobs import JobManager
+
+    jobs = Path(spu_env["SPU_WORKDIR"]) / "jobs"
+    jobs.mkdir(parents=True, exist_ok=True)
+    mounts.read_only(jobs)
+    manager = JobManager()
+    acknowledge = manager.acknowledge
+
+    def acknowledge_once_done(job):
+        assert job._done.wait(300), "the job never ended"
+        acknowledge(job)
+
+    manager.acknowledge = acknowledge_once_done
+    try:
+        pending = asyncio.run(Dispatcher(manager).call("xtb_run", {"molecules": ["CCO"], "wait_s": 0}))
+        waited = Dispatcher.job_outcome(manager.lookup(pending["job_id"]))  # what job_wait answers
+    finally:
+        manager.shutdown()
+    assert pending["status"] in ("queued", "running")  # the state it was in when it was asked
+    (warning,) = _storage_warnings(pending)
+    assert "the job record" in warning and "Read-only file system" in warning
+    assert waited["items"][0]["energy_hartree"] < 0 and _storage_warnings(waited) == [warning]
+
+
 def test_a_full_cache_disk_keeps_the_computed_result(spu_env, mounts, start_mcp_server):
     cache = Path(spu_env["SPU_CACHE_DIR"])
     mounts.tmpfs(cache, 512)

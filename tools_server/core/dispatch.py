@@ -184,10 +184,9 @@ class Dispatcher:
             return self.job_outcome(job)
         pending = job.status_payload()  # the state the caller is told: as it is now
         await anyio.to_thread.run_sync(self.jobs.acknowledge, job)  # the id goes out: its record first
-        if job.done:  # it ended meanwhile, so nothing was acknowledged: its outcome, with its warnings
-            return self.job_outcome(job)
-        if job.warnings:
-            pending["warnings"] = list(job.warnings)
+        warnings = self.jobs.record_warnings(job)
+        if warnings:
+            pending["warnings"] = warnings
         return pending
 
     @staticmethod

@@ -174,6 +174,15 @@ class JobManager:
                 job.warnings.append(warning)
             return False
 
+    @staticmethod
+    def record_warnings(job: Job) -> list[str]:
+        """The ``storage_error`` warnings about the job's record: of its acknowledgment while it runs, or,
+        for a job that ended before it could be acknowledged, of its final record (which stands for it)."""
+        if not job.done:
+            return list(job.warnings)
+        source = job.result if job.result is not None else (job.error or {}).get("details") or {}
+        return [w for w in source.get("warnings", []) if w.startswith("storage_error: the job record")]
+
     def acknowledge(self, job: Job) -> None:
         """Put the record of a job still queued or running on disk before its id is given to a client (a
         server killed after the answer still knows the job, and reads it ``lost``)."""
