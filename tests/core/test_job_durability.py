@@ -136,4 +136,3 @@ def test_damaged_records_are_skipped(job_env):
             assert waited["structuredContent"]["error"]["code"] == "job_not_found"
     finally:
         server.kill()
-
