@@ -514,9 +514,14 @@ def spread_fragments(rdmol: Any, conf_id: int = -1) -> int:
     return len(fragments)
 
 
-def embed_3d(rdmol_h: Any, *, seed: int = EMBED_SEED) -> None:
+def fragments_note(n_fragments: int, how: str = "") -> str:
+    """The start of the warning a result of a multi-fragment structure carries."""
+    return f"{n_fragments} disconnected fragments, placed {FRAGMENT_GAP_ANGSTROM:g} Å apart{how}"
+
+
+def embed_3d(rdmol_h: Any, *, seed: int = EMBED_SEED) -> int:
     """Give a hydrogen-complete RDKit Mol one ETKDG conformer in place (random-coordinate fallback), its
-    fragments side by side (:func:`spread_fragments`)."""
+    fragments side by side (:func:`spread_fragments`); returns the fragment count."""
     from rdkit.Chem import AllChem
 
     params = AllChem.ETKDGv3()
@@ -525,7 +530,7 @@ def embed_3d(rdmol_h: Any, *, seed: int = EMBED_SEED) -> None:
         params.useRandomCoords = True
         if AllChem.EmbedMolecule(rdmol_h, params) != 0:
             raise MoleculeError("invalid_input", "RDKit could not build 3D coordinates (ETKDG failed)")
-    spread_fragments(rdmol_h)
+    return spread_fragments(rdmol_h)
 
 
 def relax_force_field(rdmol_h: Any, force_field: str = "MMFF", conf_id: int = -1) -> str | None:
@@ -553,14 +558,12 @@ def _molecule_from_smiles(text: str, force_field: str) -> Molecule:
         if atom.GetAtomicNum() == 0:
             raise MoleculeError("invalid_smiles", "Dummy atoms (*) have no coordinates for quantum chemistry")
     with rdkit_messages():
-        embed_3d(mol_h)
+        n_fragments = embed_3d(mol_h)
         used = relax_force_field(mol_h, force_field)
     notes = [] if used else ["no force-field parameters; ETKDG geometry used unrelaxed"]
-    n_fragments = len(Chem.GetMolFrags(mol_h))
     if n_fragments > 1:
         notes.append(
-            f"{n_fragments} disconnected fragments, placed {FRAGMENT_GAP_ANGSTROM:g} Å apart"
-            + (f" ({used} relaxes each on its own)" if used else "")
+            fragments_note(n_fragments, f" ({used} relaxes each on its own)" if used else "")
             + "; the result is for them together. Give one connected structure (or an XYZ) for a complex."
         )
     coords = np.asarray(mol_h.GetConformer().GetPositions(), dtype=float)

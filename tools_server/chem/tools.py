@@ -518,7 +518,7 @@ def conformer_item(
     from rdkit import Chem
 
     from tools_server.engines.conformers import etkdg
-    from tools_server.molecules import FRAGMENT_GAP_ANGSTROM, parse_rdkit
+    from tools_server.molecules import fragments_note, parse_rdkit
 
     try:
         mol, _ = parse_rdkit(text)
@@ -552,8 +552,7 @@ def conformer_item(
         fragments = len(Chem.GetMolFrags(mol))
         if fragments > 1:
             item["warnings"] = [
-                f"{fragments} disconnected fragments, placed {FRAGMENT_GAP_ANGSTROM:g} Å apart; the energies "
-                "leave out the interactions between them"
+                fragments_note(fragments) + "; the energies leave out the interactions between them"
             ]
         return item
     except ToolError as exc:

@@ -184,9 +184,8 @@ class Dispatcher:
             return self.job_outcome(job)
         pending = job.status_payload()  # the state the caller is told: as it is now
         await anyio.to_thread.run_sync(self.jobs.acknowledge, job)  # the id goes out: its record first
-        warnings = self.jobs.record_warnings(job)
-        if warnings:
-            pending["warnings"] = warnings
+        if job.warnings:  # of its acknowledgment, or of its final record when it ended meanwhile
+            pending["warnings"] = list(job.warnings)
         return pending
 
     @staticmethod

@@ -165,23 +165,13 @@ class JobManager:
         except OSError as exc:
             log.warning("could not write the record of job %s: %s", job.job_id, exc)
             warning = storage_warning("the job record", self.store.path_of(job.job_id), exc, consequence)
+            job.warnings.append(warning)  # what a caller told of the job's state is told too
             if job.result is not None:
                 job.result["warnings"] = [*job.result.get("warnings", []), warning]
             elif job.error is not None:
                 details = job.error.setdefault("details", {})
                 details["warnings"] = [*details.get("warnings", []), warning]
-            else:
-                job.warnings.append(warning)
             return False
-
-    @staticmethod
-    def record_warnings(job: Job) -> list[str]:
-        """The ``storage_error`` warnings about the job's record: of its acknowledgment while it runs, or,
-        for a job that ended before it could be acknowledged, of its final record (which stands for it)."""
-        if not job.done:
-            return list(job.warnings)
-        source = job.result if job.result is not None else (job.error or {}).get("details") or {}
-        return [w for w in source.get("warnings", []) if w.startswith("storage_error: the job record")]
 
     def acknowledge(self, job: Job) -> None:
         """Put the record of a job still queued or running on disk before its id is given to a client (a

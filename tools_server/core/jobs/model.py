@@ -76,7 +76,7 @@ class Job:
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     cancel_requested: bool = False
-    #: ``storage_error`` warnings of a job not finished yet (its record could not be written)
+    #: ``storage_error`` warnings about the job's record (a write of it failed)
     warnings: list[str] = field(default_factory=list)
     #: whether the record of the job, unfinished, was written before its id was first given out
     acknowledged: bool = False
