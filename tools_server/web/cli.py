@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from spu_common.console import EXIT_INVALID, echo_json, fail
+from spu_common.console import EXIT_INVALID, EXIT_USAGE, echo_json, fail
 
 audit_app = typer.Typer(help="The audit log of web access, and the audit service.", no_args_is_help=True)
 
@@ -66,9 +66,13 @@ def verify_cmd(
     if as_json:
         echo_json(result.to_dict())
     else:
-        typer.echo(
-            f"{path}: {result.count} records, head {result.head[:16]}… {'OK' if result.ok else 'FAILED'}"
-        )
+        verdict = {"ok": "OK", "rotated": "OK, rotated", "failed": "FAILED"}[result.state]
+        typer.echo(f"{path}: {result.count} records, head {result.head[:16]}… {verdict}")
+        for earlier in result.rotations:
+            typer.echo(
+                f"  after {earlier['file']}: {earlier['records']} records, head {earlier['head'][:16]}… "
+                f"{'OK' if earlier['ok'] else 'FAILED'}"
+            )
         for error in result.errors:
             typer.echo(f"  error: {error}")
         for warning in result.warnings:
@@ -92,6 +96,56 @@ def _progress_printer(name: str):
             )
 
     return progress
+
+
+@audit_app.command("rotate")
+def rotate_cmd(
+    log: LogArg = None,
+    as_json: JsonOpt = False,
+    key: Annotated[
+        Path | None,
+        typer.Option(
+            "--key",
+            help="The log's HMAC key file (default: LOG.key beside a keyed log, as the service keeps it).",
+        ),
+    ] = None,
+) -> None:
+    """Start a new log: the log is renamed to LOG.<UTC time> with its seal, and the new log's first record
+    names its file, record count and last hash. Exit 1 when the log fails its check (it is not rotated).
+
+    Safe while a server or the audit service writes the log: they share its lock, and their next web call
+    continues in the new log."""
+    from spu_common.audit_log import key_path, parse_seal, seal_path
+    from tools_server.plugin import ToolError
+    from tools_server.web.audit import AuditLog
+
+    path = _existing_log(log)
+    key_file = key if key is not None else key_path(path) if key_path(path).exists() else None
+    try:
+        key_bytes = bytes.fromhex(key_file.read_text(encoding="ascii").strip()) if key_file else None
+    except (OSError, ValueError) as exc:
+        raise fail(f"cannot read the key {key_file}: {exc}") from None
+    if key_bytes is None:
+        try:
+            keyed = parse_seal(seal_path(path).read_bytes()).mac is not None
+        except (OSError, ValueError):
+            keyed = False
+        if keyed:
+            raise fail(f"{path} is keyed (the audit service's): give its key with --key FILE")
+    try:
+        done = AuditLog(path, key=key_bytes).rotate()
+    except ToolError as exc:
+        code = EXIT_INVALID if exc.code == "audit_log_invalid" else EXIT_USAGE
+        raise fail(f"{exc.message} (not rotated)", code) from None
+    if as_json:
+        echo_json({"rotated": done is not None, "log": str(path), **(done or {})})
+    elif done is None:
+        typer.echo(f"{path}: no records yet; nothing to rotate")
+    else:
+        typer.echo(
+            f"{path}: {done['count']} records moved to {Path(done['archive']).name} "
+            f"(head {done['head'][:16]}…); the new log begins with a rotation record naming it"
+        )
 
 
 @audit_app.command("summary")
