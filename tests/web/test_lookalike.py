@@ -24,12 +24,19 @@ from pathlib import Path
 import icu
 import pytest
 import yaml
-from hypothesis import given
+from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
 from tools_server.web.detector import Detector
-from tools_server.web.lookalike import skeleton
 from tools_server.web.policy import Policy, PolicyError
+
+_SPOOF = icu.SpoofChecker()
+
+
+def skeleton(text: str) -> str:
+    """The TS #39 skeleton, from ICU directly (the generators do not go through the code under test)."""
+    return _SPOOF.getSkeleton(0, text)
+
 
 REPO = Path(__file__).resolve().parents[2]
 _QUOTED = re.compile(
@@ -174,6 +181,10 @@ def _detector(title: str) -> Detector:
     return Detector(Policy.from_dict({"title": title}))
 
 
+#: A failing spelling is reported as drawn, not shrunk: shrinking a draw per character of a title takes
+#: minutes and says little more than the title and the spelling do.
+NO_SHRINK = settings(phases=[Phase.explicit, Phase.reuse, Phase.generate])
+
 _PAGES = [
     "{}",
     "<html><body><h1>{}</h1><p>Received 3 May; accepted 9 June.</p></body></html>",
@@ -181,6 +192,7 @@ _PAGES = [
 ]
 
 
+@NO_SHRINK
 @given(st.data())
 def test_a_lookalike_spelling_of_every_source_title_is_flagged(data):
     title = data.draw(st.sampled_from(TITLES))
@@ -215,6 +227,7 @@ def _near_miss(draw: st.DrawFn, title: str) -> str:
     return draw(st.sampled_from(TITLES))
 
 
+@NO_SHRINK
 @given(st.data())
 def test_a_lookalike_spelling_never_changes_the_verdict(data):
     """Whatever the text near a title (a changed word, a truncation, another title), writing it with
