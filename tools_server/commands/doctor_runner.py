@@ -65,13 +65,17 @@ while open_input or children:
                 status = 1
                 try:
                     os.setsid()
+                    os.close(channel.fileno())  # the zygote's replies are not the check's to hold open
+                    devnull = os.open(os.devnull, os.O_RDONLY)
+                    os.dup2(devnull, 0)
+                    os.close(devnull)
                     for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
                         target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
                         os.dup2(target, fd)
                         os.close(target)
                     sys.stdout = os.fdopen(1, "w", buffering=1)
                     sys.stderr = os.fdopen(2, "w", buffering=1)
-                    sys.stdin = open(os.devnull)
+                    sys.stdin = os.fdopen(0)
                     os.environ.clear()
                     os.environ.update(request["env"])
                     sys.argv = ["-c"]
