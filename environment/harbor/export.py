@@ -44,8 +44,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from environment.finder import find_answers
 from environment.harbor.leaks import find_leaks, fingerprints
-from spu_common.task import Answers, Task, check_answers, load_answers, load_task
+from spu_common.task import Answers, Task, check_answers, load_task
 
 #: The images built from Dockerfile.gpu and Dockerfile (docs/docker.md); the export takes the GPU one when
 #: its resources hold a GPU. Pin one by digest for shared runs: ``--image registry/spu-scaffold@sha256:...``.
@@ -130,10 +131,16 @@ def _toml_list(values: list[str]) -> str:
     return "[" + ", ".join(_toml_str(v) for v in values) + "]"
 
 
-def find_answers(task_dir: Path) -> Path | None:
-    """``answers.json`` beside the task directory (the demo tasks' layout), if there is one."""
-    candidate = task_dir.resolve().parent / "answers.json"
-    return candidate if candidate.is_file() else None
+def answers_of(task: Task, answers: str | Path | None) -> tuple[Path, Answers]:
+    """The answers of ``task`` by :mod:`environment.finder`'s rules: from ``answers`` (a file, or a folder
+    searched for the file with the task's id), else the ``answers.json`` beside the task directory."""
+    source = Path(answers) if answers is not None else task.root.parent / "answers.json"
+    if answers is None and not source.is_file():
+        raise ExportError(f"no answers: pass --answers (none found beside {task.root})")
+    found = find_answers(source).get(task.task_id)
+    if found is None:
+        raise ExportError(f"no answers for task {task.task_id!r} in {source}: pass its answers.json")
+    return found.path, found.answers
 
 
 def network_policy(network: str, audit_url: str | None, extra_hosts: list[str]) -> tuple[str, list[str]]:
@@ -504,10 +511,7 @@ def export_task(
     if image is None:
         image = GPU_IMAGE if resources["gpus"] else CPU_IMAGE
     task = load_task(task_dir)
-    answers_path = Path(answers) if answers else find_answers(task.root)
-    if answers_path is None:
-        raise ExportError(f"no answers: pass --answers (none found beside {task.root})")
-    loaded_answers = load_answers(answers_path)
+    answers_path, loaded_answers = answers_of(task, answers)
     check_answers(task, loaded_answers)
     if answers_path.resolve().is_relative_to(task.root.resolve()):
         raise ExportError(f"{answers_path} lies inside the task directory: answers must be kept apart")
@@ -585,19 +589,3 @@ def _answer_leaks(out: Path, answers_path: Path) -> list[str]:
             leaks.append(f"{rel} ({'; '.join(found)})")
     return leaks
 
-
-def export_many(
-    task_dirs: list[Path], out_root: Path, *, answers_dir: Path | None = None, **options: Any
-) -> list[dict[str, Any]]:
-    """Export several tasks into ``out_root/<task_id>/``; answers found beside each task or in
-    ``answers_dir``."""
-    results = []
-    answers_by_id: dict[str, Path] = {}
-    if answers_dir is not None:
-        for path in sorted(Path(answers_dir).rglob("answers.json")):
-            answers_by_id[load_answers(path).task_id] = path
-    for task_dir in task_dirs:
-        task = load_task(task_dir)
-        answers = answers_by_id.get(task.task_id) or find_answers(task.root)
-        results.append(export_task(task_dir, out_root / task.task_id, answers=answers, **options))
-    return results

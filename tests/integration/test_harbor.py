@@ -169,6 +169,16 @@ def test_export_audited_without_a_url_puts_an_audit_service_beside_the_agent(tmp
     assert config["environment"]["network_mode"] == "public"  # Harbor's egress images are not needed
 
 
+def test_export_finds_the_answers_by_task_id_in_a_folder(tmp_path):
+    """--answers may be a folder (environment.finder's rules): the file with the task's id is taken."""
+    suite = REPO / "environment" / "tasks"
+    result = export_task(suite / "chem-fragment-pka-logp" / "task", tmp_path / "a", answers=suite)
+    copied = json.loads((tmp_path / "a" / "tests" / "answers.json").read_text())
+    assert result["task_id"] == copied["task_id"] == "chem-fragment-pka-logp"
+    with pytest.raises(ExportError, match="no answers for task 'demo-enzyme-kinetics' in"):
+        export_task(demo_task_dir("enzyme-kinetics"), tmp_path / "b", answers=suite)
+
+
 def _spoiled_copy(tmp_path: Path, name: str, text: str) -> Path:
     task = tmp_path / f"task-{name}"
     shutil.copytree(REPO / "environment" / "tasks" / "chem-fragment-pka-logp" / "task", task)
