@@ -588,4 +588,3 @@ def _answer_leaks(out: Path, answers_path: Path) -> list[str]:
         elif found := find_leaks(path.read_bytes().decode("utf-8", errors="replace"), prints):
             leaks.append(f"{rel} ({'; '.join(found)})")
     return leaks
-
