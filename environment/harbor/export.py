@@ -208,30 +208,24 @@ def _is_smoke_test(task: Task) -> bool:
         return False
 
 
-def render_task_toml(
-    task: Task,
-    *,
-    org: str,
-    network_mode: str,
-    allowed_hosts: list[str],
-    audit_url: str | None,
-    gpu_types: list[str],
-    cpus: int,
-    memory_mb: int,
-    gpus: int,
-    agent_timeout_s: int,
-) -> str:
-    # the task folder is readable by the tools wherever the agent's client starts the server
+def _task_env(network_mode: str, audit_url: str | None) -> dict[str, str]:
+    """The variables the agent's container and its tool server get: the work folder, the task folder as an
+    input root (readable by the tools wherever the agent's client starts the server), and the audit
+    service's address with a token resolved from the host at run time (never written into the task)."""
     env = {"SPU_WORKDIR": f"{CONTAINER_OUTPUT_DIR}/spu-work", "SPU_INPUT_ROOTS": CONTAINER_TASK_DIR}
     if network_mode == "audited":
         audit_url = f"http://{AUDIT_SERVICE}:{AUDIT_PORT}"
     if audit_url:
-        # resolved from the host at run time: the token is never written into the task
         env |= {"SPU_AUDIT_URL": audit_url, "SPU_AUDIT_TOKEN": "${SPU_AUDIT_TOKEN}"}
+    return env
+
+
+def _task_lines(task: Task, org: str, network_mode: str) -> list[str]:
+    """The schema, the artifacts collected after the trial, ``[task]`` and ``[metadata]``."""
     artifacts = [_toml_str(COLLECTED_DIR)]
     if network_mode == "audited":
         artifacts.append(f"{{source = {_toml_str(AUDIT_LOG_DIR)}, service = {_toml_str(AUDIT_SERVICE)}}}")
-    lines = [
+    return [
         "# Written by `spu harbor export` (spu-scaffold). Harbor task format: schema 1.4.",
         'schema_version = "1.4"',
         "# the agent's output as the collect hook below copied it (regular files only, within limits)",
@@ -250,7 +244,12 @@ def render_task_toml(
         f"experiments = {task.n_experiments}",
         f"submission = {_toml_str(f'{CONTAINER_OUTPUT_DIR}/rankings.json')}",
         *(["smoke_test = true"] if _is_smoke_test(task) else []),
-        "",
+    ]
+
+
+def _agent_and_verifier_lines(agent_timeout_s: int, cpus: int, memory_mb: int) -> list[str]:
+    """``[agent]``, the separate verifier's ``[verifier]`` and the collect hook that hands it the output."""
+    return [
         "[agent]",
         f"timeout_sec = {float(agent_timeout_s)}",
         f"user = {_toml_str(AGENT_USER)}",
@@ -273,15 +272,12 @@ def render_task_toml(
         f"command = {_toml_str(COLLECT_COMMAND)}",
         'user = "root"',
         "timeout_sec = 600.0",
-        "",
-        "[environment]",
-        f"build_timeout_sec = {float(BUILD_TIMEOUT_S)}",
-        f"cpus = {cpus}",
-        f"memory_mb = {memory_mb}",
-        f"gpus = {gpus}",
     ]
-    if gpu_types:
-        lines.append(f"gpu_types = {_toml_list(gpu_types)}")
+
+
+def _network_lines(network_mode: str, allowed_hosts: list[str]) -> list[str]:
+    """The agent's network in ``[environment]``: Harbor's own policy, or the compose file's."""
+    lines = []
     if network_mode in ("none", "audited"):
         lines.append(
             "# the network is set by environment/docker-compose.yaml, which a plain Docker engine enforces"
@@ -291,8 +287,20 @@ def render_task_toml(
     )
     if network_mode == "allowlist":
         lines.append(f"allowed_hosts = {_toml_list(allowed_hosts)}")
-    lines.append(f"workdir = {_toml_str('/app')}")
-    lines += [
+    return lines
+
+
+def _environment_lines(resources: dict[str, int], gpu_types: list[str], network: list[str]) -> list[str]:
+    """``[environment]`` (resources, network, work folder) and the lock run before the agent starts."""
+    return [
+        "[environment]",
+        f"build_timeout_sec = {float(BUILD_TIMEOUT_S)}",
+        f"cpus = {resources['cpus']}",
+        f"memory_mb = {resources['memory_mb']}",
+        f"gpus = {resources['gpus']}",
+        *([f"gpu_types = {_toml_list(gpu_types)}"] if gpu_types else []),
+        *network,
+        f"workdir = {_toml_str('/app')}",
         "",
         "# Run as root (the container's user: environment/docker-compose.yaml) before the agent starts:",
         "# makes /logs/verifier root-only; checks that the agent's user can write neither it nor /tests.",
@@ -302,10 +310,14 @@ def render_task_toml(
         "timeout_sec = 60.0",
         "retries = 1",
     ]
-    lines += ["", "[environment.env]"]
-    lines += [f"{key} = {_toml_str(value)}" for key, value in env.items()]
+
+
+def _env_and_mcp_lines(env: dict[str, str]) -> list[str]:
+    """``[environment.env]`` and the spu tool server the agent's MCP client starts, with its settings."""
     server_env = [f"{key}={value}" for key, value in env.items() if key != "SPU_AUDIT_TOKEN"]
-    lines += [
+    return [
+        "[environment.env]",
+        *(f"{key} = {_toml_str(value)}" for key, value in env.items()),
         "",
         "# The spu tool server, started by the agent's MCP client over stdio. `env` hands it its settings:",
         "# Codex starts MCP servers with only a few variables of its own (without SPU_WORKDIR the server",
@@ -316,7 +328,30 @@ def render_task_toml(
         'command = "env"',
         f"args = {_toml_list([*server_env, 'spu', 'serve'])}",
     ]
-    return "\n".join(lines) + "\n"
+
+
+def render_task_toml(
+    task: Task,
+    *,
+    org: str,
+    network_mode: str,
+    allowed_hosts: list[str],
+    audit_url: str | None,
+    gpu_types: list[str],
+    cpus: int,
+    memory_mb: int,
+    gpus: int,
+    agent_timeout_s: int,
+) -> str:
+    """``task.toml``: the task, the agent, the separate verifier, the agent's environment and tool server."""
+    resources = {"cpus": cpus, "memory_mb": memory_mb, "gpus": gpus}
+    sections = [
+        _task_lines(task, org, network_mode),
+        _agent_and_verifier_lines(agent_timeout_s, cpus, memory_mb),
+        _environment_lines(resources, gpu_types, _network_lines(network_mode, allowed_hosts)),
+        _env_and_mcp_lines(_task_env(network_mode, audit_url)),
+    ]
+    return "\n\n".join("\n".join(lines) for lines in sections) + "\n"
 
 
 def render_agent_compose(network_mode: str, image: str) -> str:
