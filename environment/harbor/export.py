@@ -515,6 +515,53 @@ JSON
 """
 
 
+def _resources(profile: str, overrides: dict[str, int | None]) -> dict[str, int]:
+    """The profile's CPUs, memory and GPUs, with the values given one by one in their place."""
+    resources = profile_resources(profile)
+    resources |= {key: value for key, value in overrides.items() if value is not None}
+    return resources
+
+
+def _fresh_folder(out: Path, overwrite: bool) -> None:
+    """An empty ``out`` with ``environment/`` and ``tests/``: a non-empty one only with ``overwrite``."""
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise ExportError(f"{out} is not empty (use --force to replace it)")
+        shutil.rmtree(out)
+    (out / "environment").mkdir(parents=True)
+    (out / "tests").mkdir()
+
+
+def _write_text(path: Path, text: str, *, executable: bool = False) -> None:
+    path.write_text(text, encoding="utf-8")
+    if executable:
+        path.chmod(0o755)
+
+
+def _write_agent_side(out: Path, task: Task, image: str, network_mode: str, task_toml: str) -> None:
+    """What the agent's image is built from and what it reads: the task, its Dockerfile and compose file,
+    ``task.toml`` and ``instruction.md``."""
+    shutil.copytree(task.root, out / "environment" / "task")
+    _write_text(out / "task.toml", task_toml)
+    _write_text(out / "instruction.md", render_instruction(task))
+    _write_text(out / "environment" / "Dockerfile", render_dockerfile(image))
+    _write_text(out / "environment" / "docker-compose.yaml", render_agent_compose(network_mode, image))
+
+
+def _write_verifier_side(out: Path, task: Task, answers_path: Path, image: str) -> None:
+    """``tests/``: the task as graded, the answers, the verifier's image, compose file and script."""
+    shutil.copytree(task.root, out / "tests" / "task")
+    shutil.copyfile(answers_path, out / "tests" / "answers.json")
+    _write_text(out / "tests" / "Dockerfile", render_verifier_dockerfile(image))
+    _write_text(out / "tests" / "docker-compose.yaml", VERIFIER_COMPOSE)
+    _write_text(out / "tests" / "test.sh", TEST_SH, executable=True)
+
+
+def _write_oracle(out: Path, task: Task, answers: Answers) -> None:
+    (out / "solution").mkdir()
+    _write_text(out / "solution" / "solve.sh", render_solution(task, answers), executable=True)
+
+
 def export_task(
     task_dir: str | Path,
     out_dir: str | Path,
@@ -538,59 +585,32 @@ def export_task(
 
     Resources come from ``profile`` (``local``: what this machine has; ``benchmark``: 8 CPUs, 16 GiB,
     1 GPU); ``cpus``, ``memory_mb`` and ``gpus`` override it one by one. ``image`` defaults to the GPU
-    image when the resources hold a GPU, else to the CPU image."""
-    resources = profile_resources(profile)
-    for key, value in (("cpus", cpus), ("memory_mb", memory_mb), ("gpus", gpus)):
-        if value is not None:
-            resources[key] = value
-    if image is None:
-        image = GPU_IMAGE if resources["gpus"] else CPU_IMAGE
+    image when the resources hold a GPU, else to the CPU image. ``answers``: a file, or a folder searched
+    for the task's (default: ``answers.json`` beside the task directory)."""
+    resources = _resources(profile, {"cpus": cpus, "memory_mb": memory_mb, "gpus": gpus})
+    image = image or (GPU_IMAGE if resources["gpus"] else CPU_IMAGE)
     task = load_task(task_dir)
     answers_path, loaded_answers = answers_of(task, answers)
     check_answers(task, loaded_answers)
     if answers_path.resolve().is_relative_to(task.root.resolve()):
         raise ExportError(f"{answers_path} lies inside the task directory: answers must be kept apart")
     network_mode, allowed_hosts = network_policy(network, audit_url, list(allow_hosts or []))
+    task_toml = render_task_toml(
+        task,
+        org=org,
+        network_mode=network_mode,
+        allowed_hosts=allowed_hosts,
+        audit_url=audit_url if network == "audited" else None,
+        gpu_types=list(gpu_types or []),
+        agent_timeout_s=agent_timeout_s,
+        **resources,
+    )
     out = Path(out_dir)
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise ExportError(f"{out} is not empty (use --force to replace it)")
-        shutil.rmtree(out)
-    (out / "environment").mkdir(parents=True)
-    (out / "tests").mkdir()
-    shutil.copytree(task.root, out / "environment" / "task")
-    shutil.copytree(task.root, out / "tests" / "task")
-    shutil.copyfile(answers_path, out / "tests" / "answers.json")
-    (out / "task.toml").write_text(
-        render_task_toml(
-            task,
-            org=org,
-            network_mode=network_mode,
-            allowed_hosts=allowed_hosts,
-            audit_url=audit_url if network == "audited" else None,
-            gpu_types=list(gpu_types or []),
-            cpus=resources["cpus"],
-            memory_mb=resources["memory_mb"],
-            gpus=resources["gpus"],
-            agent_timeout_s=agent_timeout_s,
-        ),
-        encoding="utf-8",
-    )
-    (out / "instruction.md").write_text(render_instruction(task), encoding="utf-8")
-    (out / "environment" / "Dockerfile").write_text(render_dockerfile(image), encoding="utf-8")
-    (out / "environment" / "docker-compose.yaml").write_text(
-        render_agent_compose(network_mode, image), encoding="utf-8"
-    )
-    (out / "tests" / "Dockerfile").write_text(render_verifier_dockerfile(image), encoding="utf-8")
-    (out / "tests" / "docker-compose.yaml").write_text(VERIFIER_COMPOSE, encoding="utf-8")
-    test_sh = out / "tests" / "test.sh"
-    test_sh.write_text(TEST_SH, encoding="utf-8")
-    test_sh.chmod(0o755)
+    _fresh_folder(out, overwrite)
+    _write_agent_side(out, task, image, network_mode, task_toml)
+    _write_verifier_side(out, task, answers_path, image)
     if oracle:
-        (out / "solution").mkdir()
-        solve = out / "solution" / "solve.sh"
-        solve.write_text(render_solution(task, loaded_answers), encoding="utf-8")
-        solve.chmod(0o755)
+        _write_oracle(out, task, loaded_answers)
     leaked = _answer_leaks(out, answers_path)
     if leaked:
         shutil.rmtree(out)
