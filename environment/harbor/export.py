@@ -30,7 +30,7 @@ plus the tests), without network, into which Harbor restores what the collect ho
 ``/app/output`` (``environment/harbor/boundary.py``). So the answers never enter the agent's sandbox, and
 nothing the agent leaves behind (a process, a link, a pipe, a huge file) reaches the grader or the host.
 Before anything is handed over, every file outside ``tests/`` and ``solution/`` is checked for the answers'
-marks (``environment/harbor/leaks.py``).
+marks by the content scanner (``environment/leakscan``).
 
 The environment part imports neither ``scaffold`` nor ``tools_server`` (``tests/core/test_layers.py``).
 """
@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from environment.finder import find_answers
-from environment.harbor.leaks import find_leaks, fingerprints
+from environment.leakscan import ScanLimitError, Scanner, marks_beside, scan_path
 from spu_common.task import Answers, Task, check_answers, load_task
 
 #: The images built from Dockerfile.gpu and Dockerfile (docs/docker.md); the export takes the GPU one when
@@ -611,7 +611,11 @@ def export_task(
     _write_verifier_side(out, task, answers_path, image)
     if oracle:
         _write_oracle(out, task, loaded_answers)
-    leaked = _answer_leaks(out, answers_path)
+    try:
+        leaked = _answer_leaks(out, answers_path, task)
+    except ExportError:
+        shutil.rmtree(out)
+        raise
     if leaked:
         shutil.rmtree(out)
         raise ExportError(f"the answers would reach the agent: {', '.join(leaked)}")
@@ -629,17 +633,19 @@ def export_task(
     }
 
 
-def _answer_leaks(out: Path, answers_path: Path) -> list[str]:
-    """Every file outside tests/ and solution/ that is named answers.json or holds a mark of the answers
-    (:mod:`environment.harbor.leaks`): a last check before the export is handed over."""
-    prints = fingerprints(json.loads(answers_path.read_text(encoding="utf-8")))
-    leaks = []
-    for path in sorted(out.rglob("*")):
-        rel = path.relative_to(out)
-        if rel.parts[0] in ("tests", "solution") or not path.is_file():
+def _answer_leaks(out: Path, answers_path: Path, task: Task) -> list[str]:
+    """Every document the agent's side of the export holds (all but tests/ and solution/, archives and
+    compressed files opened) that holds the task's marks (:mod:`environment.leakscan`): a last check before
+    the export is handed over. A file that cannot be read within the scanner's bounds is refused too."""
+    scanner = Scanner([marks_beside(answers_path, task)])
+    found: dict[str, list[str]] = {}
+    for path in sorted(out.iterdir()):
+        if path.name in ("tests", "solution"):
             continue
-        if path.name == "answers.json":
-            leaks.append(f"{rel} (an answers file)")
-        elif found := find_leaks(path.read_bytes().decode("utf-8", errors="replace"), prints):
-            leaks.append(f"{rel} ({'; '.join(found)})")
-    return leaks
+        try:
+            findings = scan_path(path, scanner, name=path.name)
+        except ScanLimitError as exc:
+            raise ExportError(f"{exc}: the export cannot check it for the answers; leave it out") from None
+        for finding in findings:
+            found.setdefault(finding.where, []).append(finding.what)
+    return [f"{where} ({'; '.join(whats)})" for where, whats in found.items()]
