@@ -5,8 +5,9 @@ ASCII letters and digits) and numbers. A document holds a task's answers when it
 
 - a **strong** author key or source identifier, its atoms in order with at most :data:`GAP_CHARS` other
   characters (no line break) between them (``ptp1b-lig-23483``, ``ptp1b_lig_23483``);
-- **weak** ones: :data:`WEAK_RUN` different weak keys or identifiers of one task within
-  :data:`WEAK_WINDOW_CHARS` characters (``r701 ... r704 ... r700``);
+- **weak** ones: :data:`WEAK_RUN` or more different weak keys or identifiers of one task within
+  :data:`WEAK_WINDOW_CHARS` characters that tell :data:`WEAK_BITS` in all (``r701 ... r704 ... r700``),
+  where they are at least half of what the document holds of their shapes (:func:`_stand_out`);
 - a DOI of the study or a whole source text;
 - in text (no NUL byte), the task's **values at their written precision** (a number written with ``d``
   decimals matches a value within half a unit of its last digit; at least two significant digits). Each
@@ -39,10 +40,11 @@ from collections import defaultdict
 from dataclasses import dataclass
 from decimal import Decimal
 
-from environment.leakscan.marks import DECIMALS, Gram, TaskMarks
+from environment.leakscan.marks import DECIMALS, Gram, TaskMarks, shape
 
 GAP_CHARS = 4
 WEAK_RUN = 3
+WEAK_BITS = 20
 WEAK_WINDOW_CHARS = 2000
 BESIDE_CHARS = 8
 WITH_IDS_DIGITS = 6
@@ -195,17 +197,16 @@ class Scanner:
             return
         weak: dict[int, list[tuple[int, Gram]]] = defaultdict(list)
         for occurrence in _words(frozenset(firsts)).finditer(low):
-            following = [occurrence.group(0)]
-            end = occurrence.end()
-            while len(following) < firsts[following[0]] and (step := _FOLLOW.match(low, end)):
+            following, ends = [occurrence.group(0)], [occurrence.end()]
+            while len(following) < firsts[following[0]] and (step := _FOLLOW.match(low, ends[-1])):
                 following.append(step.group(1))
-                end = step.end()
+                ends.append(step.end())
             for n in range(1, len(following) + 1):
                 for index, gram in self._grams.get(tuple(following[:n]), ()):
                     if not gram.strong:
                         weak[index].append((occurrence.start(), gram))
                     elif not any(f.startswith(f"the {gram.what} ") for f in found[index]):
-                        found[index].append(f"the {gram.what} {text[occurrence.start() : end]!r}")
+                        found[index].append(f"the {gram.what} {text[occurrence.start() : ends[n - 1]]!r}")
         for index, hits in weak.items():
             run = _weak_run(hits)
             if run and _stand_out(low, hits, run):
@@ -275,11 +276,6 @@ def _words(words: frozenset[str]) -> re.Pattern[str]:
     return re.compile(rf"(?<![a-z0-9])(?:{branch(trie) or '(?!)'})(?![a-z0-9])")
 
 
-def _shape(gram: tuple[str, ...]) -> tuple[str, ...]:
-    """A gram with each digit as ``#``: ``r701`` is ``r###``, ``line 5044`` is ``line ####``."""
-    return tuple(re.sub(r"\d", "#", atom) for atom in gram)
-
-
 @functools.lru_cache(maxsize=1024)
 def _shape_pattern(shape: tuple[str, ...]) -> re.Pattern[str]:
     """Any gram of ``shape``, its atoms apart as a gram's may be."""
@@ -290,8 +286,8 @@ def _shape_pattern(shape: tuple[str, ...]) -> re.Pattern[str]:
 def _stand_out(low: str, hits: list[tuple[int, Gram]], run: list[Gram]) -> bool:
     """Whether the task's weak marks are at least half of what the document holds of their shapes: a
     document listing ``r0`` to ``r200`` (variables, a table of codes) holds ``r97 r99 r100`` by chance."""
-    shapes = {_shape(gram.atoms) for gram in run}
-    theirs = {gram.atoms for _, gram in hits if _shape(gram.atoms) in shapes}
+    shapes = {shape(gram.atoms) for gram in run}
+    theirs = {gram.atoms for _, gram in hits if shape(gram.atoms) in shapes}
     every = {
         tuple(_ATOM.findall(m.group(0))) for shape in shapes for m in _shape_pattern(shape).finditer(low)
     }
@@ -299,7 +295,8 @@ def _stand_out(low: str, hits: list[tuple[int, Gram]], run: list[Gram]) -> bool:
 
 
 def _weak_run(hits: list[tuple[int, Gram]]) -> list[Gram]:
-    """The first :data:`WEAK_RUN` different grams within :data:`WEAK_WINDOW_CHARS` characters, if any."""
+    """The first :data:`WEAK_RUN` or more different grams within :data:`WEAK_WINDOW_CHARS` characters that
+    tell :data:`WEAK_BITS` in all, if any."""
     hits.sort(key=lambda h: h[0])
     for i, (start, _) in enumerate(hits):
         distinct: dict[tuple[str, ...], Gram] = {}
@@ -307,7 +304,7 @@ def _weak_run(hits: list[tuple[int, Gram]]) -> list[Gram]:
             if position - start > WEAK_WINDOW_CHARS:
                 break
             distinct.setdefault(gram.core, gram)
-            if len(distinct) >= WEAK_RUN:
+            if len(distinct) >= WEAK_RUN and sum(g.evidence for g in distinct.values()) >= WEAK_BITS:
                 return list(distinct.values())
     return []
 

@@ -183,10 +183,11 @@ def leaks(draw: st.DrawFn) -> tuple[str, bytes]:
 @st.composite
 def harmless(draw: st.DrawFn) -> tuple[str, bytes]:
     """A suite task and a file that holds none of its answers: its own conditions in another format, its ids
-    beside random numbers in the range of its values, or prose with numbers."""
+    beside random numbers in the range of its values, prose with numbers, or a list of names shaped like its
+    weak keys (``r0`` to ``r200``)."""
     task_id = draw(st.sampled_from(TASK_IDS))
     task, values = _task(task_id)
-    kind = draw(st.sampled_from(["conditions", "random", "prose"]))
+    kind = draw(st.sampled_from(["conditions", "random", "prose", "enumeration"]))
     ids = [e for g in task.groups for e in g.experiment_ids]
     if kind == "conditions":
         columns = ["experiment_id", *draw(st.lists(st.sampled_from(task.condition_columns()), unique=True))]
@@ -199,6 +200,11 @@ def harmless(draw: st.DrawFn) -> tuple[str, bytes]:
         data = "\n".join(
             f"{e}: {_written(x, *fmt)}" for e, x in zip(ids, numbers, strict=True) if x != 0
         ).encode()
+    elif kind == "enumeration":  # r0 r1 ... r200, line 1 ... line 900: names like the weak keys, listed whole
+        prefix = draw(st.sampled_from(["r", "e", "c", "cp", "no ", "line ", "entry ", "id "]))
+        start = draw(st.integers(0, 5000))
+        names = [f"{prefix}{i}" for i in range(start, start + draw(st.integers(30, 300)))]
+        data = draw(st.sampled_from([", ", "\n", " "])).join(names).encode()
     else:
         words = draw(
             st.lists(

@@ -205,7 +205,12 @@ def _spoiled_copy(tmp_path: Path, name: str, text: str | bytes) -> Path:
         ),
         ("cite.md", "Data: DOI 10.1007/S10822-018-0168-0.", "the DOI '10.1007/s10822-018-0168-0'"),
         ("keys.csv", "molecule\npka-w-sm01\n", "the author key 'pka-w-sm01'"),
-        ("keys.txt.gz", gzip.compress(b"logp-sm02 logp-sm04, logp-sm07"), "3 weak keys or identifiers"),
+        # weak keys (the task holds 9 of the 100 logp-sm##: 3.5 bits each) count only together
+        (
+            "keys.txt.gz",
+            gzip.compress(b"logp-sm02 logp-sm04, logp-sm07 logp-sm09 logp-sm11 logp-sm12"),
+            "6 weak",
+        ),
     ],
 )
 def test_export_refuses_a_file_that_holds_the_answers(tmp_path, name, text, found):
