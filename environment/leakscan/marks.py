@@ -12,13 +12,13 @@ spec): the marks the scanner looks for (:mod:`environment.leakscan`).
   characters.
 
 A key or identifier is a sequence of *atoms*, the maximal runs of ASCII letters and digits of the lowercased
-text (``ptp1b-lig-23483`` is ``ptp1b lig 23483``); it is **strong**, and found alone, when it is unlikely
-by chance (:func:`is_strong`: ``mol1631``, ``tyr93lys``, ``pka-w-sm01``, ``id 46621726``); any other is
-**weak** (``r701``, ``e1000``, ``cb8-g6``, ``line 5044``) and found only beside other weak marks of the same
+text (``kin4-lig-90211`` is ``kin4 lig 90211``); it is **strong**, and found alone, when it is unlikely
+by chance (:func:`is_strong`: ``mol8802``, ``trp999ala``, ``pka-w-sm99``, ``id 99887766``); any other is
+**weak** (``r9701``, ``e9000``, ``cb9-g6``, ``line 88888``) and found only beside other weak marks of the same
 task (:mod:`environment.leakscan.scan`).
 A mark that the task itself shows is none: an author key or identifier equal to a condition the task's
 ``targets.csv`` gives (a substitution written as the data set writes it) is left out, and the words of the
-conditions make no mark strong (``c1-cyp3a4`` is as weak as ``c1`` where the task names CYP3A4).
+conditions make no mark strong (``c99-cyp3a4`` is as weak as ``c99`` where the task names CYP3A4).
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def bits(gram: tuple[str, ...]) -> float:
 
 def is_strong(gram: tuple[str, ...]) -> bool:
     """Whether a key or identifier is specific enough to be found alone: :data:`STRONG_BITS` or more, not a
-    bare number (``mol1631``, ``pka-w-sm01``, ``id 46621726``; not ``e1000``, ``line 5044``, ``46621726``)."""
+    bare number (``mol8802``, ``pka-w-sm99``, ``id 99887766``; not ``e9000``, ``line 88888``, ``998877``)."""
     return not (len(gram) == 1 and gram[0].isdigit()) and bits(gram) >= STRONG_BITS
 
 
@@ -175,7 +175,7 @@ def _card_keys(card_path: Path) -> list[str]:
 def _source_grams(sources: list[str]) -> set[tuple[str, ...]]:
     """The identifiers in ``sources`` that tell one source record from another: each atom with a digit that
     at most :data:`ROW_SHARE` of the sources hold (a row's number or id), alone when it is strong, else with
-    the word before it (``line 5044``, ``reaction no 707``)."""
+    the word before it (``line 88888``, ``reaction no 9707``)."""
     split = [atoms(_DECIMAL_NUMBER.sub(" ", _DOI.sub(" ", s))) for s in sources]
     held: dict[str, int] = {}
     for parts in split:
@@ -197,7 +197,7 @@ def _source_grams(sources: list[str]) -> set[tuple[str, ...]]:
 def _study_grams(texts: list[str]) -> set[tuple[str, ...]]:
     """The study's identifiers in the citation, the data source and the sources: atoms of letters and at
     least :data:`STUDY_DIGITS` digits, :data:`STUDY_CHARS` characters or more (a supplement's, accession's or
-    commit's id such as ``aap9112`` or ``chembl3301361``, not a word of the field such as ``pic50``)."""
+    commit's id such as ``abc1234`` or ``chembl9999999``, not a word of the field such as ``pic50``)."""
     return {
         (a,)
         for text in texts
@@ -207,14 +207,14 @@ def _study_grams(texts: list[str]) -> set[tuple[str, ...]]:
 
 
 def shape(gram: tuple[str, ...]) -> tuple[str, ...]:
-    """A gram with each digit as ``#``: ``r701`` is ``r###``, ``line 5044`` is ``line ####``."""
+    """A gram with each digit as ``#``: ``r9701`` is ``r####``, ``line 88888`` is ``line #####``."""
     return tuple(re.sub(r"\d", "#", atom) for atom in gram)
 
 
 def _with_evidence(grams: list[Gram]) -> list[Gram]:
     """Each gram with what finding it tells, in bits: for a key or identifier numbered like others of the
-    task (``r701`` among ``r697`` ... ``r707``), -log2 of the share of its shape's numbers the task holds
-    (30 of the 1,000 ``r###``: 5 bits; ``e##`` where the task holds 25 of 100: 2 bits); else :func:`bits`."""
+    task (``r9701`` among ``r9697`` ... ``r9707``), -log2 of the share of its shape's numbers the task holds
+    (30 of the 10,000 ``r####``: 8.4 bits; an ``e##`` where it holds 25 of 100: 2 bits); else :func:`bits`."""
     per_shape: dict[tuple[str, ...], int] = {}
     for gram in grams:
         per_shape[shape(gram.core)] = per_shape.get(shape(gram.core), 0) + 1

@@ -4,9 +4,9 @@ The bytes are read as text (UTF-8, else one character per byte) and lowercased, 
 ASCII letters and digits) and numbers. A document holds a task's answers when it holds
 
 - a **strong** author key or source identifier, its atoms in order with at most :data:`GAP_CHARS` other
-  characters (no line break) between them (``ptp1b-lig-23483``, ``ptp1b_lig_23483``);
+  characters (no line break) between them (``kin4-lig-90211``, ``kin4_lig_90211``);
 - **weak** ones: :data:`WEAK_RUN` or more different weak keys or identifiers of one task within
-  :data:`WEAK_WINDOW_CHARS` characters that tell :data:`WEAK_BITS` in all (``r701 ... r704 ... r700``),
+  :data:`WEAK_WINDOW_CHARS` characters that tell :data:`WEAK_BITS` in all (``r9701 ... r9704 ... r9700``),
   where they are at least half of what the document holds of their shapes (:func:`_stand_out`);
 - a DOI of the study or a whole source text;
 - in text (no NUL byte), the task's **values at their written precision** (a number written with ``d``
@@ -26,9 +26,9 @@ ASCII letters and digits) and numbers. A document holds a task's answers when it
       :data:`PRESENTED_RUN` values worth :data:`PRESENTED_DIGITS`.
 
 Why these bounds: one value written with three significant digits beside its id (2 digits) may well be a
-chance in a file of numbers, six digits' worth are not (about one in a million); short weak keys (``e36``)
-occur by chance in binaries and hexadecimal text, several of one task close together do not. The figures
-measured on this repository, the suite's exports and the images are in ``docs/harbor.md``.
+chance in a file of numbers, six digits' worth are not (about one in a million); a short weak key (a letter
+and two digits) occurs by chance in binaries and code tables, several of one task close together do not.
+The figures measured on this repository, the suite's exports and the images are in ``docs/harbor.md``.
 """
 
 from __future__ import annotations
