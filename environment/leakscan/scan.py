@@ -37,6 +37,7 @@ import bisect
 import functools
 import re
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -218,12 +219,23 @@ class Scanner:
         forms: dict[str, list[tuple[int, str, int]]] = {}
         for token in set(_NUMBER.findall(low)):
             form = token if token in self._forms else _normal(token)
-            if form not in self._forms and form and _significant(form) > FLOAT_DIGITS:
+            if (
+                form
+                and form not in self._forms
+                and len(form) > FLOAT_DIGITS
+                and _significant(form) > FLOAT_DIGITS
+            ):
                 form = _noise_free(form)
             if form in self._forms:
                 forms[token] = self._forms[form]
         if not forms:
             return
+        ids: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
+        if present & self._ids.keys():
+            for m in self._id_pattern.finditer(low):
+                for index in self._ids[m.group(0)]:
+                    ids[index].append((m.start(), m.end(), m.group(0)))
+        forms = _worth_a_look(forms, ids.keys())
         numbers: dict[int, _Number] = {}
         #: task -> index of a number among all the document's numbers -> experiment id -> digits worth
         values: dict[int, dict[int, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
@@ -232,11 +244,6 @@ class Scanner:
                 numbers[i] = _Number(match.start(), match.end(), match.group(0))
                 for index, eid, digits in forms[match.group(0)]:
                     values[index][i][eid] = digits
-        ids: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
-        if present & self._ids.keys():
-            for m in self._id_pattern.finditer(low):
-                for index in self._ids[m.group(0)]:
-                    ids[index].append((m.start(), m.end(), m.group(0)))
         doc = _Numbers(low, numbers)
         for index, task_values in values.items():
             own = ids.get(index, [])
@@ -292,6 +299,35 @@ def _stand_out(low: str, hits: list[tuple[int, Gram]], run: list[Gram]) -> bool:
         tuple(_ATOM.findall(m.group(0))) for shape in shapes for m in _shape_pattern(shape).finditer(low)
     }
     return 2 * len(theirs) >= len(every)
+
+
+def _worth_a_look(
+    forms: dict[str, list[tuple[int, str, int]]], named: Iterable[int]
+) -> dict[str, list[tuple[int, str, int]]]:
+    """The matches of the tasks whose distinct matching numbers could reach a rule's bounds at all: those
+    the document names ids of worth WITH_IDS_DIGITS, the others PRESENTED_RUN values worth
+    PRESENTED_DIGITS (a PDB file's integers match many tasks' values written to the unit, little more)."""
+    eids: dict[int, set[str]] = defaultdict(set)
+    digits: dict[int, int] = defaultdict(int)
+    for hits in forms.values():
+        for index, eid, worth in hits:
+            eids[index].add(eid)
+            digits[index] += worth
+    named = set(named)
+    keep = {
+        index
+        for index in eids
+        if (index in named and digits[index] >= WITH_IDS_DIGITS)
+        or (len(eids[index]) >= PRESENTED_RUN and digits[index] >= PRESENTED_DIGITS)
+    }
+    kept = {token: [h for h in hits if h[0] in keep] for token, hits in forms.items()}
+    return {token: hits for token, hits in kept.items() if hits}
+
+
+def _next_within(places: list[int], after: int) -> int | None:
+    """The first of the sorted ``places`` after ``after`` and within MAX_STRIDE of it, if any."""
+    i = bisect.bisect_right(places, after)
+    return places[i] if i < len(places) and places[i] <= after + MAX_STRIDE else None
 
 
 def _weak_run(hits: list[tuple[int, Gram]]) -> list[Gram]:
@@ -380,10 +416,7 @@ class _Numbers:
             for p in places.get(eid, ()):
                 run, digits, at = 1, values[p][eid], [p]
                 while t + run < len(sequence):
-                    nxt = next(
-                        (q for q in places.get(sequence[t + run], ()) if at[-1] < q <= at[-1] + MAX_STRIDE),
-                        None,
-                    )
+                    nxt = _next_within(places.get(sequence[t + run], []), at[-1])
                     if nxt is None:
                         break
                     digits += values[nxt][sequence[t + run]]
