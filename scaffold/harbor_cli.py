@@ -26,7 +26,11 @@ def export_command(
     ] = None,
     answers: Annotated[
         Path | None,
-        typer.Option("--answers", help="answers.json of the task (default: answers.json beside TASK_DIR)."),
+        typer.Option(
+            "--answers",
+            help="answers.json of the task, or a folder searched for it (default: answers.json beside "
+            "TASK_DIR).",
+        ),
     ] = None,
     image: Annotated[
         str | None,

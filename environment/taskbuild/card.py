@@ -6,7 +6,8 @@ the members' keys and the screen's findings). It holds the groups and their memb
 let it through, the trivial-descriptor screen's best entries with its family-wise verdict and p-value,
 the spec's design and selection record, the design's prior rate (``--design-screen N``), and the proxies
 declared in ``OUT/baselines.json`` with their scores (measured by ``spu baselines``, which writes them
-into the card). A rebuild keeps the design screen and the proxies' scores of the card it replaces while
+into the card), and, where there is one, the recall risk (:func:`recall_risk`: names of public records
+the task shows). A rebuild keeps the design screen and the proxies' scores of the card it replaces while
 what they were measured on is unchanged (the design's digest; the declaration's and the answers' bytes).
 """
 
@@ -130,6 +131,26 @@ def with_proxy_scores(
     return {**card, "proxies": proxies, "proxies_digest": digest}
 
 
+def recall_risk(rendered: Rendered, assessment: Assessment) -> dict[str, Any] | None:
+    """Whether the agent-visible text names public records: the keys or source identifiers by which the
+    source data set names the task's experiments that the task shows among its conditions (a variant in the
+    protein's published numbering). A model may recall those records' values; the contamination audit's
+    blinding, with these names masked, measures how much it does (docs/contamination.md). None: none shown."""
+    from environment.leakscan.marks import task_marks
+
+    shown = task_marks(json.loads(rendered.answers), assessment.task).shown
+    if not shown:
+        return None
+    return {
+        "names_shown": len(shown),
+        "examples": shown[:TOP_ENTRIES],
+        "why": "the task shows the source data set's own names of its experiments among their conditions: "
+        "a model may recall the published values by them",
+        "audit": "spu contamination audit of the predictions against the published values, and spu "
+        "contamination blind with these names masked (--mask NAME; docs/contamination.md)",
+    }
+
+
 def _entry(entry: dict[str, Any]) -> dict[str, Any]:
     return {k: entry[k] for k in ("name", "direction", "expected_score", "above_chance")}
 
@@ -175,6 +196,7 @@ def make_card(
                 "chance_threshold": stat["chance_threshold"],
             }
         )
+    risk = recall_risk(rendered, assessment)
     return {
         "schema": SCHEMA,
         "task_id": spec.task_id,
@@ -226,6 +248,7 @@ def make_card(
         "design_screen": design_screen,
         "proxies": proxies,
         "proxies_digest": kept_hash,
+        **({"recall_risk": risk} if risk else {}),
         "built_by": "spu task build",
     }
 

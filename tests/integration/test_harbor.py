@@ -4,8 +4,10 @@ class driven through Harbor's BaseInstalledAgent with a local shell standing in 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -169,32 +171,46 @@ def test_export_audited_without_a_url_puts_an_audit_service_beside_the_agent(tmp
     assert config["environment"]["network_mode"] == "public"  # Harbor's egress images are not needed
 
 
-def _spoiled_copy(tmp_path: Path, name: str, text: str) -> Path:
+def test_export_finds_the_answers_by_task_id_in_a_folder(tmp_path):
+    """--answers may be a folder (environment.finder's rules): the file with the task's id is taken."""
+    suite = REPO / "environment" / "tasks"
+    result = export_task(suite / "chem-fragment-pka-logp" / "task", tmp_path / "a", answers=suite)
+    copied = json.loads((tmp_path / "a" / "tests" / "answers.json").read_text())
+    assert result["task_id"] == copied["task_id"] == "chem-fragment-pka-logp"
+    with pytest.raises(ExportError, match="no answers for task 'demo-enzyme-kinetics' in"):
+        export_task(demo_task_dir("enzyme-kinetics"), tmp_path / "b", answers=suite)
+
+
+def _spoiled_copy(tmp_path: Path, name: str, text: str | bytes) -> Path:
     task = tmp_path / f"task-{name}"
     shutil.copytree(REPO / "environment" / "tasks" / "chem-fragment-pka-logp" / "task", task)
-    (task / name).write_text(text)
+    (task / name).write_bytes(text if isinstance(text, bytes) else text.encode())
     return task
 
 
 @pytest.mark.parametrize(
     ("name", "text", "found"),
     [
-        # a value beside its id, in the forms a note or a table takes, at the precision written
-        ("notes.md", "Measured: b2c6: 4.09\n", "the measured value of b2c6 beside its id ('b2c6: 4.09')"),
+        # values in any format: tests/environment/test_leakscan.py generates them; one written as stored
         (
-            "table.md",
-            "| id | logP |\n|---|---|\n| c012 | 3.98 |\n",
-            "the measured value of c012 beside its id",
+            "notes.md",
+            "Measured: b2c6: 4.09, c012 3.98 and 'aa24' = 3.21\n",
+            "the measured values of 3 of the 3",
         ),
-        ("values.json", '{"b2c6": 4.090}', "the measured value of b2c6 beside its id"),
         (
             "source.txt",
             "see SAMPL6 repository physical_properties/logP/experimental_data/logP_experimental_"
             "values.csv, Molecule ID SM02, logP mean (SEM 0.03), pH-metric octanol logP",
             "the source 'SAMPL6",
         ),
-        ("cite.md", "Data: DOI 10.1007/S10822-018-0168-0.", "the DOI 10.1007/s10822-018-0168-0"),
+        ("cite.md", "Data: DOI 10.1007/S10822-018-0168-0.", "the DOI '10.1007/s10822-018-0168-0'"),
         ("keys.csv", "molecule\npka-w-sm01\n", "the author key 'pka-w-sm01'"),
+        # weak keys (the task holds 9 of the 100 logp-sm##: 3.5 bits each) count only together
+        (
+            "keys.txt.gz",
+            gzip.compress(b"logp-sm02 logp-sm04, logp-sm07 logp-sm09 logp-sm11 logp-sm12"),
+            "6 weak",
+        ),
     ],
 )
 def test_export_refuses_a_file_that_holds_the_answers(tmp_path, name, text, found):
@@ -204,7 +220,9 @@ def test_export_refuses_a_file_that_holds_the_answers(tmp_path, name, text, foun
     task = _spoiled_copy(tmp_path, name, text)
     with pytest.raises(ExportError, match="the answers would reach the agent") as info:
         export_task(task, tmp_path / "out", answers=answers)
-    assert f"environment/task/{name} ({found}" in str(info.value)
+    # named by the file (a compressed one with ! for what it holds) and what it holds
+    said = str(info.value)
+    assert re.search(rf"environment/task/{re.escape(name)}!? \({re.escape(found)}", said), said
     assert not (tmp_path / "out").exists()  # nothing is left behind for a run to pick up
 
 
