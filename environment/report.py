@@ -41,6 +41,7 @@ from environment.chance import chance_threshold
 from environment.grading import grade
 from environment.runs import find_runs, load_tasks_and_answers, read_json
 from environment.statistics import (
+    BOOTSTRAP_RESAMPLES,
     adjusted_means,
     bootstrap_intervals,
     design_connected,
@@ -50,6 +51,7 @@ from environment.statistics import (
     raw_means,
     wilson_interval,
 )
+from spu_common.outputs import claim_folder
 from spu_common.task import Answers, Task, TaskError, check_answers
 
 
@@ -191,7 +193,7 @@ def summarize(
     tasks: dict[str, Task],
     answers: dict[str, Answers],
     *,
-    n_boot: int = 10_000,
+    n_boot: int = BOOTSTRAP_RESAMPLES,
     seed: int = 0,
     draws: int = 4000,
 ) -> dict[str, Any]:
@@ -497,13 +499,17 @@ def build_report(
     *,
     tasks_dir: str | Path | None = None,
     answers: str | Path | None = None,
-    n_boot: int = 10_000,
+    n_boot: int | None = None,
     seed: int = 0,
     draws: int = 4000,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Grade all runs, compute the statistics and write report.md, summary.json, runs.csv and two PNGs.
 
-    ``out_dir`` defaults to ``RUNS_DIR/_report`` (skipped when the runs are scanned again).
+    ``out_dir`` defaults to ``RUNS_DIR/_report`` (skipped when the runs are scanned again); it is written
+    under the output rule of :mod:`spu_common.outputs` (an earlier report there is replaced; a folder this
+    command did not write only with ``force``). ``n_boot``: default
+    :data:`~environment.statistics.BOOTSTRAP_RESAMPLES`.
     """
     runs = Path(runs_dir)
     if not runs.is_dir():
@@ -518,9 +524,11 @@ def build_report(
         raise TaskError(
             f"no runs found under {runs} (layout: RUNS_DIR/<configuration>/<task_id>/rankings.json)"
         )
+    n_boot = BOOTSTRAP_RESAMPLES if n_boot is None else n_boot
     summary = _clean(summarize(records, tasks, found_answers, n_boot=n_boot, seed=seed, draws=draws))
     summary["warnings"] = warnings
-    out.mkdir(parents=True, exist_ok=True)
+    given = [Path(p) for p in (tasks_dir, answers) if p is not None]
+    claim_folder(out, "report", force=force, inputs=[runs, *given])
     (out / "report.md").write_text(render_markdown(summary, runs, warnings), encoding="utf-8")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     with open(out / "runs.csv", "w", newline="", encoding="utf-8") as handle:

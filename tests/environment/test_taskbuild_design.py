@@ -247,11 +247,11 @@ def test_write_readme_fills_the_generated_blocks_from_the_cards(tmp_path):
     before = task_text
     (suite / "mat-cofeniv-hea-hardness" / "README.md").write_text(README_BLOCKS["task"])
     failed = _spu("baselines", str(suite), "--no-proxies", "--write-readme")
-    assert failed.exit_code == 1
+    assert failed.exit_code == 2
     assert "[readme_block_missing]" in failed.output and "baselines" in failed.output
     assert (suite / "mat-cofeniv-hea-hardness" / "README.md").read_text() == README_BLOCKS["task"] != before
     # a task without a card
     (suite / "mat-lihf-phosphate-conductivity" / CARD_FILE).unlink()
     (suite / "README.md").write_text(README_BLOCKS["suite"])
     missing = _spu("baselines", str(suite), "--no-proxies", "--write-readme")
-    assert missing.exit_code == 1 and "[card_missing]" in missing.output
+    assert missing.exit_code == 2 and "[card_missing]" in missing.output
