@@ -271,6 +271,11 @@ def config_codex(
 
     if (base_url or model or env_key) and not model_provider:
         raise fail("--base-url, --model and --env-key need --model-provider NAME")
+    if base_url is not None:
+        from spu_common.endpoints import base_url_problem
+
+        if (problem := base_url_problem(base_url)) is not None:
+            raise fail(f"--base-url {base_url!r}: {problem}")
     roots = _task_roots(task_root, as_json)
     provider = (
         clients.CodexProvider(model_provider, base_url, model, wire_api, env_key) if model_provider else None
