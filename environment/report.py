@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,7 +163,8 @@ def _chance_by_task(
         check_answers(tasks[task_id], answers[task_id])
         result = chance_threshold(tasks[task_id], answers[task_id], draws=draws, seed=seed)
         chance[task_id] = {
-            k: result[k] for k in ("chance_threshold", "attainable_max", "presented_order_score")
+            k: result[k]
+            for k in ("chance_threshold", "chance_method", "attainable_max", "presented_order_score")
         }
         chance[task_id]["n_experiments"] = tasks[task_id].n_experiments
     return chance
@@ -266,7 +268,11 @@ def summarize(
         "paired": paired_comparisons(scores, configs) if len(configs) > 1 else [],
         "design_connected": connected,
         "bootstrap": {"resamples": n_boot, "seed": seed},
-        "chance": {"draws": draws, "seed": seed},
+        "chance": {
+            "draws": draws,
+            "seed": seed,
+            "methods": dict(sorted(Counter(chance[t]["chance_method"] for t in task_ids).items())),
+        },
     }
 
 
@@ -364,10 +370,27 @@ def _task_lines(summary: dict[str, Any]) -> list[str]:
     for task in summary["tasks"]:
         cells = " | ".join(_fmt(task["scores"][c]) for c in configs)
         lines.append(
-            f"| {task['task_id']} | {task['n_experiments']} | {_fmt(task['chance_threshold'])} | "
+            f"| {task['task_id']} | {task['n_experiments']} | "
+            f"{_fmt(task['chance_threshold'])} ({task['chance_method']}) | "
             f"{_fmt(task['attainable_max'])} | {_fmt(task['presented_order_score'])} | {cells} |"
         )
     return lines
+
+
+def _chance_sentence(chance: dict[str, Any]) -> str:
+    """How the chance thresholds of the table were found: exact (every order counted) or sampled."""
+    methods = chance.get("methods", {})
+    parts = []
+    if methods.get("exact"):
+        parts.append(
+            f"exact for {methods['exact']} task{'s' if methods['exact'] != 1 else ''} (every order counted)"
+        )
+    if methods.get("sampled"):
+        parts.append(
+            f"the 95th percentile of {chance['draws']} random valid submissions for {methods['sampled']} "
+            f"task{'s' if methods['sampled'] != 1 else ''}"
+        )
+    return "Chance thresholds (95th percentile of random valid submissions): " + "; ".join(parts) + "."
 
 
 def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]) -> str:
@@ -377,8 +400,7 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
         (
             f"Runs: `{runs_dir.name}`; {len(summary['configurations'])} configurations, "
             f"{len(summary['tasks'])} tasks. Intervals: 95% percentile bootstrap over tasks "
-            f"({summary['bootstrap']['resamples']} resamples). "
-            f"Chance thresholds: 95th percentile of {summary['chance']['draws']} random valid submissions."
+            f"({summary['bootstrap']['resamples']} resamples). " + _chance_sentence(summary["chance"])
         ),
         "",
         "## Configurations",

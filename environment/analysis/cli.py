@@ -114,6 +114,14 @@ def baselines_cmd(
         pairs = _task_pairs(task_dir, answers)
     except TaskError as exc:
         raise _fail(exc, EXIT_USAGE) from None
+    if write_readme:  # before the baselines run: a README that cannot take them fails at once
+        from environment.analysis.readme import check_readmes
+
+        suite = task_dir / "README.md" if not (task_dir / "contract.json").is_file() else None
+        try:
+            check_readmes(suite, [found[0].parent for _, found in pairs])
+        except AnalysisError as exc:
+            raise _fail(exc) from None
     if proxies is not None and not proxies.is_file():
         raise _fail(ValueError(f"--proxies {proxies} does not exist"), EXIT_USAGE)
     if proxies is not None and len(pairs) > 1:

@@ -158,12 +158,25 @@ class SpuServer:
             error = storage_error(exc) if isinstance(exc, OSError) else None
             if error is None:
                 log.exception("tool %s failed", name)
-                error = ToolError("internal_error", f"{type(exc).__name__}: {exc}")
+                error = ToolError(
+                    "internal_error", f"{type(exc).__name__}: {exc}", hint=_bug_hint(self, name)
+                )
             return error_result(error)
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(result, default=str))],
             structured_content=result,
         )
+
+
+def _bug_hint(server: SpuServer, tool: str) -> str:
+    """The hint of a bug in a tool run in the server itself (instant and network tools): it has no job, so
+    the hint names what to report and to whom instead of a job id."""
+    spec = server.dispatcher.registry.tools.get(tool)
+    where = f" (module {spec.module})" if spec is not None else ""
+    return (
+        f"This is a bug in the tool {tool}{where}, which ran in the server without a job: report it to the "
+        "tool's authors with its arguments and this message (the server's log holds the traceback)."
+    )
 
 
 def _host_entries(name: str, port: int) -> list[str]:
