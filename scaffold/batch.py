@@ -128,7 +128,6 @@ class Batch:
             "spu",
             "agent",
             "run",
-            "--task",
             str(job.task_dir),
             "--out",
             str(job.run_dir),

@@ -37,6 +37,9 @@ from spu_common.task import load_task
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "environment"))
 from analysis_runs import write_jsonl_run  # tests/environment: writes run folders by hand
 
+#: every case runs a command in this process; the walk takes about a minute
+pytestmark = pytest.mark.slow
+
 #: what a parameter holds, by name: a file, a folder, or either (an answers file or a folder of them)
 FILE, FOLDER, EITHER, TEXT = "file", "folder", "either", "text"  # TEXT: any UTF-8 text is good
 KINDS = {

@@ -26,6 +26,8 @@ from spu_common.outputs import MARKER, OutputRefused, claim_file, claim_folder, 
 from spu_common.submission import fallback_submission
 from spu_common.task import load_task
 
+pytestmark = pytest.mark.slow  # real runs, batches and reports
+
 KINDS = ("report", "analysis", "agent-run")
 
 
