@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -463,43 +463,8 @@ def write_codex_config(
             own_provider is not None and path[:2] == own_provider and bool(provider.table())
         )
 
-    hoisted: dict[tuple[str, ...], Any] = {}
-    old_tools = old.get("tools") if isinstance(old.get("tools"), dict) else {}
-    for table in old_tools.values():
-        if isinstance(table, dict):
-            rest = {k: v for k, v in table.items() if k != _APPROVAL}
-            hoisted |= {path: value for path, value in _leaves(rest).items() if not provider_sets(path)}
-    for path, value in list(hoisted.items()):
-        here = _lookup(data, path)
-        if here is None:
-            continue
-        if here != value:
-            raise CodexConfigError(
-                f"{_dotted(path)} is set twice: `{_dotted(path)} = {_toml_value(here)}` at its place in the "
-                f"file and `{path[-1]} = {_toml_value(value)}` written after spu's tables (where TOML reads "
-                "it as part of spu's last tool table, so Codex ignores it); delete the one you do not want "
-                "and rerun"
-            )
-        del hoisted[path]  # the same value twice: the one in its place stays
-
-    tools = all_tool_names() if tools is None else tools
-    new_env = server_env(task_roots)
-    old_env = {k: v for k, v in (old.get("env") or {}).items() if isinstance(v, str)}
-    env = {**old_env, **new_env}
-    if roots := join_roots(old_env.get(INPUT_ROOTS), new_env.get(INPUT_ROOTS)):
-        env[INPUT_ROOTS] = roots
-    block = tomlkit.parse(codex_toml(tools, env))
-    ours = block["mcp_servers"][SERVER_NAME]
-    for key, value in old.items():  # the user's own keys stay (ours win)
-        if key == "env" and isinstance(value, dict):
-            if kept := {k: v for k, v in value.items() if k not in env}:  # values that are not text
-                ours.setdefault("env", {}).update(kept)
-        elif key == "tools" and isinstance(value, dict):
-            for name, table in value.items():  # tools spu no longer has keep the user's approval
-                if name not in tools and isinstance(table, dict) and _APPROVAL in table:
-                    ours.setdefault("tools", {})[name] = {_APPROVAL: table[_APPROVAL]}
-        elif key not in ours:
-            ours[key] = value
+    hoisted = _hoisted_keys(data, old, provider_sets)
+    block = _spu_block(old, all_tool_names() if tools is None else tools, task_roots)
     block_text = tomlkit.dumps(block)
     new_spu = parse_toml(block_text)["mcp_servers"][SERVER_NAME]
 
@@ -558,6 +523,59 @@ def write_codex_config(
         "spu's table could not be written without changing the file's other settings "
         f"({'; '.join(problems)}): write [mcp_servers.spu] by hand from `spu config codex`"
     )
+
+
+def _hoisted_keys(
+    data: dict[str, Any], old: dict[str, Any], provider_sets: Callable[[tuple[str, ...]], bool]
+) -> dict[tuple[str, ...], Any]:
+    """Keys that landed in spu's tool tables (written after them, so TOML read them as part of the last one)
+    and go back to their place: ``{path: value}``, without those the provider options set and those already
+    set to the same value; :class:`CodexConfigError` for one set to another value at its place."""
+    hoisted: dict[tuple[str, ...], Any] = {}
+    old_tools = old.get("tools") if isinstance(old.get("tools"), dict) else {}
+    for table in old_tools.values():
+        if isinstance(table, dict):
+            rest = {k: v for k, v in table.items() if k != _APPROVAL}
+            hoisted |= {path: value for path, value in _leaves(rest).items() if not provider_sets(path)}
+    for path, value in list(hoisted.items()):
+        here = _lookup(data, path)
+        if here is None:
+            continue
+        if here != value:
+            raise CodexConfigError(
+                f"{_dotted(path)} is set twice: `{_dotted(path)} = {_toml_value(here)}` at its place in the "
+                f"file and `{path[-1]} = {_toml_value(value)}` written after spu's tables (where TOML reads "
+                "it as part of spu's last tool table, so Codex ignores it); delete the one you do not want "
+                "and rerun"
+            )
+        del hoisted[path]  # the same value twice: the one in its place stays
+    return hoisted
+
+
+def _spu_block(old: dict[str, Any], tools: list[str], task_roots: Iterable[Path]) -> Any:
+    """spu's table as a tomlkit document (with its comments): ours, over the user's ``old`` table, whose
+    own keys stay, whose ``env`` is merged with ours (the ``SPU_INPUT_ROOTS`` folders of both kept) and whose
+    approvals of tools spu no longer has stay."""
+    import tomlkit
+
+    new_env = server_env(task_roots)
+    old_env = {k: v for k, v in (old.get("env") or {}).items() if isinstance(v, str)}
+    env = {**old_env, **new_env}
+    if roots := join_roots(old_env.get(INPUT_ROOTS), new_env.get(INPUT_ROOTS)):
+        env[INPUT_ROOTS] = roots
+    block = tomlkit.parse(codex_toml(tools, env))
+    ours = block["mcp_servers"][SERVER_NAME]
+    for key, value in old.items():  # the user's own keys stay (ours win)
+        if key == "env" and isinstance(value, dict):
+            if kept := {k: v for k, v in value.items() if k not in env}:  # values that are not text
+                ours.setdefault("env", {}).update(kept)
+        elif key == "tools" and isinstance(value, dict):
+            for name, table in value.items():
+                if name not in tools and isinstance(table, dict) and _APPROVAL in table:
+                    ours.setdefault("tools", {})[name] = {_APPROVAL: table[_APPROVAL]}
+        elif key not in ours:
+            ours[key] = value
+    return block
 
 
 def _merge_into(table: Any, new: dict[str, Any]) -> None:
