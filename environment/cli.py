@@ -4,12 +4,21 @@
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from spu_common.console import EXIT_INVALID, EXIT_USAGE, echo_json, fail
+from spu_common.console import (
+    EXIT_INVALID,
+    TaskAlias,
+    TaskArg,
+    echo_json,
+    fail,
+    output_rule,
+    task_argument,
+)
 
 task_app = typer.Typer(help="Inspect and prepare benchmark task directories.", no_args_is_help=True)
 
@@ -35,16 +44,18 @@ def _load_task_and_answers(task_dir: Path, answers_path: Path):
     return task, answers
 
 
-TaskOpt = Annotated[Path, typer.Option("--task", help="Task directory (holds contract.json).")]
 AnswersOpt = Annotated[
-    Path, typer.Option("--answers", help="answers.json of the task (kept outside the task).")
+    Path | None, typer.Option("--answers", help="answers.json of the task (kept outside the task).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Replace the output even if this command did not write it.")
+]
 
 
 @task_app.command("show")
 def task_show(
-    path: Annotated[Path, typer.Argument(help="Task directory.")],
+    task_dir: TaskArg = None,
     spec: Annotated[
         Path | None,
         typer.Option("--spec", help="Spec the task was built from (default: ../spec beside the task)."),
@@ -56,6 +67,7 @@ def task_show(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    task_alias: TaskAlias = None,
 ) -> None:
     """Check a task directory and summarize it: identity, groups, columns, input files; with its answers
     known, the chance threshold, power and the card beside the answers; with its spec known, the author
@@ -63,9 +75,10 @@ def task_show(
 
     Exit 0 the task is valid (and matches its spec), 1 the task has drifted from its spec (the differing
     files are listed: rebuild with spu task build), 2 the task, its answers or its spec cannot be read."""
-    task = _load_task(path)
-    measured = _measured(path, answers)
-    authoring = _authoring(path, spec)
+    task_dir, _ = task_argument(task_dir, task_alias)
+    task = _load_task(task_dir)
+    measured = _measured(task_dir, answers)
+    authoring = _authoring(task_dir, spec)
     summary = {
         "task_id": task.task_id,
         "task_version": task.task_version,
@@ -237,12 +250,9 @@ def task_build(
     except SpecError as exc:
         if as_json:
             echo_json({"built": False, "problems": [{**p.__dict__, "text": str(p)} for p in exc.problems]})
-        else:
-            n = len(exc.problems)
-            typer.echo(f"error: {spec}: {n} problem{'s' if n != 1 else ''}", err=True)
-            for problem in exc.problems:
-                typer.echo(f"  {problem}", err=True)
-        raise typer.Exit(EXIT_USAGE) from None
+        n = len(exc.problems)  # one line, the problems numbered (--json lists them one by one)
+        listed = " ".join(f"({k}) {' '.join(str(p).split())}" for k, p in enumerate(exc.problems, start=1))
+        raise fail(f"{spec}: {n} problem{'s' if n != 1 else ''}: {listed}") from None
     code = EXIT_INVALID if strict and result.warnings else 0
     if as_json:
         echo_json({"built": True, **result.to_dict()})
@@ -282,8 +292,10 @@ def _design_line(screened: dict[str, Any]) -> str:
 
 @task_app.command("anonymize")
 def task_anonymize(
-    source: Annotated[Path, typer.Argument(help="Task directory with readable experiment ids.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="New task directory (must not exist).")],
+    source: TaskArg = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="New task directory (absent or empty, or --force).")
+    ] = None,
     answers: Annotated[Path | None, typer.Option("--answers", help="Readable answers.json to remap.")] = None,
     answers_out: Annotated[
         Path | None,
@@ -293,13 +305,25 @@ def task_anonymize(
     no_rewrite_text: Annotated[
         bool, typer.Option("--no-rewrite-text", help="Do not replace old ids inside text files.")
     ] = False,
+    force: ForceOpt = False,
     as_json: JsonOpt = False,
+    task_alias: TaskAlias = None,
 ) -> None:
-    """Write a copy of a task with random experiment ids and shuffled order; the mapping goes with the
-    answers."""
-    from environment.anonymize import anonymize_task
+    """Write a copy of a task (TASK) with random experiment ids and shuffled order; the mapping goes with
+    the answers. OUT and the mapping's file are written only when absent or empty (or with --force)."""
+    from environment.anonymize import anonymize_task, mapping_path
+    from spu_common.outputs import claim_file, claim_folder
     from spu_common.task import TaskError
 
+    source, _ = task_argument(source, task_alias)
+    if out is None:
+        raise fail("missing option -o/--out OUT (the new task directory)")
+    _load_task(source)
+    if answers is not None:
+        _load_task_and_answers(source, answers)
+    with output_rule():
+        claim_file(mapping_path(out, answers, answers_out), force=force)
+        claim_folder(out, None, force=force, inputs=[source, *([answers] if answers else [])])
     try:
         result = anonymize_task(
             source, out, answers=answers, answers_out=answers_out, seed=seed, rewrite_text=not no_rewrite_text
@@ -313,19 +337,30 @@ def task_anonymize(
 
 
 def validate_cmd(
-    submission: Annotated[Path, typer.Argument(help="rankings.json to check.")],
-    task: TaskOpt,
+    task: TaskArg = None,
+    submission: Annotated[
+        Path | None, typer.Argument(metavar="SUBMISSION", help="rankings.json to check.", show_default=False)
+    ] = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Do not try recovering schema departures of a rejected file.")
     ] = False,
     as_json: JsonOpt = False,
+    task_alias: TaskAlias = None,
 ) -> None:
-    """Validate a submission under the strict grader's rules; errors per group; exit 1 if invalid.
+    """Validate a submission (SUBMISSION) against a task (TASK) under the strict grader's rules; errors per
+    group; exit 1 if invalid, 2 when the file is not there.
 
     A file with a schema departure is invalid (the grader scores it -1); unless --strict, the report also
     says whether the departures could be recovered."""
     from spu_common.submission import validate_submission
 
+    task, (submission,) = task_argument(task, task_alias, [submission])
+    if submission is None:
+        raise fail("missing argument SUBMISSION (the rankings.json to check)")
+    if not os.path.lexists(submission):
+        raise fail(f"{submission} does not exist")
+    if submission.is_dir():
+        raise fail(f"{submission} is a folder: give the rankings.json file")
     loaded = _load_task(task)
     report = validate_submission(submission, loaded, recover=False)
     recovery = None
@@ -351,21 +386,31 @@ def validate_cmd(
 
 
 def grade_cmd(
-    submission: Annotated[Path, typer.Argument(help="rankings.json to score.")],
-    task: TaskOpt,
-    answers: AnswersOpt,
+    task: TaskArg = None,
+    submission: Annotated[
+        Path | None, typer.Argument(metavar="SUBMISSION", help="rankings.json to score.", show_default=False)
+    ] = None,
+    answers: AnswersOpt = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Skip the recovered score (the score is always the strict one).")
     ] = False,
     as_json: JsonOpt = False,
+    task_alias: TaskAlias = None,
 ) -> None:
-    """Score a submission: Spearman per group (average ranks for ties), weighted task score.
+    """Score a submission (SUBMISSION) of a task (TASK): Spearman per group (average ranks for ties),
+    weighted task score.
 
-    The score is the strict grader's (official): a schema departure anywhere scores -1. For a rejected
-    file the score after recovering the departures is printed beside it. Exit 1 when the submission is
-    invalid (it is still scored: -1 for the file or for each invalid group)."""
+    The score is the strict grader's (official): a schema departure anywhere scores -1, and so does a
+    missing file (a run that wrote nothing is a result). For a rejected file the score after recovering
+    the departures is printed beside it. Exit 1 when the submission is invalid or missing (it is still
+    scored: -1 for the file or for each invalid group)."""
     from environment.grading import grade
 
+    task, (submission,) = task_argument(task, task_alias, [submission])
+    if submission is None:
+        raise fail("missing argument SUBMISSION (the rankings.json to score)")
+    if answers is None:
+        raise fail("missing option --answers (the task's answers.json)")
     loaded, loaded_answers = _load_task_and_answers(task, answers)
     result = grade(submission, loaded, loaded_answers, recover=not strict)
     code = 0 if result.valid else EXIT_INVALID
@@ -409,8 +454,8 @@ def grade_cmd(
 
 
 def chance_cmd(
-    task: TaskOpt,
-    answers: AnswersOpt,
+    task: TaskArg = None,
+    answers: AnswersOpt = None,
     draws: Annotated[
         int, typer.Option("--draws", min=1, help="Random valid submissions drawn (the sampled threshold).")
     ] = 4000,
@@ -422,12 +467,16 @@ def chance_cmd(
         float, typer.Option("--power-effect", help="Expected score of that method (random scores 0).")
     ] = 0.3,
     as_json: JsonOpt = False,
+    task_alias: TaskAlias = None,
 ) -> None:
-    """Chance threshold (95th percentile of random valid submissions: exact where every order can be
-    counted, else sampled), attainable maximum, and power: the chance that the mean of K runs of a method
-    with expected score S is above chance."""
+    """Chance threshold of a task (TASK; 95th percentile of random valid submissions: exact where every
+    order can be counted, else sampled), attainable maximum, and power: the chance that the mean of K runs
+    of a method with expected score S is above chance."""
     from environment.chance import chance_threshold
 
+    task, _ = task_argument(task, task_alias)
+    if answers is None:
+        raise fail("missing option --answers (the task's answers.json)")
     loaded, loaded_answers = _load_task_and_answers(task, answers)
     result = chance_threshold(
         loaded, loaded_answers, draws=draws, seed=seed, power_runs=power_runs, power_effect=power_effect
@@ -475,6 +524,7 @@ def report_cmd(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Output directory (default RUNS_DIR/_report).")
     ] = None,
+    force: ForceOpt = False,
     tasks: Annotated[
         Path | None, typer.Option("--tasks", help="Directory searched for task dirs (default: demo tasks).")
     ] = None,
@@ -483,8 +533,11 @@ def report_cmd(
         typer.Option("--answers", help="answers.json file or directory searched for them (default: demo)."),
     ] = None,
     bootstrap: Annotated[
-        int, typer.Option("--bootstrap", min=100, help="Bootstrap resamples of tasks.")
-    ] = 10_000,
+        int | None,
+        typer.Option(
+            "--bootstrap", min=100, help="Bootstrap resamples of tasks (default: 10,000, as spu batch)."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for bootstrap and chance draws.")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
@@ -494,7 +547,10 @@ def report_cmd(
     from spu_common.task import TaskError
 
     try:
-        summary = build_report(runs_dir, out, tasks_dir=tasks, answers=answers, n_boot=bootstrap, seed=seed)
+        with output_rule():
+            summary = build_report(
+                runs_dir, out, tasks_dir=tasks, answers=answers, n_boot=bootstrap, seed=seed, force=force
+            )
     except TaskError as exc:
         raise fail(str(exc)) from None
     if as_json:
@@ -511,21 +567,39 @@ def report_cmd(
 
 
 def consensus_cmd(
-    submissions: Annotated[list[Path], typer.Argument(help="Submissions (rankings.json files) to combine.")],
-    task: TaskOpt,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the consensus rankings.json.")],
+    task: TaskArg = None,
+    submissions: Annotated[
+        list[Path] | None,
+        typer.Argument(metavar="SUBMISSION...", help="Submissions (rankings.json files) to combine."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Where to write the consensus rankings.json.")
+    ] = None,
+    force: ForceOpt = False,
     as_json: JsonOpt = False,
+    task_alias: TaskAlias = None,
 ) -> None:
-    """Consensus ranking by mean rank over the valid submissions (ties broken by experiment id)."""
+    """Consensus ranking of a task (TASK) by mean rank over the valid submissions (ties broken by
+    experiment id)."""
     from environment.consensus import ConsensusError, consensus_details
+    from spu_common.outputs import claim_file
     from spu_common.submission import write_submission_atomic
 
+    task, submissions = task_argument(task, task_alias, submissions, variadic=True)
+    if not submissions:
+        raise fail("missing argument SUBMISSION... (the rankings.json files to combine)")
+    if out is None:
+        raise fail("missing option -o/--out OUT (the consensus rankings.json to write)")
+    for path in submissions:
+        if not os.path.lexists(path):
+            raise fail(f"{path} does not exist")
     loaded = _load_task(task)
+    with output_rule():
+        claim_file(out, force=force)
     try:
         result = consensus_details(list(submissions), loaded)
-    except ConsensusError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_INVALID) from None
+    except ConsensusError as exc:  # no usable submission: an input that cannot be read as its kind
+        raise fail(str(exc)) from None
     write_submission_atomic(out, result["submission"])
     if as_json:
         echo_json({"out": str(out), **result})

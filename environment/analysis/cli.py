@@ -1,6 +1,7 @@
 """Commands ``spu baselines`` and ``spu analyze`` (docs/analysis.md).
 
-Exit codes: 0 done, 1 an input could not be analysed (the message names the file and line), 2 usage.
+Exit codes: 0 done, 2 usage or an input that could not be read or analysed (the message names the file and
+line); neither command judges its input, so neither exits 1.
 """
 
 from __future__ import annotations
@@ -12,22 +13,15 @@ from typing import Annotated, Any
 
 import typer
 
-from spu_common.console import echo_json
-
-EXIT_INVALID = 1
-EXIT_USAGE = 2
+from spu_common.console import EXIT_USAGE, TaskAlias, echo_json, fail, output_rule, task_argument
 
 
-def _fail(exc: Exception, code: int = EXIT_INVALID) -> typer.Exit:
+def _fail(exc: Exception, code: int = EXIT_USAGE) -> typer.Exit:
     from environment.analysis.errors import AnalysisError
 
     if isinstance(exc, AnalysisError):
-        typer.echo(f"error: [{exc.code}] {exc.message}", err=True)
-        if exc.hint:
-            typer.echo(f"  hint: {exc.hint}", err=True)
-    else:
-        typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(code)
+        return fail(f"[{exc.code}] {exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""), code)
+    return fail(str(exc), code)
 
 
 def _holds_tasks(folder: Path) -> bool:
@@ -75,7 +69,10 @@ def _task_pairs(task_dir: Path, answers: Path | None) -> list[tuple[Any, Any]]:
 
 
 def baselines_cmd(
-    task_dir: Annotated[Path, typer.Argument(help="A task directory, or a directory of tasks.")],
+    task_dir: Annotated[
+        Path | None,
+        typer.Argument(metavar="TASK", help="A task directory, or a directory of tasks.", show_default=False),
+    ] = None,
     answers: Annotated[
         Path | None,
         typer.Option(
@@ -103,6 +100,7 @@ def baselines_cmd(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")] = False,
+    task_alias: TaskAlias = None,
 ) -> None:
     """Chance, power, attainable maximum, the trivial-descriptor screen with its family-wise verdict,
     monotone priors and declared proxies."""
@@ -111,10 +109,19 @@ def baselines_cmd(
     from environment.taskbuild.card import CARD_FILE, read_card
     from spu_common.task import TaskError, check_answers
 
+    task_dir, _ = task_argument(task_dir, task_alias)
     try:
         pairs = _task_pairs(task_dir, answers)
     except TaskError as exc:
         raise _fail(exc, EXIT_USAGE) from None
+    if write_readme:  # before the baselines run: a README that cannot take them fails at once
+        from environment.analysis.readme import check_readmes
+
+        suite = task_dir / "README.md" if not (task_dir / "contract.json").is_file() else None
+        try:
+            check_readmes(suite, [found[0].parent for _, found in pairs])
+        except AnalysisError as exc:
+            raise _fail(exc) from None
     if proxies is not None and not proxies.is_file():
         raise _fail(ValueError(f"--proxies {proxies} does not exist"), EXIT_USAGE)
     if proxies is not None and len(pairs) > 1:
@@ -200,7 +207,12 @@ def _print_baselines(result: dict[str, Any]) -> None:
 
 def analyze_cmd(
     runs_dir: Annotated[Path, typer.Argument(help="Directory of runs (reference agent or Harbor jobs).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the tables, plots and summary.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Where to write the tables, plots and summary.")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace the output folder even if spu analyze did not write it.")
+    ] = False,
     answers: Annotated[
         Path | None,
         typer.Option(
@@ -230,6 +242,10 @@ def analyze_cmd(
     from environment.runs import load_tasks_and_answers
     from spu_common.task import TaskError
 
+    if out is None:
+        raise fail("missing option -o/--out OUT (the folder for the tables, plots and summary)")
+    if not runs_dir.exists():
+        raise fail(f"{runs_dir} does not exist: give the folder of runs")
     answers = answers or answers_dir  # --answers-dir: the earlier spelling, kept for scripts
     for given, option in ((answers, "--answers"), (tasks, "--tasks")):
         if given is not None and not given.exists():
@@ -245,7 +261,10 @@ def analyze_cmd(
     for note in notes:
         typer.echo(f"warning: {note}", err=True)
     try:
-        summary = analyze(runs_dir, out, loaded_tasks, loaded_answers, skip_invalid=skip_invalid)
+        with output_rule():
+            summary = analyze(
+                runs_dir, out, loaded_tasks, loaded_answers, skip_invalid=skip_invalid, force=force
+            )
     except AnalysisError as exc:
         raise _fail(exc) from None
     if as_json:

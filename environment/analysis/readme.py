@@ -196,10 +196,11 @@ def write_readmes(suite_readme: Path | None, task_readmes: list[tuple[Path, dict
     """Rewrite the generated blocks; every README is checked before any is written. Returns those written."""
     new: dict[Path, str] = {}
     for path, card in task_readmes:
-        new[path] = replace_block(_read(path), "measured", task_block(card), path)
+        new[path] = replace_block(_read(path, ["measured"]), "measured", task_block(card), path)
     if suite_readme is not None:
-        text = _read(suite_readme)
-        for name, content in suite_blocks([card for _, card in task_readmes]).items():
+        blocks = suite_blocks([card for _, card in task_readmes])
+        text = _read(suite_readme, list(blocks))
+        for name, content in blocks.items():
             text = replace_block(text, name, content, suite_readme)
         new[suite_readme] = text
     for path, text in new.items():
@@ -207,8 +208,40 @@ def write_readmes(suite_readme: Path | None, task_readmes: list[tuple[Path, dict
     return list(new)
 
 
-def _read(path: Path) -> str:
+def check_readmes(suite_readme: Path | None, task_folders: list[Path]) -> None:
+    """Before anything is computed: every task folder (the folder of its answers) holds its card and a
+    README with the block ``measured``, and the suite README holds the suite's blocks; else the
+    :class:`AnalysisError` :func:`write_readmes` would raise at the end, with what to do."""
+    from environment.taskbuild.card import CARD_FILE, read_card
+
+    cards = []
+    for folder in task_folders:
+        card = read_card(folder / CARD_FILE)
+        if card is None:
+            raise AnalysisError(
+                "card_missing",
+                f"{folder / CARD_FILE} does not exist",
+                f"Build the task with spu task build SPEC -o {folder} to write its card.",
+            )
+        cards.append(card)
+        replace_block(_read(folder / "README.md", ["measured"]), "measured", "", folder / "README.md")
+    if suite_readme is not None:
+        names = list(suite_blocks(cards))
+        text = _read(suite_readme, names)
+        for name in names:
+            replace_block(text, name, "", suite_readme)
+
+
+def _read(path: Path, blocks: list[str]) -> str:
+    """A README's text; a missing one names the generated ``blocks`` it must hold."""
     try:
         return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise AnalysisError("readme_unreadable", f"{path}: {exc.strerror or exc}") from None
+    except FileNotFoundError:
+        lines = "; ".join(f"{_begin(name)} then {_end(name)}" for name in blocks)
+        raise AnalysisError(
+            "readme_missing",
+            f"{path} does not exist (a task fresh from spu task build has no README)",
+            f"Create it with the lines of its generated blocks where the tables belong: {lines}.",
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AnalysisError("readme_unreadable", f"{path}: {getattr(exc, 'strerror', None) or exc}") from None

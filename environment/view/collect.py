@@ -5,7 +5,8 @@ followed out of PATH), a ``spu report`` output or a ``spu analyze`` output. Repo
 are also picked up inside a runs directory (sub-directories whose names start with ``_``, such as
 ``_report``) and beside it. Runs are graded when the task and its answers can be found
 (:func:`environment.runs.load_tasks_and_answers`: the demo tasks and answers, what a ``spu batch`` into
-the runs directory ran, ``--tasks`` and ``--answers``; else the run's own task directory); without
+the runs directory ran, ``--tasks`` and ``--answers``; else the run's own task directory and the
+``answers.json`` beside it); without
 answers the pages show everything but scores. No file is read through a link that leads out of the
 folder it belongs to.
 """
@@ -189,6 +190,25 @@ class Grader:
             return task
         return None
 
+    def answers_for(self, task: Any, task_dir: str | None) -> Any:
+        """The answers of ``task``: those found for the runs, else the ``answers.json`` beside the task
+        folder the run names (where ``spu task build`` and the suite keep them)."""
+        from environment.finder import FinderError, find_answers
+        from spu_common.task import TaskError
+
+        if task.task_id in self.answers:
+            return self.answers[task.task_id]
+        beside = Path(task_dir).parent / "answers.json" if task_dir else None
+        if beside is None or not beside.is_file():
+            return None
+        try:
+            found = find_answers(beside).get(task.task_id)
+        except (FinderError, TaskError):
+            return None
+        if found is not None:
+            self.answers[task.task_id] = found.answers
+        return found.answers if found is not None else None
+
     def chance(self, task: Any, answers: Any) -> dict[str, Any]:
         from environment.chance import chance_threshold
 
@@ -205,7 +225,7 @@ class Grader:
         from spu_common.task import TaskError
 
         task = self.task_for(run.get("task_id"), run.get("task_dir"))
-        answers = self.answers.get(task.task_id) if task is not None else None
+        answers = self.answers_for(task, run.get("task_dir")) if task is not None else None
         if task is None or answers is None:
             run["grading"] = (
                 "not graded: "

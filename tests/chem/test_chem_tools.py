@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
+
 import pytest
 
 from tools_server.chem import tools as T
@@ -174,5 +176,7 @@ def test_chemistry_tools_over_mcp(mcp_server):
     assert out["items"][0]["inchikey"] == "BSYNRYMUTXBXSQ-UHFFFAOYSA-N"
     assert out["items"][1]["error"]["code"] == "invalid_smiles"
     assert out["provenance"]["engine"] == "rdkit" and out["provenance"]["device"] == "cpu"
+    # one spelling of the version (on 39e2847: engine_version 2026.09.1 beside engines.rdkit 2026.9.1)
+    assert out["provenance"]["engine_version"] == out["provenance"]["engines"]["rdkit"] == version("rdkit")
     err = mcp_server.call_error("dft_run", {"molecule": "[Rf]"})
     assert err["code"] == "unsupported_element"

@@ -124,7 +124,8 @@ def test_docs_example_error_lines_match_the_builder(tmp_path):
     result = _spu("task", "build", str(spec), "-o", str(tmp_path / "logp"))
     assert result.exit_code == 2
     doc = DOC.read_text(encoding="utf-8")
-    lines = [line.strip() for line in result.output.splitlines()[1:]]
-    assert len(lines) == 2
-    for line in lines:
-        assert line in doc, line
+    (line,) = result.output.splitlines()  # one error line, the problems numbered
+    assert line.startswith(f"error: {spec}: 2 problems: (1) ")
+    assert line.split(": 2 problems: ", 1)[1] in doc  # the example, but for the folder's path
+    problems = re.split(r" \(\d\) ", line)[1:]
+    assert len(problems) == 2

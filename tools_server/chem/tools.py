@@ -95,9 +95,9 @@ def _parse_all(
 
 
 def _set_rdkit_engine(ctx: ToolContext) -> None:
-    from rdkit import rdBase
-
-    ctx.set_engine("rdkit", rdBase.rdkitVersion, device="cpu")
+    # the installed distribution's version, as the provenance's `engines` table spells it (rdBase's own
+    # string pads the month: 2026.09.1 beside 2026.9.1)
+    ctx.set_engine("rdkit", device="cpu")
 
 
 # --------------------------------------------------------------------------------------------------

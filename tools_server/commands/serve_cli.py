@@ -82,7 +82,7 @@ class _Parser(argparse.ArgumentParser):
 
 def usage_error(message: str) -> NoReturn:
     """What every ``spu`` command prints on a usage error, and exit status 2."""
-    print(f"Usage: {PROG} [OPTIONS]\nTry '{PROG} --help' for help.\n\nerror: {message}", file=sys.stderr)
+    print(f"error: {message} (`{PROG} --help` shows the usage)", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
 
 
@@ -129,6 +129,11 @@ def main(argv: list[str]) -> None:
         from tools_server.core.framing import StdioWire
 
         wire = StdioWire(answer_initialize=True)  # answers initialize while the imports below run
+    from tools_server.core.bind import CannotListen
     from tools_server.core.server import run
 
-    run(opts.transport, opts.host, opts.port, opts.token, opts.allowed_host, wire)
+    try:
+        run(opts.transport, opts.host, opts.port, opts.token, opts.allowed_host, wire)
+    except CannotListen as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None

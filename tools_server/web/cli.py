@@ -263,6 +263,8 @@ def policy_check_cmd(
 
     from tools_server.web.policy import Policy, PolicyError
 
+    if not file.is_file():
+        raise fail(f"{file} {'is not a file' if file.exists() else 'does not exist'}")
     try:
         policy = Policy.load(file)
     except PolicyError as exc:

@@ -119,7 +119,14 @@ def check_model(spec: ModelSpec, config: ModelSection, *, base_url: str | None, 
     """Raise ``ValueError`` (one line: what cannot work and what to do) when ``spec`` cannot run task
     ``task_id``: called by ``spu agent run`` and ``spu batch`` before any run starts. ``config`` is the
     ``model`` section of the agent config. An adapter says what it needs through an optional classmethod
-    ``preflight(model, config, *, base_url, task_id) -> str | None`` (the problem, or None)."""
+    ``preflight(model, config, *, base_url, task_id) -> str | None`` (the problem, or None); the HTTP
+    adapters check there that something answers at ``base_url``. A ``base_url`` that is not an http(s) URL
+    with a host is refused for every model."""
+    if base_url is not None:
+        from spu_common.endpoints import base_url_problem
+
+        if (problem := base_url_problem(base_url)) is not None:
+            raise ValueError(f"--base-url {base_url!r}: {problem}")
     preflight = getattr(adapter_class(spec.provider), "preflight", None)
     problem = (
         preflight(spec.model, config, base_url=base_url, task_id=task_id) if callable(preflight) else None
