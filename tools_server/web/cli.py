@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from spu_common.console import EXIT_INVALID, EXIT_USAGE, echo_json, fail
+from spu_common.console import EXIT_INVALID, echo_json, fail, output_rule
 
 audit_app = typer.Typer(help="The audit log of web access, and the audit service.", no_args_is_help=True)
 
@@ -37,10 +37,7 @@ def _existing_log(log: Path | None) -> Path:
 
 
 def _unreadable(path: Path, exc: ValueError) -> typer.Exit:
-    return fail(
-        f"{path} is not a readable audit log ({exc}); `spu audit verify {path}` names the bad line",
-        EXIT_INVALID,
-    )
+    return fail(f"{path} is not a readable audit log ({exc}); `spu audit verify {path}` names the bad line")
 
 
 @audit_app.command("verify")
@@ -57,7 +54,7 @@ def verify_cmd(
     The log is read as a stream; on a long log the progress goes to stderr about once a second."""
     from spu_common.audit_log import verify
 
-    path = _log_path(log)
+    path = _existing_log(log)
     try:
         key_bytes = bytes.fromhex(key.read_text(encoding="ascii").strip()) if key is not None else None
     except (OSError, ValueError) as exc:
@@ -111,7 +108,7 @@ def rotate_cmd(
     ] = None,
 ) -> None:
     """Start a new log: the log is renamed to LOG.<UTC time> with its seal, and the new log's first record
-    names its file, record count and last hash. Exit 1 when the log fails its check (it is not rotated).
+    names its file, record count and last hash. Exit 2 when the log fails its check (it is not rotated).
 
     Safe while a server or the audit service writes the log: they share its lock, and their next web call
     continues in the new log."""
@@ -134,9 +131,8 @@ def rotate_cmd(
             raise fail(f"{path} is keyed (the audit service's): give its key with --key FILE")
     try:
         done = AuditLog(path, key=key_bytes).rotate()
-    except ToolError as exc:
-        code = EXIT_INVALID if exc.code == "audit_log_invalid" else EXIT_USAGE
-        raise fail(f"{exc.message} (not rotated)", code) from None
+    except ToolError as exc:  # a damaged log is input that cannot be used: exit 2, like any unreadable file
+        raise fail(f"{exc.message} (not rotated)") from None
     if as_json:
         echo_json({"rotated": done is not None, "log": str(path), **(done or {})})
     elif done is None:
@@ -179,12 +175,18 @@ def sources_cmd(
     out: Annotated[Path, typer.Option("--out", "-o", help="Where to write sources.json.")] = Path(
         "sources.json"
     ),
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace OUT even if it is not a sources.json.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Also print it.")] = False,
 ) -> None:
     """Write the run's sources.json (searches, fetched sources, flags) from the audit log."""
-    from spu_common.audit_log import write_sources
+    from spu_common.audit_log import SOURCES_SCHEMA, write_sources
+    from spu_common.outputs import claim_file, json_file_with
 
     path = _existing_log(log)
+    with output_rule():
+        claim_file(out, force=force, ours=json_file_with("schema", lambda value: value == SOURCES_SCHEMA))
     try:
         data = write_sources(path, out)
     except ValueError as exc:
