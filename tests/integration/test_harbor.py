@@ -142,7 +142,7 @@ def test_export_network_policies_and_errors(tmp_path):
     assert audited["allowed_hosts"] == ["audit.internal"]
     env = tomllib.loads((tmp_path / "a" / "task.toml").read_text())["environment"]["env"]
     assert env["SPU_AUDIT_TOKEN"] == "${SPU_AUDIT_TOKEN}"  # resolved on the host at run time, never stored
-    with pytest.raises(ExportError, match="is not an http.s. URL with a host"):
+    with pytest.raises(ExportError, match=r"is not an http\(s\) URL with a host"):
         export_task(task, tmp_path / "u", network="audited", audit_url="unix:///run/audit.sock")
     with pytest.raises(ExportError, match="--allow-host needs --network providers, or audited with"):
         export_task(task, tmp_path / "b", network="audited", allow_hosts=["example.org"])
@@ -378,8 +378,8 @@ def test_installed_agent_runs_reference_agent_and_leaves_atif(tmp_path, spu_env)
 
 @needs_harbor
 def test_installed_agent_reads_only_regular_log_files_on_the_host(tmp_path, spu_env):
-    # /logs/agent is a host folder the agent's container writes into: a link there must not make the host
-    # read a file of its own, and a pipe must not hang it
+    # /logs/agent is a host folder the agent's container writes into: a link (symbolic or hard) there must
+    # not make the host read a file of its own, and a pipe must not hang it
     env = _harbor_env(spu_env)
     elsewhere = tmp_path / "host-file.json"
     elsewhere.write_text(json.dumps({"final_metrics": {"total_prompt_tokens": 7}, "exit_status": "done"}))
@@ -393,6 +393,11 @@ def test_installed_agent_reads_only_regular_log_files_on_the_host(tmp_path, spu_
     assert _harbor_json(["context", str(regular)], env)["n_input_tokens"] == 7
     context = _harbor_json(["context", str(hostile)], env, timeout=120)
     assert context["n_input_tokens"] is None and context["metadata"] is None
+    # a hard link of a host file (the same inode under a second name) is not read either
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    os.link(elsewhere, linked / "trajectory.json")
+    assert _harbor_json(["context", str(linked)], env)["n_input_tokens"] is None
 
 
 @needs_harbor
