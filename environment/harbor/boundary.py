@@ -507,8 +507,11 @@ def collect(
         try:
             fd, top = _open_top(folder)
             os.close(fd)
-        except OSError:
-            continue  # not there, or not a folder: nothing to clean
+        except FileNotFoundError:
+            continue  # not there: nothing to clean
+        except OSError as exc:
+            record["warnings"].append(f"{folder} was not cleaned: it is not a folder ({exc.strerror})")
+            continue
         owners = frozenset({uid, 0, top.st_uid})
         cleaned = _Tally(max_file_bytes, max_total_bytes, max_entries, owners, in_place=True)
         clean_tree(folder, cleaned)

@@ -201,6 +201,12 @@ def test_the_record_says_whether_each_cleaned_folder_is_mounted(monkeypatch, tmp
     monkeypatch.setattr(boundary, "mount_points", lambda: {str(logs)})
     record = boundary.collect("agent", output, tmp_path / "collected", [logs])
     assert record["cleaned"][str(logs)]["mounted"] is True and record["warnings"] == []
+    # a link where a folder to clean should be is neither followed nor passed over in silence
+    (tmp_path / "linked").symlink_to(logs)
+    record = boundary.collect("agent", output, tmp_path / "collected", [tmp_path / "linked"])
+    assert record["cleaned"] == {} and record["warnings"] == [
+        f"{tmp_path / 'linked'} was not cleaned: it is not a folder (Not a directory)"
+    ]
 
 
 def test_mount_points_are_read_with_their_escapes(monkeypatch, tmp_path):
