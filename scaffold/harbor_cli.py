@@ -139,8 +139,10 @@ def export_command(
         f"({len(result['files'])} files, network {result['network_mode']}, image {result['image']}, "
         f"{result['cpus']} CPUs, {result['memory_mb']} MB, {result['gpus']} GPUs)"
     )
+    # the log folders mounted from the host: the collect hook checks them before the host keeps anything
     typer.echo(
-        f"run it: harbor run -p {result['out']} --agent scaffold.harbor_agent:SpuAgent -m PROVIDER/MODEL"
+        f"run it: harbor run -p {result['out']} --ek auto_mounting=true "
+        "--agent scaffold.harbor_agent:SpuAgent -m PROVIDER/MODEL"
     )
     typer.echo("then:   spu harbor results jobs/")
 

@@ -12,8 +12,9 @@ in ``tests/integration/test_harbor.py``)::
     OUT_DIR/environment/task/      the task directory (never the answers)
     OUT_DIR/environment/docker-compose.yaml
                                    the agent's container: root as PID 1 behind an init, a 1 s healthcheck;
-                                   ``network_mode: none`` with ``network="none"``; with ``network="audited"``
-                                   (no ``audit_url``) an internal network shared only with the audit service
+                                   ``network_mode: none`` with ``network="none"``, and with
+                                   ``network="audited"`` (no ``audit_url``), where the audit service's Unix
+                                   socket, in a folder shared read-only, is the agent's only way out
     OUT_DIR/tests/Dockerfile       the verifier's own image: our image plus tests/ in /tests
     OUT_DIR/tests/docker-compose.yaml
                                    ``network_mode: none`` for the verifier (a plain Docker engine enforces
@@ -60,8 +61,11 @@ COLLECTED_DIR = "/app/collected"
 GRADED_SUBMISSION = f"{COLLECTED_DIR}/output/rankings.json"
 #: the local audit service of ``--network audited`` without ``--audit-url``, and where its log is kept
 AUDIT_SERVICE = "spu-audit"
-AUDIT_PORT = 8765
 AUDIT_LOG_DIR = "/srv/spu/audit"  # in the home of the image's user, who runs the service
+#: the folder the agent's container shares with the audit service (read-only on the agent's side): the
+#: service's Unix socket, the agent's only way to it (the agent's container has no network)
+AUDIT_SOCKET_DIR = "/run/spu-audit"
+AUDIT_SOCKET = f"{AUDIT_SOCKET_DIR}/audit.sock"
 AGENT_USER = "spu"
 AGENT_TIMEOUT_S = 8 * 3600
 VERIFIER_TIMEOUT_S = 600
@@ -164,9 +168,13 @@ def network_policy(network: str, audit_url: str | None, extra_hosts: list[str]) 
         return "audited", []
     from urllib.parse import urlsplit
 
-    host = urlsplit(audit_url).hostname
-    if not host:
-        raise ExportError(f"--audit-url {audit_url!r} has no host")
+    parts = urlsplit(audit_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ExportError(
+            f"--audit-url {audit_url!r} is not an http(s) URL with a host; leave --audit-url out for the "
+            "audit service beside the agent, reached through its Unix socket"
+        )
+    host = parts.hostname
     return "allowlist", list(dict.fromkeys([host, *extra_hosts]))
 
 
@@ -214,7 +222,7 @@ def _task_env(network_mode: str, audit_url: str | None) -> dict[str, str]:
     service's address with a token resolved from the host at run time (never written into the task)."""
     env = {"SPU_WORKDIR": f"{CONTAINER_OUTPUT_DIR}/spu-work", "SPU_INPUT_ROOTS": CONTAINER_TASK_DIR}
     if network_mode == "audited":
-        audit_url = f"http://{AUDIT_SERVICE}:{AUDIT_PORT}"
+        audit_url = f"unix://{AUDIT_SOCKET}"
     if audit_url:
         env |= {"SPU_AUDIT_URL": audit_url, "SPU_AUDIT_TOKEN": "${SPU_AUDIT_TOKEN}"}
     return env
@@ -370,32 +378,40 @@ def render_agent_compose(network_mode: str, image: str) -> str:
         lines.append("    network_mode: none  # loopback only")
     if network_mode == "audited":
         lines += [
-            f"    # one network, whose only other member is the audit service {AUDIT_SERVICE}",
-            f"    networks: [{AUDIT_SERVICE}-internal]",
-            "    # names other than the services are not forwarded to any resolver (a closed local port)",
-            '    dns: ["127.0.0.1"]',
+            "    # no network at all (loopback only): the audit service is reached through its socket, in a",
+            "    # folder shared read-only (the agent can neither replace the socket nor write there)",
+            "    network_mode: none",
+            "    volumes:",
+            "      - type: volume",
+            f"        source: {AUDIT_SERVICE}-socket",
+            f"        target: {AUDIT_SOCKET_DIR}",
+            "        read_only: true",
             "    depends_on:",
             f"      {AUDIT_SERVICE}:",
             "        condition: service_healthy",
             f"  {AUDIT_SERVICE}:",
             f"    image: {image}",
             "    # the log and its key stay in this container; task.toml collects them after the trial",
-            f'    command: ["spu", "audit", "serve", "--host", "0.0.0.0", "--port", "{AUDIT_PORT}",'
+            f'    command: ["spu", "audit", "serve", "--socket", "{AUDIT_SOCKET}",'
             f' "--log", "{AUDIT_LOG_DIR}/audit.jsonl"]',
             "    environment:",
             "      SPU_AUDIT_TOKEN: ${SPU_AUDIT_TOKEN:?set SPU_AUDIT_TOKEN to 32 random characters}",
-            f"    networks: [{AUDIT_SERVICE}-internal, {AUDIT_SERVICE}-egress]",
+            "    volumes:",
+            f"      - {AUDIT_SERVICE}-socket:{AUDIT_SOCKET_DIR}",
+            f"    networks: [{AUDIT_SERVICE}-egress]",
             "    init: true",
             "    healthcheck:",
             '      test: ["CMD", "python", "-c",',
-            f"             \"import socket; socket.create_connection(('127.0.0.1', {AUDIT_PORT}), 5)\"]",
+            f"             \"import socket; socket.socket(socket.AF_UNIX).connect('{AUDIT_SOCKET}')\"]",
             "      interval: 1s",
             "      timeout: 10s",
             "      retries: 60",
+            "volumes:",
+            f"  {AUDIT_SERVICE}-socket:",
+            "    # in memory, gone with the trial; only the audit service writes it (read-only to the agent)",
+            '    driver_opts: {type: tmpfs, device: tmpfs, o: "size=1m,mode=1777"}',
             "networks:",
-            f"  {AUDIT_SERVICE}-internal:",
-            "    internal: true  # no way off the machine: only the two containers",
-            f"  {AUDIT_SERVICE}-egress: {{}}  # the audit service's way out",
+            f"  {AUDIT_SERVICE}-egress: {{}}  # the audit service's way out; the agent's container has none",
         ]
     return "\n".join(lines) + "\n"
 

@@ -105,10 +105,22 @@ def project_containers(prefix: str) -> dict[str, list[tuple[str, str]]]:
 
 def remove_projects(prefix: str) -> None:
     """`docker compose down` every project whose name starts with ``prefix``, with the images built for
-    it (the verifier's holds the answers)."""
+    it (the verifier's holds the answers) and its volumes (the audit service's socket folder)."""
     for project in project_containers(prefix):
         subprocess.run(
-            ["docker", "compose", "-p", project, "down", "--rmi", "local", "--remove-orphans", "-t", "0"],
+            [
+                "docker",
+                "compose",
+                "-p",
+                project,
+                "down",
+                "--rmi",
+                "local",
+                "-v",
+                "--remove-orphans",
+                "-t",
+                "0",
+            ],
             capture_output=True,
             timeout=300,
             check=False,

@@ -208,11 +208,22 @@ def serve_cmd(
         Path | None, typer.Option("--policy", help="Policy file (JSON or YAML); none: record only.")
     ] = None,
     token: Annotated[str | None, typer.Option("--token", help="Shared token (or SPU_AUDIT_TOKEN).")] = None,
-    host: Annotated[str, typer.Option("--host")] = "127.0.0.1",
+    host: Annotated[
+        str | None, typer.Option("--host", help="Address to listen on (default 127.0.0.1).")
+    ] = None,
     port: Annotated[
-        int,
-        typer.Option("--port", min=0, max=65535, help="0 picks a free port; the URL is printed as JSON."),
-    ] = 8765,
+        int | None,
+        typer.Option(
+            "--port", min=0, max=65535, help="Default 8765; 0 picks a free port; the URL is printed as JSON."
+        ),
+    ] = None,
+    socket_path: Annotated[
+        Path | None,
+        typer.Option(
+            "--socket",
+            help="Listen on this Unix socket instead of --host/--port (mode 660: owner and group connect).",
+        ),
+    ] = None,
     workdir: Annotated[
         Path | None, typer.Option("--workdir", help="Fetch cache directory (default: the log's).")
     ] = None,
@@ -230,7 +241,10 @@ def serve_cmd(
     token = token or os.environ.get(AUDIT_TOKEN_ENV)
     if not token:
         raise fail("a token is required: --token T or SPU_AUDIT_TOKEN")
-    if not is_loopback(host) and (problem := token_problem(token)) is not None:
+    if socket_path is not None and (host is not None or port is not None):
+        raise fail("--socket listens on a Unix socket instead of --host/--port: give one or the other")
+    host = host or "127.0.0.1"
+    if socket_path is None and not is_loopback(host) and (problem := token_problem(token)) is not None:
         raise fail(
             f"refusing to bind {host}: a non-loopback address needs a token of at least 32 random "
             f"characters: {problem}. {TOKEN_ADVICE}"
@@ -244,7 +258,14 @@ def serve_cmd(
             raise fail(f"refusing to start: {exc}") from None
     try:
         serve(
-            log_path=log, token=token, policy_path=policy, host=host, port=port, workdir=workdir, key_file=key
+            log_path=log,
+            token=token,
+            policy_path=policy,
+            host=host,
+            port=8765 if port is None else port,
+            socket_path=socket_path,
+            workdir=workdir,
+            key_file=key,
         )
     except CannotListen as exc:
         raise fail(str(exc)) from None
