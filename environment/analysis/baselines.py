@@ -537,7 +537,10 @@ def baselines(
         "presented_order_score",
         "presented_order_above_chance",
         "reversed_presented_order_above_chance",
+        "sampled_threshold_interval",
         "power",
+        "power_single_run",
+        "runs_for_80pct_power",
         "effect_for_80pct_power",
         "power_runs",
         "power_effect",
@@ -588,12 +591,18 @@ def format_baselines(result: dict[str, Any], top: int = 5) -> list[str]:
         flag = f" (reversed {-presented:+.4f}, ABOVE CHANCE)"
     if flag and result["presented_order_allowed"]:
         flag += ", allowed by --allow-presented-order"
+    method = result["chance_method"]
+    if method == "sampled":  # a sample: say so, with its sampling interval
+        low, high = result["sampled_threshold_interval"]
+        method = f"sampled from {result['draws']} random submissions, 95% interval [{low:.4f}, {high:.4f}]"
+    needed = result["runs_for_80pct_power"]
     lines = [
-        f"{result['task_id']}: chance threshold {threshold:.4f} ({result['chance_method']}; sampled "
-        f"{result['sampled_threshold']:.4f} from {result['draws']} draws); attainable max "
+        f"{result['task_id']}: chance threshold {threshold:.4f} ({method}); attainable max "
         f"{result['attainable_max']:.4f}; presented order {presented:+.4f}{flag}",
         f"  power {result['power']:.2f}: mean of {result['power_runs']} runs of a method with expected score "
-        f"{result['power_effect']:+.2f} above chance; 80% power from {result['effect_for_80pct_power']:+.3f}",
+        f"{result['power_effect']:+.2f} above chance; one run {result['power_single_run']:.2f}; 80% power "
+        + (f"with {needed} runs" if needed is not None else "beyond 50 runs")
+        + f", or over {result['power_runs']} runs from {result['effect_for_80pct_power']:+.3f}",
     ]
     screened = result["screen"]
     best = screened["best"]
