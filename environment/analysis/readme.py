@@ -121,6 +121,24 @@ def _best_proxy(card: dict[str, Any]) -> tuple[str, str, str]:
     return f"{proxy['name']}, {proxy['direction']}", f"{proxy['score']:+.3f}", above
 
 
+def _best_score(card: dict[str, Any]) -> str:
+    best = card["screen"]["best"]
+    return f"{best[0]['expected_score']:+.3f}" if best else "-"
+
+
+def _tool_solvable(card: dict[str, Any]) -> str:
+    """Whether the card's best measured proxy solves the task by the panel's standard, with its p-value."""
+    scored = [p for p in card.get("proxies") or [] if p.get("score") is not None]
+    if not scored:
+        return ""
+    proxy = max(scored, key=lambda p: p["score"])
+    if proxy.get("p_value") is None:
+        return "not judged"
+    low, high = proxy["p_interval"]
+    verdict = "**yes**" if proxy["tool_solvable"] else "no"
+    return f"{verdict} ({proxy['p_value']:.3f} [{low:.3f}, {high:.3f}])"
+
+
 def suite_blocks(cards: list[dict[str, Any]]) -> dict[str, str]:
     """The suite README's generated blocks from the cards (sorted by task id)."""
     cards = sorted(cards, key=lambda c: c["task_id"])
@@ -160,17 +178,27 @@ def suite_blocks(cards: list[dict[str, Any]]) -> dict[str, str]:
     )
     proxy_head = (
         "| id | best declared physics or model proxy, direction | expected score | chance threshold | "
-        "above chance |\n|---|---|---|---|---|"
+        "above chance | best trivial descriptor | tool-solvable (family-wise p) |\n" + "|---" * 7 + "|"
     )
     proxy_rows = []
     for c in cards:
         name, score, above = _best_proxy(c)
         proxy_rows.append(
-            f"| `{c['task_id']}` | {name} | {score} | {c['chance']['threshold']:.3f} | {above} |"
+            f"| `{c['task_id']}` | {name} | {score} | {c['chance']['threshold']:.3f} | {above} | "
+            f"{_best_score(c)} | {_tool_solvable(c)} |"
         )
+    tool_solvable = [
+        c["task_id"] for c in cards if any(p.get("tool_solvable") for p in c.get("proxies") or [])
+    ]
+    proxy_summary = (
+        f"{len(tool_solvable)} of the {len(cards)} tasks are tool-solvable: a declared proxy, run through "
+        "the server, scores above chance and above the best trivial descriptor, with a family-wise p below "
+        "0.05 (the panel with the proxies as more entries)"
+        + (f": {', '.join(f'`{t}`' for t in tool_solvable)}." if tool_solvable else ".")
+    )
     return {
         "baselines": "\n".join([head, *rows, "", summary]),
-        "proxies": "\n".join([proxy_head, *proxy_rows]),
+        "proxies": "\n".join([proxy_head, *proxy_rows, "", proxy_summary]),
     }
 
 
@@ -207,6 +235,10 @@ def task_block(card: dict[str, Any]) -> str:
         ("design prior rate (`--design-screen`)", _design(card)),
         ("selection", f"{_selection(card)}: {card['selection']['rule']}" if card.get("selection") else "-"),
         ("best declared physics or model proxy", proxy),
+        (
+            "tool-solvable: above chance and the best trivial descriptor, family-wise p",
+            _tool_solvable(card) or "-",
+        ),
     ]
     return "\n".join(["| measure | value |", "|---|---|", *(f"| {k} | {v} |" for k, v in rows)])
 

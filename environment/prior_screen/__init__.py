@@ -22,6 +22,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from environment.prior_screen.compositions import (
     COMPOSITION_DESCRIPTORS,
     composition_descriptors,
@@ -53,6 +55,7 @@ __all__ = [
     "sequence_descriptors",
     "shuffled_answers",
     "task_from_files",
+    "tool_evidence",
 ]
 
 DIRECTIONS = ("ascending", "descending")
@@ -127,6 +130,54 @@ def screen(
         "prior_solvable": test["prior_verdict"] == "prior-solvable",
         "notes": list(notes or []),
     }
+
+
+def tool_evidence(
+    task: Task,
+    answers: Answers,
+    proxies: dict[str, Column],
+    threshold: float,
+    *,
+    seed: int = 0,
+    columns: dict[str, Column] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Whether each measured proxy solves the task by the panel's own standard.
+
+    ``proxies`` maps a proxy's name to its values per experiment, oriented so that ascending is the declared
+    direction (None where it has none: its group is left out, as in the panel). The family is the panel
+    (``columns``, else :func:`descriptor_columns`) with every proxy as one more entry; a proxy's p-value is
+    the chance that the best absolute score of that family over within-group shuffles reaches the proxy's
+    expected score (:func:`environment.prior_screen.familywise.familywise_p`, seeded by ``seed``). A proxy
+    is **tool-solvable** when its score is above the chance ``threshold``, above the best panel entry, and
+    that p-value's whole interval is below 0.05.
+
+    Returns per proxy: ``score``, ``best_panel_score``, ``beats_panel``, ``p_value``, ``p_interval``,
+    ``p_draws``, ``p_side`` (``below``, ``above`` or ``undecided`` against 0.05) and ``tool_solvable``.
+    """
+    from environment.chance import is_above
+
+    if columns is None:
+        columns, _ = descriptor_columns(task)
+    panel = build_panel(task, answers, columns)
+    scores = panel.distinct().scores()
+    best_panel = float(np.abs(scores).max()) if scores.size else 0.0
+    family = build_panel(task, answers, {**columns, **{f"proxy: {n}": v for n, v in proxies.items()}})
+    out = {}
+    for i, name in enumerate(proxies):
+        score = float(family.scores()[len(columns) + i])
+        found = familywise_p(family, score, seed)
+        beats = is_above(score, best_panel)  # a proxy that only ties the best entry does not beat it
+        out[name] = {
+            "score": score,
+            "best_panel_score": best_panel,
+            "beats_panel": beats,
+            "p_value": found["p_value"],
+            "p_interval": found["p_interval"],
+            "p_draws": found["draws"],
+            "p_side": found["side"],
+            "tool_solvable": bool(is_above(score, threshold) and beats and found["side"] == "below"),
+        }
+    return out
 
 
 def entry_of(result: dict[str, Any], name: str, direction: str) -> dict[str, Any] | None:

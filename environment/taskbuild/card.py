@@ -2,12 +2,14 @@
 
 ``spu task build`` writes ``OUT/card.json`` beside ``OUT/answers.json`` (never inside ``OUT/task/``: it names
 the members' keys and the screen's findings). It holds the groups and their members, the chance threshold
-(``exact`` or ``sampled``), power, the presented order's score and whether ``--allow-presented-order``
-let it through, the trivial-descriptor screen's best entries with its family-wise verdict and p-value,
-the spec's design and selection record, the design's prior rate (``--design-screen N``), and the proxies
-declared in ``OUT/baselines.json`` with their scores (measured by ``spu baselines``, which writes them
-into the card). A rebuild keeps the design screen and the proxies' scores of the card it replaces while
-what they were measured on is unchanged (the design's digest; the declaration's and the answers' bytes).
+(``exact`` or ``sampled``), power (with one run, and the runs that reach 80%), the presented order's score
+and whether ``--allow-presented-order`` let it through, the trivial-descriptor screen's best entries with
+its family-wise verdict and p-value, the spec's design and selection record, the design's prior rate
+(``--design-screen N``), and the proxies declared in ``OUT/baselines.json`` with their scores (measured by
+``spu baselines``, which writes them into the card), each with ``tool_solvable`` and its family-wise
+``p_value`` (the panel's standard). A rebuild keeps the design screen and the proxies' scores of the card it
+replaces while what they were measured on is unchanged (the design's digest; the declaration's and the
+answers' bytes). Every number is printed at ``SIGNIFICANT_DIGITS`` (:func:`printed`).
 """
 
 from __future__ import annotations
@@ -103,6 +105,9 @@ def _declared(declaration: Path) -> list[dict[str, Any]]:
                     "reversed_score": None,
                     "above_chance": None,
                     "reversed_above_chance": None,
+                    "tool_solvable": None,
+                    "p_value": None,
+                    "p_interval": None,
                     "error": None,
                 }
             )
@@ -123,6 +128,7 @@ def with_proxy_scores(
 ) -> dict[str, Any]:
     """The card with the proxies' scores ``spu baselines`` measured (its ``proxies`` result entries)."""
     keys = ("score", "reversed_score", "above_chance", "reversed_above_chance")
+    keys += ("tool_solvable", "p_value", "p_interval", "best_panel_score")
     by_name = {m["name"]: m for m in measured}
     proxies = []
     for proxy in card["proxies"]:

@@ -31,6 +31,7 @@ from environment.prior_screen import (
     parse_formula,
     screen,
     sequence_descriptors,
+    tool_evidence,
 )
 from environment.prior_screen.sequences import sequence_label
 from environment.taskbuild import SpecError, build_task
@@ -227,6 +228,46 @@ def test_declared_proxies_run_through_the_real_server_and_its_cache(spu_env):
     again = run_proxies(task, answers, proxies)
     assert [p["cache_hits"] for p in again] == [16, 16]
     assert [p["score"] for p in again] == [p["score"] for p in first]
+
+
+@pytest.mark.slow
+def test_a_proxy_run_through_the_server_is_judged_by_the_panels_family_wise_standard(spu_env, tmp_path):
+    # fails on 39e2847: a proxy was compared with the single-ranking threshold while the panel was judged
+    # family-wise (issue 47). The demo's Crippen logP proxy is also a panel entry: it ties the panel, so it
+    # is not tool-solvable, and its p-value is that of the panel with the proxy as one more entry, the
+    # proxy's values recomputed here with RDKit
+    from rdkit import Chem
+    from rdkit.Chem import Crippen
+
+    from environment.taskbuild.card import _declared, with_proxy_scores
+
+    task = load_task(demo_task_dir("aromatic-acidity"))
+    answers = load_answers(demo_answers_path("aromatic-acidity"))
+    declaration = demo_answers_path("aromatic-acidity").parent / "baselines.json"
+    result = baselines(task, answers, declaration=declaration)
+    logp = next(p for p in result["proxies"] if p["name"] == "Crippen logP")
+    values = {r["experiment_id"]: Crippen.MolLogP(Chem.MolFromSmiles(r["smiles"])) for r in task.targets}
+    others = {
+        p["name"]: {
+            e: (1 if p["direction"] == "ascending" else -1) * v
+            for g in p["groups"]
+            for e, v in g["values"].items()
+        }
+        for p in result["proxies"]
+        if p["name"] != "Crippen logP"
+    }
+    columns, _ = descriptor_columns(task)
+    found = tool_evidence(
+        task, answers, {"Crippen logP": values, **others}, result["chance_threshold"], columns=columns
+    )["Crippen logP"]
+    assert logp["p_value"] == found["p_value"] and logp["p_interval"] == found["p_interval"]
+    assert logp["beats_panel"] is False and logp["tool_solvable"] is False
+    assert logp["best_panel_score"] == pytest.approx(result["screen"]["best"]["expected_score"], abs=1e-12)
+    line = next(x for x in format_baselines(result) if "Crippen logP" in x)
+    assert "not tool-solvable (family-wise p = " in line
+    card = with_proxy_scores({"proxies": _declared(declaration)}, result["proxies"], None)
+    written = next(p for p in card["proxies"] if p["name"] == "Crippen logP")
+    assert written["tool_solvable"] is False and written["p_value"] == logp["p_value"]
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ against published tables and against computations written here with scipy, apart
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from environment.prior_screen import (
     familywise_p,
     molecule_descriptors,
     screen,
+    tool_evidence,
 )
 from environment.prior_screen.compositions import ELEMENT_PROPERTIES, STATISTICS
 from environment.prior_screen.residues import SCALES
@@ -249,3 +251,64 @@ def test_folded_entries_are_exactly_those_that_rank_every_group_alike(make_task,
     observed = float(np.abs(panel.scores()).max()) if panel.names else 0.0
     p_all = familywise_p(build_panel(task, answers, columns), observed, seed=3, max_draws=1000)
     assert p_all == familywise_p(alone, observed, seed=3, max_draws=1000) or not expected
+
+
+# ------------------------------------------------------------------ a tool proxy under the same standard
+
+_MOLECULES = {
+    "g": {"a1": "CCO", "a2": "CCCO", "a3": "CC(C)O", "a4": "CCCCO", "a5": "OCCO"},
+    "h": {"b1": "CC(=O)O", "b2": "CCC(=O)O", "b3": "OC(=O)c1ccccc1", "b4": "CC(C)C(=O)O", "b5": "OC(=O)CO"},
+}
+
+
+def _brute_force_proxy_p(task, answers, columns, proxy: dict[str, float]) -> tuple[float, float]:
+    """The proxy's expected score and its family-wise p over every joint within-group permutation, written
+    here with scipy's average ranks: the share of permutations whose best |score| over the panel and the
+    proxy reaches the proxy's observed score."""
+    per_group = []
+    entries = [*columns.values(), proxy]
+    for group in task.groups:
+        ids = group.experiment_ids
+        n = len(ids)
+        measured = rankdata([answers.group(group.group_id).values[e] for e in ids]) - (n + 1) / 2
+        scale = group.weight / math.sqrt((measured @ measured) * n * (n * n - 1) / 12)
+        ranks = np.array(
+            [
+                rankdata([v[e] for e in ids]) - (n + 1) / 2
+                if all(v[e] is not None for e in ids)
+                else np.zeros(n)
+                for v in entries
+            ]
+        )
+        perms = np.array(list(itertools.permutations(measured)))  # the identity first
+        per_group.append(scale * perms @ ranks.T)
+    first, second = per_group
+    totals = first[:, None, :] + second[None, :, :]
+    observed = float(totals[0, 0, -1])
+    return observed, float(np.mean(np.abs(totals).max(axis=2) >= observed - 1e-9))
+
+
+@pytest.mark.parametrize("noise", [0.0, 3.0])
+def test_a_proxy_is_tool_solvable_only_above_chance_the_panel_and_its_family_wise_null(make_task, noise):
+    rng = np.random.default_rng(3)
+    values = {g: {e: float(i) for i, e in enumerate(m)} for g, m in _MOLECULES.items()}
+    task, answers, *_ = make_task(
+        values, conditions={e: {"smiles": s} for m in _MOLECULES.values() for e, s in m.items()}
+    )
+    # a proxy that follows the measured values, exactly or with noise, and that no descriptor computes
+    proxy = {e: v + noise * rng.standard_normal() for m in values.values() for e, v in m.items()}
+    columns, _ = descriptor_columns(task)
+    threshold = chance_threshold(task, answers)["chance_threshold"]
+    found = tool_evidence(task, answers, {"proxy": proxy}, threshold, columns=columns)["proxy"]
+    score, exact = _brute_force_proxy_p(task, answers, columns, proxy)
+    assert found["score"] == pytest.approx(score, abs=1e-12)
+    low, high = found["p_interval"]
+    assert low <= exact <= high
+    best = float(np.abs(build_panel(task, answers, columns).scores()).max())
+    assert found["best_panel_score"] == pytest.approx(best, abs=1e-12)
+    expected = score > threshold + 1e-9 and score > best + 1e-9 and high < 0.05
+    assert found["tool_solvable"] is expected
+    if noise == 0.0:  # the measured order itself: beats every descriptor, p far below 0.05
+        assert score == pytest.approx(1.0) and found["tool_solvable"] and exact < 0.01
+    else:  # a noisy proxy that does not beat the panel's best entry
+        assert score < best and not found["tool_solvable"]
