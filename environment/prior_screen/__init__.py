@@ -39,6 +39,7 @@ __all__ = [
     "COMPOSITION_DESCRIPTORS",
     "DIRECTIONS",
     "MOLECULE_DESCRIPTORS",
+    "PANEL_VERSION",
     "SEQUENCE_DESCRIPTORS",
     "build_panel",
     "column_kind",
@@ -59,6 +60,9 @@ __all__ = [
 ]
 
 DIRECTIONS = ("ascending", "descending")
+#: The panel's version: a card's design screen is carried over a rebuild only while it is unchanged (the panel
+#: by principle of issue 47 is 2). Raise it with every change to the families.
+PANEL_VERSION = 2
 
 
 def score_proxy(
