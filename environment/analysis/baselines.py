@@ -642,7 +642,8 @@ def format_baselines(result: dict[str, Any], top: int = 5) -> list[str]:
         f"  power {result['power']:.2f}: mean of {result['power_runs']} runs of a method with expected score "
         f"{result['power_effect']:+.2f} above chance; one run {result['power_single_run']:.2f}; 80% power "
         + (f"with {needed} runs" if needed is not None else "beyond 50 runs")
-        + f", or over {result['power_runs']} runs from {result['effect_for_80pct_power']:+.3f}",
+        + f"; over {result['power_runs']} runs, from an expected score of "
+        f"{result['effect_for_80pct_power']:+.3f}",
     ]
     screened = result["screen"]
     best = screened["best"]

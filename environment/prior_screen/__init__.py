@@ -1,11 +1,14 @@
 """The trivial-descriptor screen: can one obvious number, computed from the setup alone, solve a task?
 
 A benchmark task should reward judgment, not a shared monotone prior. The screen ranks every group of a
-task by each entry of a panel of descriptor families (:mod:`environment.prior_screen.families`: condition
-columns, molecules and their series, compositions per element, sequences and their mutated sites), in both
+task by each entry of a panel built by principle (:mod:`environment.prior_screen.families`): every
+descriptor a scientist could compute from the setup without the answers, from maintained sources (RDKit's
+whole 2D descriptor list, statistics of mendeleev's elemental properties, Biopython's residue scales per
+site and per substitution, every condition column and every level of a text condition), in both
 directions, and scores each as the *exact expected* task score over random tie-breaks
 (:func:`spu_common.rank_agreement.expected_spearman`: a tied block of the descriptor takes its average
 submitted rank). One entry in one direction is applied to every group of the task, as a prior would be.
+Entries constant within every group, or ranking every group as an earlier entry does, are folded into it.
 
 The verdict is family-wise (:mod:`environment.prior_screen.familywise`): the best entry of the whole panel
 is compared with the panel's own null, the best entry over within-group shuffles of the measured values,
@@ -13,7 +16,8 @@ giving a p-value with its Monte Carlo interval and a verdict ``prior-solvable``,
 or ``undecided``. A task is prior-solvable when that p-value is below 0.05, not when some entry passes the
 single-ranking chance threshold: the best of many entries passes that threshold by chance alone (about a
 third of shuffled-value controls did). Each entry's comparison with the chance threshold
-(``above_chance``, strictly above) stays as information.
+(``above_chance``, strictly above) stays as information. A tool proxy is judged by the same standard
+(:func:`tool_evidence`): the panel with the proxy as one more entry.
 """
 
 from __future__ import annotations

@@ -165,10 +165,7 @@ def descriptor_columns(task: Task) -> tuple[dict[str, Column], list[str]]:
                 columns |= _panel_columns(task, column, kind, cells, notes)
             if kind == "molecule":
                 found, series_notes = series.series_columns(column, cells)
-                columns |= {
-                    name: {e: settled(v) if v is not None else None for e, v in values.items()}
-                    for name, values in found.items()
-                }
+                columns |= _settled(found)
                 notes += series_notes
             elif kind == "sequence":
                 columns |= _settled(sequence_sites(column, cells, notes))

@@ -108,6 +108,7 @@ def _declared(declaration: Path) -> list[dict[str, Any]]:
                     "tool_solvable": None,
                     "p_value": None,
                     "p_interval": None,
+                    "values": None,
                     "error": None,
                 }
             )
@@ -126,15 +127,24 @@ def _error_summary(errors: list[str] | None) -> str | None:
 def with_proxy_scores(
     card: dict[str, Any], measured: list[dict[str, Any]], digest: str | None
 ) -> dict[str, Any]:
-    """The card with the proxies' scores ``spu baselines`` measured (its ``proxies`` result entries)."""
+    """The card with the proxies' scores ``spu baselines`` measured (its ``proxies`` result entries): score,
+    reverse, chance, the panel's standard (``tool_solvable``, ``p_value``, ``p_interval``,
+    ``best_panel_score``) and each experiment's ``values`` (by built id, as the tool returned them), so the
+    score and the verdict can be recomputed from the card."""
     keys = ("score", "reversed_score", "above_chance", "reversed_above_chance")
     keys += ("tool_solvable", "p_value", "p_interval", "best_panel_score")
     by_name = {m["name"]: m for m in measured}
     proxies = []
     for proxy in card["proxies"]:
         found = by_name.get(proxy["name"], {})
+        values = {e: v for g in found.get("groups") or [] for e, v in (g.get("values") or {}).items()}
         proxies.append(
-            {**proxy, **{k: found.get(k) for k in keys}, "error": _error_summary(found.get("errors"))}
+            {
+                **proxy,
+                **{k: found.get(k) for k in keys},
+                "values": values if found.get("score") is not None else None,
+                "error": _error_summary(found.get("errors")),
+            }
         )
     return {**card, "proxies": proxies, "proxies_digest": digest}
 
