@@ -68,8 +68,11 @@ def test_readme_states_the_prior_solvable_share_the_screen_finds():
     assert (int(found.group(1)), int(found.group(2))) == (len(prior_solvable()), len(SPECS))
 
 
-def test_at_most_a_fifth_of_the_suite_is_prior_solvable():
-    assert len(prior_solvable()) <= len(SPECS) / 5, prior_solvable()
+def test_at_most_a_fifth_of_the_suite_is_prior_solvable_undecided_counted_as_solvable():
+    # issue 47: a task the screen cannot decide counts as solvable
+    undecided = tuple(s.parent.name for s in SPECS if card(s.parent.name)["screen"]["verdict"] == "undecided")
+    flagged = prior_solvable() + undecided
+    assert len(flagged) <= len(SPECS) / 5, flagged
 
 
 #: Source data sets, each recognised by text its specs' ``data_source`` must hold (all of it, in any spec of
