@@ -108,14 +108,18 @@ def read_record(path: Path) -> tuple[dict[str, Any] | None, str | None]:
             if attempt:
                 return None, None
             time.sleep(0.002)  # between the two steps of a record's replacement (JobStore._write): once more
-    try:
-        record = json.loads(data.decode("utf-8"))
+    try:  # records are written without NaN or Infinity (allow_nan=False): one that holds them is damaged
+        record = json.loads(data.decode("utf-8"), parse_constant=_no_constant)
     except UnicodeDecodeError:
         return None, "not UTF-8"
     except (ValueError, RecursionError):
         return None, "not JSON"
     problem = record_problem(record, path.name.removesuffix(".json"))
     return (None, problem) if problem is not None else (record, None)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def _why(exc: confined.Refused) -> str:
