@@ -82,13 +82,16 @@ def exchange(a: Path, b: Path) -> None:
 @dataclass(frozen=True)
 class Layout:
     """One raced input: ``depth`` folders between the call's folder and the leaf, the component swapped
-    (``swap_at`` = depth: the leaf), its hostile ``twin``, and how the path is spelled (``plain``, ``dot``:
-    with ``./`` components, ``dotdot``: through ``d0/../d0``, ``slashes``: doubled separators)."""
+    (``swap_at`` = depth: the leaf), its hostile ``twin``, how the path is spelled (``plain``, ``dot``:
+    with ``./`` components, ``dotdot``: through ``d0/../d0``, ``slashes``: doubled separators), and how
+    many exchanges are made before the call goes out (``lead``: an odd count starts it on the twin, and
+    the count moves the phase of the race against the reader)."""
 
     depth: int
     swap_at: int
     twin: str
     spelling: str
+    lead: int = 0
 
 
 class Racer:
@@ -200,9 +203,11 @@ class Racer:
         self._inside_watched.add(str(path))
 
     @contextlib.contextmanager
-    def racing(self, swapped: Path, twin: Path) -> Iterator[None]:
-        """Exchange ``swapped`` and ``twin`` without pause while the block runs."""
+    def racing(self, swapped: Path, twin: Path, lead: int = 0) -> Iterator[None]:
+        """Exchange ``swapped`` and ``twin`` ``lead`` times, then without pause while the block runs."""
         stop = threading.Event()
+        for _ in range(lead):
+            exchange(swapped, twin)
 
         def swap() -> None:
             while not stop.is_set():
