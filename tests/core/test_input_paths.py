@@ -208,6 +208,12 @@ def test_extra_input_roots_are_honoured(registry, tmp_path, monkeypatch):
         model.model_validate({"pdb_path": str(extra / "x.pdb")})
     monkeypatch.setenv("SPU_INPUT_ROOTS", str(extra))
     assert model.model_validate({"pdb_path": str(extra / "x.pdb")}).pdb_path == str(extra / "x.pdb")
+    # a root may itself be reached through a link, and spelled either way: the links below it are the rule's
+    alias = tmp_path / "alias"
+    alias.symlink_to(extra, target_is_directory=True)
+    monkeypatch.setenv("SPU_INPUT_ROOTS", str(alias))
+    for spelled in (alias / "x.pdb", extra / "x.pdb"):
+        assert model.model_validate({"pdb_path": str(spelled)}).pdb_path == str(extra / "x.pdb")
 
 
 def _is_plain_str(annotation) -> bool:

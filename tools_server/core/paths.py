@@ -70,11 +70,12 @@ MAX_DIR_FILES = 10_000
 
 
 def allowed_roots() -> list[Path]:
-    """The folders tools read files below (resolved): the work directory, the directory the server started
-    in, and those of ``SPU_INPUT_ROOTS``."""
+    """The folders tools read files below: the work directory, the directory the server started in, and
+    those of ``SPU_INPUT_ROOTS``, as configured (a root may be reached through links: a path may spell it
+    either way, :mod:`spu_common.confined`)."""
     roots = [settings.workdir(), Path.cwd()]
     roots += [Path(p) for p in os.environ.get("SPU_INPUT_ROOTS", "").split(os.pathsep) if p.strip()]
-    return [r.expanduser().resolve() for r in roots]
+    return [r.expanduser().absolute() for r in roots]
 
 
 def hard_links_allowed() -> bool:
