@@ -22,8 +22,12 @@ def load_trajectory(trajectory_path: str, topology_path: str, stride: int) -> An
     ):
         try:
             return mdtraj.load(str(trajectory), top=str(topology), stride=stride)
-        except (OSError, ValueError, TypeError) as exc:
-            raise ToolError("invalid_input", f"Could not read the trajectory: {exc}") from exc
+        except MemoryError:
+            raise
+        except Exception as exc:  # mdtraj's parsers raise anything on a malformed file (IndexError, KeyError)
+            raise ToolError(
+                "invalid_input", f"Could not read the trajectory: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def select(traj: Any, selection: str) -> Any:

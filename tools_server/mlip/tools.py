@@ -293,10 +293,7 @@ class MlipConformersInput(SearchInput):
 
 def _conformers_key(args: MlipConformersInput) -> dict[str, Any]:
     data = args.model_dump()
-    path = Path(args.molecule)
-    if path.suffix.lower() == ".sdf" and path.is_file():
-        st = path.stat()
-        data["molecule"] = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    data["molecule"] = _mol_key([args.molecule])[0]  # a file by the SHA-256 of its bytes
     data["weights"] = _weights_stamp(args.engine, args.model)
     return data
 
