@@ -16,6 +16,7 @@ from link_races import exchange
 
 from spu_common import confined
 
+pytestmark = pytest.mark.slow  # hundreds of generated trees each
 OUTSIDE = b"OUTSIDE-SECRET\n"
 INSIDE = b"inside bytes\n"
 CAP = 1 << 20

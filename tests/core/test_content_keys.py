@@ -15,6 +15,7 @@ from tools_server.core import dispatch
 from tools_server.core.cache import cache_key
 from tools_server.core.registry import load_registry
 
+pytestmark = pytest.mark.slow  # servers and jobs
 WATER = (
     "water\n  RDKit          3D\n\n  1  0  0  0  0  0  0  0  0  0999 V2000\n"
     "    0.0000    0.0000    0.0000 O   0  0\nM  END\n$$$$\n"

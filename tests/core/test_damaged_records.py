@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_job_durability import RawServer
@@ -21,6 +22,7 @@ from tools_server.core.jobs import JobManager
 from tools_server.core.jobs.model import Job
 from tools_server.core.jobs.store import JobStore, read_record
 
+pytestmark = pytest.mark.slow  # servers, and hundreds of generated records
 PROFILE = settings(
     max_examples=1000 if os.environ.get("SPU_LARGE_BUDGET") == "1" else 200,
     derandomize=True,

@@ -33,6 +33,7 @@ from test_job_durability import RawServer
 from tools_server.core.paths import path_fields
 from tools_server.core.registry import load_registry
 
+pytestmark = pytest.mark.slow  # a server and hundreds of racing calls
 CI_CALLS = 12
 LARGE_CALLS = 1000
 LARGE = os.environ.get("SPU_LARGE_BUDGET") == "1"
