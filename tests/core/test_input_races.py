@@ -188,7 +188,9 @@ def test_no_tool_reads_outside_the_roots_while_links_are_swapped(raced, tool, bu
             with contextlib.ExitStack() as racing:
                 for swapped, twin, lead in swaps:
                     racing.enter_context(racer.racing(swapped, twin, lead))
-                answer = server.call(tool, CALLS[tool](paths))
+                answer = server.request("tools/call", {"name": tool, "arguments": CALLS[tool](paths)}, 300)[
+                    "result"
+                ]
         finally:
             racer.clean()
         outside, inside = racer.reads()
