@@ -121,7 +121,12 @@ def load_spec(spec_dir: str | Path) -> Spec:
         elif not (root / csv_name).is_file():
             problems.add("missing-csv", f"{csv_name!r} does not exist beside spec.yaml", field="experiments")
         else:
-            rows = read_rows(root / csv_name, csv_name, setup_fields or [], problems)
+            try:  # once, from the checked descriptor
+                raw = paths.read_bytes(root, csv_name)
+            except ValueError as exc:
+                problems.add("bad-experiments", str(exc), field="experiments")
+            else:
+                rows = read_rows(raw, csv_name, setup_fields or [], problems)
     design = design_mod.parse_design(data.get("design"), rows, identity["noise_band"], problems)
     selection = design_mod.parse_selection(data.get("selection"), problems)
     drawn = _drawn(design, rows, identity["task_id"], problems)

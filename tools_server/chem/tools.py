@@ -12,9 +12,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from tools_server.molecules import MoleculeText
 from tools_server.plugin import BatchResult, ItemsResult, ToolContext, ToolError, ToolResult, tool
 
-MoleculeList = list[str]
+MoleculeList = list[MoleculeText]
 _MOL_DESC = (
     "Molecules: SMILES, molblock, XYZ text, or a path to an .sdf/.mol/.xyz file (an earlier tool's artifact; "
     "'file.sdf#3' picks record 3, counting from 0)."
@@ -61,6 +62,22 @@ def _keys(molecules: list[str]) -> list[str]:
     from tools_server.molecules import cache_key
 
     return [cache_key(m) for m in molecules]
+
+
+def _item_keys(molecules: list[str]) -> list[str]:
+    """:func:`_keys` for a tool that reports a molecule over the size limits as an item error, not as the
+    call's: such a molecule is keyed by its text."""
+    import hashlib
+
+    from tools_server.molecules import MoleculeError, cache_key
+
+    keys = []
+    for text in molecules:
+        try:
+            keys.append(cache_key(text))
+        except MoleculeError:
+            keys.append("raw:" + hashlib.sha256(text.strip().encode()).hexdigest())
+    return keys
 
 
 def _error_item(index: int, exc: Exception) -> dict[str, Any]:
@@ -177,7 +194,7 @@ def parse_one(index: int, mol: Any, warnings: list[str]) -> dict[str, Any]:
     idempotent=True,
     engines=("rdkit",),
     time_limit_s=600,
-    canonicalize=lambda a: {"molecules": [m.strip() for m in a.molecules]},
+    canonicalize=lambda a: {"molecules": _item_keys(a.molecules)},
     title="Parse and check molecules",
 )
 def chem_parse(args: ParseInput, ctx: ToolContext) -> ParseResult:

@@ -124,6 +124,15 @@ def main(argv: list[str]) -> None:
     if (why := refusal(opts.transport, opts.host, opts.token, opts.allowed_host)) is not None:
         print(f"error: {why}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
+    from tools_server.core.settings import FolderError, prepare_folders
+
+    try:  # before initialize is answered: a server that cannot keep its files refuses now, not later
+        note = prepare_folders()
+    except FolderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    if note is not None:
+        print(f"spu serve: {note}", file=sys.stderr)
     wire = None
     if opts.transport == "stdio":
         from tools_server.core.framing import StdioWire

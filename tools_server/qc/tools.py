@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from tools_server.engines.conformers import ConformerSearchResult, SearchInput
 from tools_server.engines.optimize import OptimizationReport
 from tools_server.engines.task import FrequencyReport
+from tools_server.molecules import MoleculeText
 from tools_server.plugin import BatchResult, ToolContext, ToolError, ToolResult, tool
 from tools_server.qc.inputs import _MOL_DESC, DftInput
 
@@ -77,7 +78,7 @@ def _mol_keys(molecules: list[str]) -> list[str]:
 
 
 class XtbInput(BaseModel):
-    molecules: list[str] = Field(..., min_length=1, max_length=10_000, description=_MOL_DESC)
+    molecules: list[MoleculeText] = Field(..., min_length=1, max_length=10_000, description=_MOL_DESC)
     task: Literal["energy", "optimize", "frequencies"] = Field(
         "energy",
         description="energy: single point; optimize: geomeTRIC minimisation; frequencies: tight "
@@ -242,7 +243,7 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> XtbResult:
 
 
 class XtbConformerInput(SearchInput):
-    molecule: str = Field(
+    molecule: MoleculeText = Field(
         ...,
         description="One molecule with bonds: SMILES, molblock or SDF path (a multi-record SDF of conformers "
         "of one molecule is used as the conformer set).",
