@@ -130,6 +130,7 @@ def _measured(task_dir: Path, answers: Path | None) -> dict[str, Any] | None:
     )
     keys += ("presented_order_above_chance", "reversed_presented_order_above_chance", "power")
     keys += ("effect_for_80pct_power", "power_runs", "power_effect", "power_threshold", "power_method")
+    keys += ("power_single_run", "runs_for_80pct_power")
     return {"chance": {k: chance[k] for k in keys}, "card": read_card(path.parent / CARD_FILE)}
 
 
@@ -439,7 +440,12 @@ def chance_cmd(
         f"{result['task_id']}: chance threshold {result['chance_threshold']:.4f} "
         f"({result['chance_method']}); attainable max {result['attainable_max']:.4f}"
     )
-    typer.echo(f"  sampled 95th percentile of {draws} draws (seed {seed}): {result['sampled_threshold']:.4f}")
+    if result["chance_method"] == "sampled":
+        low, high = result["sampled_threshold_interval"]
+        typer.echo(
+            f"  a sample: the 95th percentile of {draws} random submissions (seed {seed}), 95% interval "
+            f"[{low:.4f}, {high:.4f}]"
+        )
     typer.echo(f"  presented order scores {result['presented_order_score']:+.4f}" + _presented_flag(result))
     typer.echo("  " + _power_line(result))
     for g in result["groups"]:
@@ -458,13 +464,16 @@ def _presented_flag(result: dict[str, Any]) -> str:
 
 
 def _power_line(result: dict[str, Any]) -> str:
-    """Power in words: the mean of K runs of a method of expected score S against chance."""
+    """Power in words: the mean of K runs of a method of expected score S against chance, one run, and the
+    runs that reach 80%."""
+    needed = result["runs_for_80pct_power"]
+    runs = f"{needed} run{'s' if needed != 1 else ''}" if needed is not None else "more than 50 runs"
     return (
         f"power: {result['power']:.2f} that the mean of {result['power_runs']} runs of a method with "
         f"expected score {result['power_effect']:+.2f} is above chance (threshold of a "
         f"{result['power_runs']}-run mean {result['power_threshold']:.4f}, {result['power_method']}); "
-        "80% power from an expected score of "
-        f"{result['effect_for_80pct_power']:+.3f}"
+        f"{result['power_single_run']:.2f} for one run; 80% power with {runs}, or over "
+        f"{result['power_runs']} runs from an expected score of {result['effect_for_80pct_power']:+.3f}"
     )
 
 

@@ -106,42 +106,21 @@ def baselines_cmd(
 ) -> None:
     """Chance, power, attainable maximum, the trivial-descriptor screen with its family-wise verdict,
     monotone priors and declared proxies."""
-    from environment.analysis.baselines import DECLARATION_FILE, baselines
     from environment.analysis.errors import AnalysisError
-    from environment.taskbuild.card import CARD_FILE, read_card
-    from spu_common.task import TaskError, check_answers
+    from spu_common.task import TaskError
 
     try:
         pairs = _task_pairs(task_dir, answers)
     except TaskError as exc:
         raise _fail(exc, EXIT_USAGE) from None
-    if proxies is not None and not proxies.is_file():
-        raise _fail(ValueError(f"--proxies {proxies} does not exist"), EXIT_USAGE)
-    if proxies is not None and len(pairs) > 1:
-        raise _fail(ValueError("--proxies names one declaration: give one task directory"), EXIT_USAGE)
+    _check_proxies_option(proxies, pairs)
     command = shlex.split(server_command) if server_command else None
-    results = []
-    for task, (answers_path, loaded) in pairs:
-        try:
-            check_answers(task, loaded)
-        except TaskError as exc:
-            raise _fail(exc, EXIT_USAGE) from None
-        declaration = proxies or answers_path.parent / DECLARATION_FILE
-        try:
-            results.append(
-                baselines(
-                    task,
-                    loaded,
-                    declaration=declaration,
-                    run_declared=not no_proxies,
-                    command=command,
-                    draws=draws,
-                    seed=seed,
-                    card=read_card(answers_path.parent / CARD_FILE),
-                )
-            )
-        except AnalysisError as exc:
-            raise _fail(exc) from None
+    results = [
+        _task_baselines(
+            task, found, proxies, run_declared=not no_proxies, command=command, draws=draws, seed=seed
+        )
+        for task, found in pairs
+    ]
     if write_readme:
         try:
             written = _write_readmes(task_dir, pairs, results, proxies_ran=not no_proxies)
@@ -150,11 +129,55 @@ def baselines_cmd(
         for path in written:
             typer.echo(f"wrote {path}", err=True)
     if as_json:
-        payload = results[0] if len(results) == 1 else {"tasks": results}
-        echo_json(_clean(payload))
+        echo_json(_clean(results[0] if len(results) == 1 else {"tasks": results}))
         return
     for result in results:
         _print_baselines(result)
+
+
+def _check_proxies_option(proxies: Path | None, pairs: list[tuple[Any, Any]]) -> None:
+    """``--proxies`` names an existing declaration, for one task."""
+    if proxies is not None and not proxies.is_file():
+        raise _fail(ValueError(f"--proxies {proxies} does not exist"), EXIT_USAGE)
+    if proxies is not None and len(pairs) > 1:
+        raise _fail(ValueError("--proxies names one declaration: give one task directory"), EXIT_USAGE)
+
+
+def _task_baselines(
+    task: Any,
+    found: tuple[Path, Any],
+    proxies: Path | None,
+    *,
+    run_declared: bool,
+    command: list[str] | None,
+    draws: int,
+    seed: int,
+) -> dict[str, Any]:
+    """One task's baselines, with its declaration (``--proxies`` or ``baselines.json`` beside the answers)
+    and its card; a usage error for answers that do not fit the task, an analysis error otherwise."""
+    from environment.analysis.baselines import DECLARATION_FILE, baselines
+    from environment.analysis.errors import AnalysisError
+    from environment.taskbuild.card import CARD_FILE, read_card
+    from spu_common.task import TaskError, check_answers
+
+    answers_path, loaded = found
+    try:
+        check_answers(task, loaded)
+    except TaskError as exc:
+        raise _fail(exc, EXIT_USAGE) from None
+    try:
+        return baselines(
+            task,
+            loaded,
+            declaration=proxies or answers_path.parent / DECLARATION_FILE,
+            run_declared=run_declared,
+            command=command,
+            draws=draws,
+            seed=seed,
+            card=read_card(answers_path.parent / CARD_FILE),
+        )
+    except AnalysisError as exc:
+        raise _fail(exc) from None
 
 
 def _write_readmes(

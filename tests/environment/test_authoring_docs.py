@@ -78,9 +78,10 @@ def test_worked_example_builds_and_passes_every_command(tmp_path, monkeypatch):
     assert result.exit_code == 0
     chance = json.loads(result.output)
     doc = DOC.read_text()  # the thresholds the docs quote
-    assert f"{chance['sampled_threshold']:.4f} from 4000 random draws" in doc
     assert f"{chance['chance_threshold']:.4f} exact" in doc and chance["chance_method"] == "exact"
     assert f"power: {chance['power']:.2f} that the mean of 5 runs" in doc
+    assert f"{chance['power_single_run']:.2f} for one run" in doc
+    assert f"80% power takes {chance['runs_for_80pct_power']} runs" in doc
     assert f"needs an expected score of {chance['effect_for_80pct_power']:.3f}" in doc
     assert chance["attainable_max"] == pytest.approx(1.0)
 

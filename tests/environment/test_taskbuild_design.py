@@ -155,6 +155,21 @@ def test_the_design_screen_measures_the_design_s_prior_rate(tmp_path):
     assert [p.code for p in no_design.value.problems] == ["no-design"]
 
 
+def test_a_design_screen_measured_with_another_panel_is_not_carried(tmp_path, monkeypatch):
+    # fails on 39e2847: a rebuild carried the design screen while the design and its pool were unchanged, so a
+    # card kept the prior rate measured with the 12-descriptor panel after the screen's panel grew (issue 47)
+    import environment.prior_screen as prior_screen
+
+    spec = pool_spec(tmp_path / "n", prior=False)
+    first = build_task(spec, tmp_path / "out", design_screen=5)
+    assert first.design_screen is not None
+    build_task(spec, tmp_path / "out")
+    assert json.loads((tmp_path / "out" / CARD_FILE).read_text())["design_screen"] == first.design_screen
+    monkeypatch.setattr(prior_screen, "PANEL_VERSION", prior_screen.PANEL_VERSION + 1)
+    build_task(spec, tmp_path / "out")
+    assert json.loads((tmp_path / "out" / CARD_FILE).read_text())["design_screen"] is None
+
+
 def test_the_selection_record_reaches_the_card_and_spu_baselines(tmp_path):
     # fails on 9a09d4a: a task kept because the screen rejected other draws said so nowhere
     root = pool_spec(tmp_path / "spec", prior=False)
