@@ -52,8 +52,8 @@ def run_command(
         typer.Option(
             "--model",
             help=f"PROVIDER:MODEL with PROVIDER one of {', '.join(PROVIDERS)} (replay:FILE replays a "
-            "recording), or module:Class:MODEL for an adapter of your own. Repeat it with --ensemble to mix "
-            "models.",
+            "recording; baseline:ENTRY ranks by an entry of the task's card), or module:Class:MODEL for an "
+            "adapter of your own. Repeat it with --ensemble to mix models.",
         ),
     ],
     base_url: Annotated[
@@ -80,7 +80,7 @@ def run_command(
         loaded = load_task(task)  # the one parse of the task: everything below gets this object
         specs = [ModelSpec.parse(spec) for spec in model]
         for spec in specs:  # a model that cannot work stops here, before any run starts
-            check_model(spec, config.model, base_url=base_url, task_id=loaded.task_id)
+            check_model(spec, config.model, base_url=base_url, task_id=loaded.task_id, task_dir=loaded.root)
     except (TaskError, ValueError) as exc:
         raise fail(str(exc)) from None
     size = max(ensemble, config.ensemble.size)
@@ -170,7 +170,9 @@ def demo_command(
     config = _config(None, overrides)
     task = load_task(demo_task_dir(slug))
     try:  # the shipped recording is the aromatic-acidity run: another demo task needs another model
-        check_model(ModelSpec.parse(model), config.model, base_url=base_url, task_id=task.task_id)
+        check_model(
+            ModelSpec.parse(model), config.model, base_url=base_url, task_id=task.task_id, task_dir=task.root
+        )
     except ValueError as exc:
         raise fail(str(exc)) from None
     outcome = run_agent(task, out, model, config, base_url=base_url)
