@@ -255,6 +255,7 @@ def test_batch_report_analyze_and_view_run_without_a_key(spu_env, tmp_path):
     assert json.loads(viewed.stdout)["runs"] == 3
 
 
+@pytest.mark.slow
 def test_batch_refuses_a_task_whose_card_lacks_the_entry_before_any_run(spu_env, tmp_path):
     tasks = tmp_path / "tasks"
     for slug in ("med-rat-microsomal-clearance", "mat-hea-hardness"):
@@ -267,6 +268,7 @@ def test_batch_refuses_a_task_whose_card_lacks_the_entry_before_any_run(spu_env,
     assert not runs.exists()
 
 
+@pytest.mark.slow
 def test_the_server_computes_every_molecular_descriptor_of_the_panel_as_the_screen_does(mcp_server):
     """Each molecule entry of the screen (its readable families and RDKit's whole list) through
     chem_descriptors, the way the baseline asks for it, settled as the screen settles: the screen's value.
