@@ -239,7 +239,8 @@ def batch_command(
         str | None,
         typer.Option(
             "--model",
-            help=f"PROVIDER:MODEL, PROVIDER one of {', '.join(PROVIDERS)} (replay:FILE replays a recording).",
+            help=f"PROVIDER:MODEL, PROVIDER one of {', '.join(PROVIDERS)} (replay:FILE replays a recording; "
+            "baseline:ENTRY ranks by an entry of each task's card).",
         ),
     ] = None,
     parallel: Annotated[int, typer.Option("-j", "--jobs", min=1, help="Runs at once.")] = 2,
@@ -305,8 +306,8 @@ def batch_command(
         found_answers = find_answers_for(found_tasks, answers)
         configuration = name or configuration_name(model)
         jobs = plan_jobs(found_tasks, out, configuration, runs)
-        for task_id in dict.fromkeys(job.task_id for job in jobs):  # before any run starts
-            check_model(spec, config.model, base_url=base_url, task_id=task_id)
+        for task in found_tasks:  # before any run starts
+            check_model(spec, config.model, base_url=base_url, task_id=task.task_id, task_dir=task.root)
     except (ValueError, FileNotFoundError, TaskError, ConfigError) as exc:
         raise fail(str(exc)) from None
     agent_args = ["--model", model]

@@ -58,8 +58,8 @@ def run_command(
         typer.Option(
             "--model",
             help=f"PROVIDER:MODEL with PROVIDER one of {', '.join(PROVIDERS)} (replay:FILE replays a "
-            "recording), or module:Class:MODEL for an adapter of your own. Repeat it with --ensemble to mix "
-            "models.",
+            "recording; baseline:ENTRY ranks by an entry of the task's card), or module:Class:MODEL for an "
+            "adapter of your own. Repeat it with --ensemble to mix models.",
         ),
     ] = None,
     base_url: Annotated[
@@ -96,7 +96,7 @@ def run_command(
         loaded = load_task(task)  # the one parse of the task: everything below gets this object
         specs = [ModelSpec.parse(spec) for spec in model]
         for spec in specs:  # a model that cannot work stops here, before any run starts
-            check_model(spec, config.model, base_url=base_url, task_id=loaded.task_id)
+            check_model(spec, config.model, base_url=base_url, task_id=loaded.task_id, task_dir=loaded.root)
     except (TaskError, ValueError) as exc:
         raise fail(str(exc)) from None
     with output_rule():
@@ -198,7 +198,9 @@ def demo_command(
     config = _config(None, overrides)
     task = load_task(demo_task_dir(slug))
     try:  # the shipped recording is the aromatic-acidity run: another demo task needs another model
-        check_model(ModelSpec.parse(model), config.model, base_url=base_url, task_id=task.task_id)
+        check_model(
+            ModelSpec.parse(model), config.model, base_url=base_url, task_id=task.task_id, task_dir=task.root
+        )
     except ValueError as exc:
         raise fail(str(exc)) from None
     with output_rule():

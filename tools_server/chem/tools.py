@@ -229,8 +229,8 @@ class DescriptorInput(BaseModel):
     preset: Literal["physchem", "lipinski", "all"] = Field(
         "physchem",
         description="physchem: MW, exact mass, Crippen logP, TPSA, HBD/HBA, rotatable bonds, rings, Fsp3, "
-        "charge, stereocentres, QED; lipinski: rule-of-five and Veber terms; all: every RDKit descriptor "
-        "(~210).",
+        "charge, stereocentres (all, R, S), QED; lipinski: rule-of-five and Veber terms; all: every RDKit "
+        "descriptor (~210).",
     )
     names: list[str] | None = Field(
         None,
@@ -245,6 +245,7 @@ def _descriptor_key(args: DescriptorInput) -> dict[str, Any]:
 
 @tool(
     name="chem_descriptors",
+    version="2",
     resource="cpu",
     read_only=True,
     idempotent=True,
@@ -255,11 +256,12 @@ def _descriptor_key(args: DescriptorInput) -> dict[str, Any]:
 )
 def chem_descriptors(args: DescriptorInput, ctx: ToolContext) -> DescriptorsResult:
     """Compute RDKit descriptors for up to 10,000 molecules. Presets: `physchem` (mol_weight_g_mol,
-    exact_mass_da, logp_crippen, tpsa_a2 in Å², hbd, hba, rotatable_bonds, rings, fraction_csp3, qed ...),
-    `lipinski` (rule-of-five terms and violations, Veber), `all` (every RDKit descriptor under its RDKit
-    name), or explicit RDKit descriptor `names`. Output: `units` (per field), one item per molecule with
-    `descriptors`; per-item errors (ok=false, error.code). Large tables are written to `table_csv` with a
-    preview inline. logp_crippen is Wildman-Crippen, not PubChem's XLogP3."""
+    exact_mass_da, logp_crippen, tpsa_a2 in Å², hbd, hba, rotatable_bonds, rings, fraction_csp3,
+    stereocenters with stereocenters_r and stereocenters_s by CIP label, qed ...), `lipinski` (rule-of-five
+    terms and violations, Veber), `all` (every RDKit descriptor under its RDKit name), or explicit RDKit
+    descriptor `names`. Output: `units` (per field), one item per molecule with `descriptors` (floats to 10
+    significant digits); per-item errors (ok=false, error.code). Large tables are written to `table_csv` with
+    a preview inline. logp_crippen is Wildman-Crippen, not PubChem's XLogP3."""
     from tools_server.chem import descriptors
     from tools_server.chem.tables import table_result
 
