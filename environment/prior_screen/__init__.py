@@ -22,20 +22,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from environment.prior_screen.families import (
+from environment.prior_screen.compositions import (
     COMPOSITION_DESCRIPTORS,
-    MOLECULE_DESCRIPTORS,
-    SEQUENCE_DESCRIPTORS,
-    Column,
-    column_kind,
     composition_descriptors,
-    descriptor_columns,
-    molecule_descriptors,
     parse_formula,
-    parse_substitutions,
-    sequence_descriptors,
 )
-from environment.prior_screen.familywise import build_panel, familywise_test, shuffled_answers
+from environment.prior_screen.families import Column, column_kind, descriptor_columns
+from environment.prior_screen.familywise import build_panel, familywise_p, familywise_test, shuffled_answers
+from environment.prior_screen.molecules import MOLECULE_DESCRIPTORS, molecule_descriptors
+from environment.prior_screen.sequences import SEQUENCE_DESCRIPTORS, parse_substitutions, sequence_descriptors
 from spu_common.task import Answers, Task, parse_answers, parse_contract, parse_targets
 
 __all__ = [
@@ -43,9 +38,12 @@ __all__ = [
     "DIRECTIONS",
     "MOLECULE_DESCRIPTORS",
     "SEQUENCE_DESCRIPTORS",
+    "build_panel",
     "column_kind",
     "composition_descriptors",
     "descriptor_columns",
+    "entry_of",
+    "familywise_p",
     "molecule_descriptors",
     "parse_formula",
     "parse_substitutions",
@@ -87,17 +85,19 @@ def screen(
 
     ``threshold`` is the single-ranking chance threshold each entry is compared with (``above_chance``);
     ``columns`` and ``notes`` a panel already computed by :func:`descriptor_columns` (the screens of
-    shuffled or re-drawn copies of one task reuse it). Returns ``entries`` (best first: ``name``,
-    ``direction``, ``expected_score``, ``above_chance``, per-group ``expected_rho``), ``best`` (the first
-    entry or None), the family-wise ``prior_verdict``, ``prior_p_value``, ``prior_p_interval``,
-    ``prior_draws``, ``prior_seed``, ``distinct_entries``, ``prior_solvable`` (the verdict is
-    prior-solvable) and ``notes``.
+    shuffled or re-drawn copies of one task reuse it). Returns ``entries``, the distinct entries in both
+    directions (best first: ``name``, ``direction``, ``expected_score``, ``above_chance``,
+    ``same_ranking``: the names of the constant-free entries folded into it, per-group ``expected_rho``),
+    ``best`` (the first entry or None), the family-wise ``prior_verdict``, ``prior_p_value``,
+    ``prior_p_interval``, ``prior_draws``, ``prior_seed``, ``panel_entries`` (entries computed),
+    ``distinct_entries`` (after folding), ``prior_solvable`` (the verdict is prior-solvable) and ``notes``.
     """
     from environment.chance import is_above
 
     if columns is None:
         columns, notes = descriptor_columns(task)
-    panel = build_panel(task, answers, columns)
+    full = build_panel(task, answers, columns)
+    panel, folds = full.folded()
     ascending = panel.scores()
     entries = []
     for i, name in enumerate(panel.names):
@@ -110,6 +110,7 @@ def screen(
                     "direction": direction,
                     "expected_score": score,
                     "above_chance": threshold is not None and is_above(score, threshold),
+                    "same_ranking": folds[name],
                     "groups": [
                         {"group_id": g.group_id, "expected_rho": sign * r}
                         for g, r in zip(task.groups, rhos, strict=True)
@@ -117,14 +118,30 @@ def screen(
                 }
             )
     entries.sort(key=lambda e: (-e["expected_score"], e["name"], e["direction"]))
-    test = familywise_test(panel, seed)
+    test = familywise_test(full, seed)
     return {
         "entries": entries,
         "best": entries[0] if entries else None,
         **test,
+        "panel_entries": len(columns),
         "prior_solvable": test["prior_verdict"] == "prior-solvable",
         "notes": list(notes or []),
     }
+
+
+def entry_of(result: dict[str, Any], name: str, direction: str) -> dict[str, Any] | None:
+    """The entry of a :func:`screen` result that ranks as ``name`` in ``direction`` does: the entry itself,
+    or the entry it was folded into (in the other direction when folded as a mirror image); None when the
+    panel has no such entry or it was constant."""
+    other = "descending" if direction == "ascending" else "ascending"
+    for entry in result["entries"]:
+        if entry["name"] == name and entry["direction"] == direction:
+            return entry
+        if entry["direction"] == direction and name in entry["same_ranking"]:
+            return entry
+        if entry["direction"] == other and f"{name} (reversed)" in entry["same_ranking"]:
+            return entry
+    return None
 
 
 def task_from_files(files: dict[str, bytes], answers: bytes) -> tuple[Task, Answers]:
