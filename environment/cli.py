@@ -330,7 +330,7 @@ def task_sources(
         )
         raise typer.Exit(code)
     for r in results:
-        status = "ok" if r.ok else "FAILED"
+        status = "ok" if r.ok else ("FAILED" if r.mismatches else "not read")
         typer.echo(
             f"{r.task_id}: {r.checked - len(r.mismatches)}/{r.checked} values equal their cells ({status})"
         )

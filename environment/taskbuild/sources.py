@@ -216,14 +216,17 @@ def _table(source: SourceFile, data: bytes) -> tuple[dict[int, dict[str, Any]], 
 
 
 def _workbook(source: SourceFile, data: bytes) -> tuple[dict[int, dict[str, Any]], list[str]]:
+    import warnings
+
     from openpyxl import load_workbook
 
-    book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
-    sheet = book[source.sheet] if source.sheet is not None else book.worksheets[0]
-    records = [
-        (row_no, list(cells)) for row_no, cells in enumerate(sheet.iter_rows(values_only=True), start=1)
-    ]
-    book.close()
+    with warnings.catch_warnings():  # workbooks often carry extensions openpyxl skips, saying so each time
+        warnings.simplefilter("ignore", UserWarning)
+        book = load_workbook(io.BytesIO(data), read_only=True, data_only=True)
+        sheet = book[source.sheet] if source.sheet is not None else book.worksheets[0]
+        rows = enumerate(sheet.iter_rows(values_only=True), start=1)
+        records = [(row_no, list(cells)) for row_no, cells in rows]
+        book.close()
     return _keyed(records, source.header)
 
 
