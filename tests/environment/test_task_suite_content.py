@@ -1,16 +1,19 @@
-"""What the suite promises beyond a reproducible build (issue 37): at least 40 tasks (chemistry 12 with 3
-reaction outcomes, materials 10, biology 10, medicine 8 at least), at most 3 tasks per source data set, each
-source pinned to a commit; at most a fifth prior-solvable under the family-wise verdict (each card's verdict
-checked against an independent permutation estimate) and the share the README states; 80% power for a method
-0.3 above chance over 5 runs (the card's figure checked against an independent simulation); no presented
-order, nor its reverse, above chance; every re-drawable design screened, with a prior rate of at most one
-half; README tables in step with the cards; no author warning; a redistributable licence, a noise band, groups
-of 5-12 experiments in 2-6 groups, a value source naming a file or table, a README line per task; and per task
-either a ``baselines.json`` whose proxies load and call real tools with valid arguments, or a README row
-saying why no physics or model proxy of the server applies.
+"""What the suite promises beyond a reproducible build (issues 37 and 49): at least 60 tasks (chemistry 22
+with 8 reaction outcomes, materials 16, biology 14, medicine 8 at least) from at least 30 source data
+sets, at most 3 tasks per source data set, each source pinned to a commit, the specs of issue 49 pinning
+their source files (path, commit, SHA-256) with the line and column of every value, which ``spu task
+sources`` re-reads where ``SPU_SOURCE_COPIES`` names local copies of the repositories; at most a fifth
+prior-solvable under the family- wise verdict (each card's verdict checked against an independent
+permutation estimate) and the share the README states; 80% power for a method 0.3 above chance over 5 runs
+(the card's figure checked against an independent simulation); no presented order, nor its reverse, above
+chance; every re-drawable design screened, with a prior rate of at most one half; README tables in step
+with the cards; no author warning; a redistributable licence, a noise band, groups of 5-12 experiments in
+2-6 groups, a value source naming a file or table, a README line per task; and per task either a
+``baselines.json`` whose proxies load and call real tools with valid arguments, or a README row saying why
+no physics or model proxy of the server applies.
 
-The cards' figures are trusted here because test_task_suite.py rebuilds every card and compares it byte for
-byte; the checks below that need a build take it from that module's once-per-session :func:`built`."""
+The cards' figures are trusted here because test_task_suite.py rebuilds every card and compares it byte
+for byte; the checks below that need a build take it from that module's once-per-session :func:`built`."""
 
 from __future__ import annotations
 
@@ -36,13 +39,13 @@ SPECS = sorted(p.parent for p in TASKS.glob("*/spec/spec.yaml"))
 PARAMS = [pytest.param(s, id=s.parent.name) for s in SPECS]
 
 
-#: The smallest number of tasks per field (issue 37: chemistry 12, materials 10, biology 10, medicine 8).
-MIN_PER_DOMAIN = {"chemistry": 12, "materials": 10, "biology": 10, "medicine": 8}
+#: The smallest number of tasks per field (issue 49: chemistry 22, materials 16, biology 14, medicine 8).
+MIN_PER_DOMAIN = {"chemistry": 22, "materials": 16, "biology": 14, "medicine": 8}
 
 
-def test_suite_has_40_tasks_with_the_minimum_in_each_of_four_domains():
+def test_suite_has_60_tasks_with_the_minimum_in_each_of_four_domains():
     domains = Counter(spec_of(s).domain for s in SPECS)
-    assert len(SPECS) >= 40, sorted(s.parent.name for s in SPECS)
+    assert len(SPECS) >= 60, sorted(s.parent.name for s in SPECS)
     assert set(domains) == set(MIN_PER_DOMAIN), domains
     assert all(domains[d] >= n for d, n in MIN_PER_DOMAIN.items()), domains
 
@@ -92,10 +95,49 @@ SOURCES = {
     "SARS-CoV-2 RBD DMS (Starr 2020)": ["jbloomlab/SARS-CoV-2-RBD_DMS"],
     "Open Force Field protein-ligand benchmark": ["openforcefield/protein-ligand-benchmark"],
     "public binding free energy benchmark (Ross 2023)": ["schrodinger/public_binding_free_energy_benchmark"],
+    # issue 49
+    "deoxyfluorination screen (Nielsen 2018)": ["doyle-lab-ucla/ochem-data", "deebo/deoxyf.csv"],
+    "Ni-catalysed borylation screen (Stevens 2022)": ["doyle-lab-ucla/ochem-data", "NiB/rxns/inchi.csv"],
+    "amide coupling screen (Wang 2024)": ["doyle-lab-ucla/ochem-data", "deebo/amidation.csv"],
+    "imidazole C-H arylation (Wang 2024)": ["doyle-lab-ucla/ochem-data", "deebo/aryl-scope-ligand.csv"],
+    "nanomole C-N couplings by MS (Lin 2018)": ["doyle-lab-ucla/ochem-data", "deebo/maldi-"],
+    "azo photoswitch data set (Griffiths 2022)": ["Ryan-Rhys/The-Photoswitch-Dataset"],
+    "perovskite film stability (Sun 2021)": ["aspuru-guzik-group/olympus", "dataset_thin_film"],
+    "OPV blend photostability (Langner 2020)": ["aspuru-guzik-group/olympus", "dataset_photo_"],
+    "P3HT/nanotube film conductivity (Bash 2021)": ["aspuru-guzik-group/olympus", "dataset_p3ht"],
+    "laser-induced graphene (Kotthoff 2021)": ["aim-uwyo/lig-model-opt"],
+    "PKIS2 kinome profiling (Drewry 2017)": ["volkamerlab/kissim_app", "PKIS2"],
+    "RBD escape, clinical antibodies (Starr 2021a)": ["jbloomlab/SARS2_RBD_Ab_escape_maps", "Starr_REGN"],
+    "RBD escape, donor antibodies (Starr 2021b)": ["jbloomlab/SARS2_RBD_Ab_escape_maps", "Starr_Vir"],
 }
 
+#: The tasks issue 49 added: each pins its source files (``source_files``) and the cell of every value.
+ISSUE49_TASKS = (
+    "bio-kinome-selectivity-profile",
+    "bio-kinome-selectivity-profile-2",
+    "bio-kinome-selectivity-profile-3",
+    "bio-rbd-antibody-escape",
+    "bio-rbd-antibody-escape-2",
+    "chem-amide-coupling-base-solvent",
+    "chem-amide-coupling-base-solvent-2",
+    "chem-azo-photoswitch-absorption",
+    "chem-cn-coupling-amine-scope-ms",
+    "chem-deoxyfluorination-alcohol-scope",
+    "chem-deoxyfluorination-alcohol-scope-2",
+    "chem-imidazole-arylation-partner-scope",
+    "chem-nickel-borylation-electrophile-scope",
+    "chem-nickel-borylation-electrophile-scope-methanol",
+    "mat-laser-graphene-argon",
+    "mat-laser-graphene-pressure-held",
+    "mat-opv-blend-photostability-pce10",
+    "mat-opv-blend-photostability-pce10-pcbm",
+    "mat-opv-blend-photostability-wf3",
+    "mat-perovskite-film-stability",
+    "mat-polymer-nanotube-film-conductivity",
+)
 
-def test_at_most_three_tasks_per_source_data_set_each_pinned_to_a_commit():
+
+def test_thirty_source_data_sets_at_most_three_tasks_each_each_pinned_to_a_commit():
     counts: Counter = Counter()
     for spec_dir in SPECS:
         spec = spec_of(spec_dir)
@@ -105,9 +147,49 @@ def test_at_most_three_tasks_per_source_data_set_each_pinned_to_a_commit():
         # the snapshot the values were read from: a commit of the repository named in data_source
         assert re.search(r"at commit [0-9a-f]{12}", spec.data_source), (spec.task_id, spec.data_source)
     assert max(counts.values()) <= 3, counts
+    assert len(counts) >= 30, sorted(counts)
 
 
-def test_chemistry_has_at_least_three_reaction_outcome_tasks():
+@pytest.mark.parametrize("task_id", ISSUE49_TASKS)
+def test_issue49_task_pins_its_source_file_and_the_cell_of_every_value(task_id):
+    spec = spec_of(TASKS / task_id / "spec")
+    assert spec.source_files, "source_files in spec.yaml"
+    assert sorted(spec.source_refs) == sorted(spec.rows), "every row names its source_file, line and column"
+    for source in spec.source_files.values():
+        # the pin is the one data_source states (its short commit) and a file of that repository
+        assert source.repository in spec.data_source and source.commit[:12] in spec.data_source
+        assert source.path.rsplit("/", 1)[-1] in spec.data_source
+
+
+def _source_copies() -> dict[str, Path]:
+    """Local copies of source repositories under ``SPU_SOURCE_COPIES``: a folder ``OWNER+NAME`` per
+    repository, a git directory, a checkout, or holding one as ``repo``."""
+    import os
+
+    root = os.environ.get("SPU_SOURCE_COPIES")
+    if not root:
+        return {}
+    copies = {}
+    for folder in Path(root).iterdir():
+        if "+" in folder.name:
+            copy = folder / "repo" if (folder / "repo").is_dir() else folder
+            copies[folder.name.replace("+", "/", 1)] = copy
+    return copies
+
+
+@pytest.mark.parametrize("task_id", ISSUE49_TASKS)
+def test_issue49_values_equal_their_source_cells_where_the_sources_are_reachable(task_id):
+    from environment.taskbuild.sources import check_sources, git_copy_reader
+
+    copies = _source_copies()
+    spec = spec_of(TASKS / task_id / "spec")
+    if not all(f.repository in copies for f in spec.source_files.values()):
+        pytest.skip("set SPU_SOURCE_COPIES to a folder of OWNER+NAME copies of the source repositories")
+    result = check_sources(TASKS / task_id / "spec", git_copy_reader(copies))
+    assert result.ok and result.checked == len(spec.rows), result.mismatches + result.unreadable
+
+
+def test_chemistry_has_at_least_eight_reaction_outcome_tasks():
     # yield, selectivity or rate of a reaction: every group of the task has such an endpoint
     words = ("yield", "product", "selectivity", "rate constant")
     reactions = [
@@ -116,7 +198,7 @@ def test_chemistry_has_at_least_three_reaction_outcome_tasks():
         if spec_of(s).domain == "chemistry"
         and all(any(w in g.endpoint.lower() for w in words) for g in spec_of(s).groups)
     ]
-    assert len(reactions) >= 3, reactions
+    assert len(reactions) >= 8, reactions
 
 
 def _simulated_power(sizes, weights, runs=5, effect=0.3, draws=20000, seed=7) -> float:
