@@ -1,5 +1,6 @@
-"""Benchmark commands: ``spu task show|build|anonymize``, ``spu validate``, ``spu grade``, ``spu chance``,
-``spu report``, ``spu consensus``. Exit codes: 0 ok, 1 the checked thing is wrong, 2 usage error."""
+"""Benchmark commands: ``spu task show|build|sources|anonymize``, ``spu validate``, ``spu grade``,
+``spu chance``, ``spu report``, ``spu consensus``. Exit codes: 0 ok, 1 the checked thing is wrong, 2 usage
+error."""
 
 from __future__ import annotations
 
@@ -289,6 +290,69 @@ def _design_line(screened: dict[str, Any]) -> str:
             else ""
         )
     )
+
+
+@task_app.command("sources")
+def task_sources(
+    specs: Annotated[list[Path], typer.Argument(help="Spec folders whose values to re-read.")],
+    repo: Annotated[
+        list[str],
+        typer.Option(
+            "--repo",
+            metavar="OWNER/NAME=PATH",
+            help="A local copy of a source repository: a git directory (read at the pinned commit) or a "
+            "checked-out folder. Repeat for each repository the specs name.",
+        ),
+    ] = [],  # noqa: B006 (Typer reads the default)
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-read every value of each spec from its pinned source file (``source_files`` in spec.yaml, and the
+    ``source_file``, ``source_line`` and ``source_column`` of each experiments row) and compare.
+
+    Exit 0 every value equals its cell, 1 a value differs or a file does not hash to its pin, 2 usage, a spec
+    with problems, or a repository with no local copy given."""
+    from environment.taskbuild import SpecError
+    from environment.taskbuild.sources import check_sources, git_copy_reader
+
+    copies: dict[str, Path] = {}
+    for item in repo:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise fail(f"--repo {item!r} is not OWNER/NAME=PATH")
+        copies[name.strip()] = Path(path)
+    read = git_copy_reader(copies)
+    results = []
+    for spec in specs:
+        try:
+            results.append(check_sources(spec, read))
+        except SpecError as exc:
+            raise fail(
+                f"{spec}: {len(exc.problems)} spec problem(s); run spu task build to list them"
+            ) from None
+    unavailable = [line for r in results for line in r.unreadable]
+    code = EXIT_USAGE if unavailable else (EXIT_INVALID if not all(r.ok for r in results) else 0)
+    if as_json:
+        echo_json(
+            {
+                "tasks": [r.__dict__ | {"ok": r.ok} for r in results],
+                "checked": sum(r.checked for r in results),
+                "mismatches": sum(len(r.mismatches) for r in results),
+            }
+        )
+        raise typer.Exit(code)
+    for r in results:
+        status = "ok" if r.ok else ("FAILED" if r.mismatches else "not read")
+        typer.echo(
+            f"{r.task_id}: {r.checked - len(r.mismatches)}/{r.checked} values equal their cells ({status})"
+        )
+        for line in r.unreadable + r.mismatches:
+            typer.echo(f"  {line}")
+    total = sum(r.checked for r in results)
+    wrong = sum(len(r.mismatches) for r in results)
+    typer.echo(f"{total - wrong}/{total} values equal their source cells in {len(results)} spec(s)")
+    if unavailable:
+        typer.echo(f"error: {unavailable[0]}", err=True)
+    raise typer.Exit(code)
 
 
 @task_app.command("anonymize")

@@ -94,11 +94,11 @@ class Molecule:
         return self.multiplicity - 1
 
     def formula(self) -> str:
-        """Hill formula (C, H, then the rest alphabetically; all alphabetical without carbon)."""
+        """Hill formula (C, then H if any, then the rest alphabetically; all alphabetical without carbon)."""
         counts: dict[str, int] = {}
         for s in self.symbols:
             counts[s] = counts.get(s, 0) + 1
-        first = ["C", "H"] if "C" in counts else []
+        first = [el for el in ("C", "H") if el in counts] if "C" in counts else []
         order = first + sorted(k for k in counts if k not in first)
         return "".join(f"{el}{counts[el] if counts[el] > 1 else ''}" for el in order)
 

@@ -52,7 +52,8 @@ def load(text: str) -> Any:
 
 
 def key_lines(text: str) -> dict[tuple, int]:
-    """Line numbers (1-based) of the keys of spec.yaml: ("task_id",), ("groups", 0), ("groups", 0, "unit")."""
+    """Line numbers (1-based) of the keys of spec.yaml: ("task_id",), ("groups", 0), ("groups", 0, "unit"),
+    ("source_files", "screen")."""
     try:
         root = yaml.compose(text, Loader=StrictLoader)
     except (yaml.YAMLError, YamlRefused):
@@ -68,13 +69,20 @@ def key_lines(text: str) -> dict[tuple, int]:
                 if isinstance(item, yaml.MappingNode):
                     for group_key, _ in item.value:
                         lines[("groups", index, group_key.value)] = group_key.start_mark.line + 1
+        if key.value == "source_files" and isinstance(value, yaml.MappingNode):
+            for name, _ in value.value:
+                lines[("source_files", name.value)] = name.start_mark.line + 1
     return lines
 
 
 def line_of(field_name: str, lines: dict[tuple, int]) -> int | None:
-    """The line of a problem's field (``task_id``, ``groups[2] (g3).members``) in :func:`key_lines`."""
+    """The line of a problem's field (``task_id``, ``groups[2] (g3).members``, ``source_files.NAME``) in
+    :func:`key_lines`."""
     match = re.match(r"groups\[(\d+)\](?: \([^)]*\))?(?:\.(.+))?$", field_name)
     if match:
         index, key = int(match.group(1)), match.group(2)
         return lines.get(("groups", index, key)) or lines.get(("groups", index)) or lines.get(("groups",))
+    if field_name.startswith("source_files."):
+        name = field_name.removeprefix("source_files.")
+        return lines.get(("source_files", name)) or lines.get(("source_files",))
     return lines.get((field_name,))

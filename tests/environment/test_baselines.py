@@ -41,7 +41,7 @@ from spu_common.task import load_answers, load_task
 REPO = Path(__file__).resolve().parents[2]
 
 
-def spu(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def spu(*args: str, env: dict | None = None, timeout_s: int = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "spu", *args],
         cwd=REPO,
@@ -49,7 +49,7 @@ def spu(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         capture_output=True,
         text=True,
         check=False,
-        timeout=300,
+        timeout=timeout_s,
     )
 
 
@@ -526,7 +526,9 @@ def test_baselines_of_every_suite_task():
     task_dirs = sorted(p.parent for p in suite.rglob("contract.json"))
     if not task_dirs:
         pytest.skip("no task suite in this checkout")
-    done = spu("baselines", str(suite), "--no-proxies", "--json", "--draws", "500")
+    # a guard against a hang, not a speed bound: the whole suite's screens (62 tasks, up to 128,000 shuffles
+    # for a task near p = 0.05) take minutes on a loaded 2-core machine
+    done = spu("baselines", str(suite), "--no-proxies", "--json", "--draws", "500", timeout_s=1800)
     assert done.returncode == 0, done.stderr
     payload = json.loads(done.stdout)
     results = payload.get("tasks", [payload])

@@ -1,16 +1,20 @@
-"""What the suite promises beyond a reproducible build (issue 37): at least 40 tasks (chemistry 12 with 3
-reaction outcomes, materials 10, biology 10, medicine 8 at least), at most 3 tasks per source data set, each
-source pinned to a commit; at most a fifth prior-solvable under the family-wise verdict (each card's verdict
-checked against an independent permutation estimate) and the share the README states; 80% power for a method
-0.3 above chance over 5 runs (the card's figure checked against an independent simulation); no presented
-order, nor its reverse, above chance; every re-drawable design screened, with a prior rate of at most one
-half; README tables in step with the cards; no author warning; a redistributable licence, a noise band, groups
-of 5-12 experiments in 2-6 groups, a value source naming a file or table, a README line per task; and per task
-either a ``baselines.json`` whose proxies load and call real tools with valid arguments, or a README row
-saying why no physics or model proxy of the server applies.
+"""What the suite promises beyond a reproducible build (issues 37 and 49): at least 60 tasks (chemistry 22
+with 8 reaction outcomes, materials 16, biology 14, medicine 8 at least) from at least 30 source data
+sets counted by study (the count the README states), at most 3 tasks per source data set, each source
+pinned to a commit, the specs of issue 49 pinning
+their source files (path, commit, SHA-256) with the line and column of every value, which ``spu task
+sources`` re-reads where ``SPU_SOURCE_COPIES`` names local copies of the repositories; at most a fifth
+prior-solvable under the family- wise verdict (each card's verdict checked against an independent
+permutation estimate) and the share the README states; 80% power for a method 0.3 above chance over 5 runs
+(the card's figure checked against an independent simulation); no presented order, nor its reverse, above
+chance; every re-drawable design screened, with a prior rate of at most one half; README tables in step
+with the cards; no author warning; a redistributable licence, a noise band, groups of 5-12 experiments in
+2-6 groups, a value source naming a file or table, a README line per task; and per task either a
+``baselines.json`` whose proxies load and call real tools with valid arguments, or a README row saying why
+no physics or model proxy of the server applies.
 
-The cards' figures are trusted here because test_task_suite.py rebuilds every card and compares it byte for
-byte; the checks below that need a build take it from that module's once-per-session :func:`built`."""
+The cards' figures are trusted here because test_task_suite.py rebuilds every card and compares it byte
+for byte; the checks below that need a build take it from that module's once-per-session :func:`built`."""
 
 from __future__ import annotations
 
@@ -36,13 +40,13 @@ SPECS = sorted(p.parent for p in TASKS.glob("*/spec/spec.yaml"))
 PARAMS = [pytest.param(s, id=s.parent.name) for s in SPECS]
 
 
-#: The smallest number of tasks per field (issue 37: chemistry 12, materials 10, biology 10, medicine 8).
-MIN_PER_DOMAIN = {"chemistry": 12, "materials": 10, "biology": 10, "medicine": 8}
+#: The smallest number of tasks per field (issue 49: chemistry 22, materials 16, biology 14, medicine 8).
+MIN_PER_DOMAIN = {"chemistry": 22, "materials": 16, "biology": 14, "medicine": 8}
 
 
-def test_suite_has_40_tasks_with_the_minimum_in_each_of_four_domains():
+def test_suite_has_60_tasks_with_the_minimum_in_each_of_four_domains():
     domains = Counter(spec_of(s).domain for s in SPECS)
-    assert len(SPECS) >= 40, sorted(s.parent.name for s in SPECS)
+    assert len(SPECS) >= 60, sorted(s.parent.name for s in SPECS)
     assert set(domains) == set(MIN_PER_DOMAIN), domains
     assert all(domains[d] >= n for d, n in MIN_PER_DOMAIN.items()), domains
 
@@ -75,42 +79,173 @@ def test_at_most_a_fifth_of_the_suite_is_prior_solvable_undecided_counted_as_sol
     assert len(flagged) <= len(SPECS) / 5, flagged
 
 
-#: Source data sets, each recognised by text its specs' ``data_source`` must hold (all of it, in any spec of
-#: the set). A task matches exactly one; one source data set gives at most three tasks.
+#: Source data sets, counted strictly: a data set is one study's data, however many screens or files it has
+#: (the amide coupling and imidazole C-H arylation screens of Wang et al. 2024 are one), and one laboratory's
+#: studies run with one method and compiled in one repository count once (the two RBD antibody-escape studies
+#: of Starr et al. 2021). Each is recognised by alternatives of text its specs' ``data_source`` holds (a spec
+#: matches an alternative when it holds all of its strings). A task matches exactly one data set; one data set
+#: gives at most three tasks.
 SOURCES = {
-    "SAMPL6 (host-guest, pKa, logP)": ["samplchallenges/SAMPL6"],
-    "SAMPL7 (host-guest, physical properties)": ["samplchallenges/SAMPL7"],
-    "SAMPL8/SAMPL9 host-guest": ["samplchallenges/SAMPL8"],
-    "Buchwald-Hartwig HTE (Ahneman 2018)": ["b-shields/edbo", "aryl_amination"],
-    "direct arylation (Shields 2021)": ["b-shields/edbo", "direct_arylation"],
-    "Suzuki-Miyaura HTE (Perera 2018)": ["rxn4chemistry/rxn_yields"],
-    "AstraZeneca ChEMBL deposit": ["netknowledge/ADMET", "_AZ-"],
-    "NCGC CYP panel (AID 1851)": ["netknowledge/ADMET", "CYP1A2_CHEMBL1741322"],
-    "Biogen ADME set": ["molecularinformatics/Computational-ADME"],
-    "CycPeptMPDB": ["akiyamalab/cycpeptmp"],
-    "OBELiX": ["NRC-Mila/OBELiX"],
-    "MPEA data set": ["CitrineInformatics/MPEA_dataset"],
-    "JCAP OER plates": ["aspuru-guzik-group/olympus", "dataset_oer_plate_"],
-    "crossed-barrel toughness (Gongora 2020)": ["aspuru-guzik-group/olympus", "dataset_crossed_barrel"],
-    "SARS-CoV-2 RBD DMS (Starr 2020)": ["jbloomlab/SARS-CoV-2-RBD_DMS"],
-    "Open Force Field protein-ligand benchmark": ["openforcefield/protein-ligand-benchmark"],
-    "public binding free energy benchmark (Ross 2023)": ["schrodinger/public_binding_free_energy_benchmark"],
+    "SAMPL6 (host-guest, pKa, logP)": [["samplchallenges/SAMPL6"]],
+    "SAMPL7 (host-guest, physical properties)": [["samplchallenges/SAMPL7"]],
+    "SAMPL8/SAMPL9 host-guest": [["samplchallenges/SAMPL8"]],
+    "Buchwald-Hartwig HTE (Ahneman 2018)": [["b-shields/edbo", "aryl_amination"]],
+    "direct arylation (Shields 2021)": [["b-shields/edbo", "direct_arylation"]],
+    "Suzuki-Miyaura HTE (Perera 2018)": [["rxn4chemistry/rxn_yields"]],
+    "AstraZeneca ChEMBL deposit": [["netknowledge/ADMET", "_AZ-"]],
+    "NCGC CYP panel (AID 1851)": [["netknowledge/ADMET", "CYP1A2_CHEMBL1741322"]],
+    "Biogen ADME set": [["molecularinformatics/Computational-ADME"]],
+    "CycPeptMPDB": [["akiyamalab/cycpeptmp"]],
+    "OBELiX": [["NRC-Mila/OBELiX"]],
+    "MPEA data set": [["CitrineInformatics/MPEA_dataset"]],
+    "JCAP OER plates": [["aspuru-guzik-group/olympus", "dataset_oer_plate_"]],
+    "crossed-barrel toughness (Gongora 2020)": [["aspuru-guzik-group/olympus", "dataset_crossed_barrel"]],
+    "SARS-CoV-2 RBD DMS (Starr 2020)": [["jbloomlab/SARS-CoV-2-RBD_DMS"]],
+    "Open Force Field protein-ligand benchmark": [["openforcefield/protein-ligand-benchmark"]],
+    "public binding free energy benchmark (Ross 2023)": [
+        ["schrodinger/public_binding_free_energy_benchmark"]
+    ],
+    # issue 49
+    "deoxyfluorination screen (Nielsen 2018)": [["doyle-lab-ucla/ochem-data", "deebo/deoxyf.csv"]],
+    "Ni-catalysed borylation screen (Stevens 2022)": [["doyle-lab-ucla/ochem-data", "NiB/rxns/inchi.csv"]],
+    "amide coupling and imidazole C-H arylation screens (Wang 2024)": [
+        ["doyle-lab-ucla/ochem-data", "deebo/amidation.csv"],
+        ["doyle-lab-ucla/ochem-data", "deebo/aryl-scope-ligand.csv"],
+    ],
+    "nanomole C-N couplings by MS (Lin 2018)": [["doyle-lab-ucla/ochem-data", "deebo/maldi-"]],
+    "azo photoswitch data set (Griffiths 2022)": [["Ryan-Rhys/The-Photoswitch-Dataset"]],
+    "perovskite film stability (Sun 2021)": [["aspuru-guzik-group/olympus", "dataset_thin_film"]],
+    "OPV blend photostability (Langner 2020)": [["aspuru-guzik-group/olympus", "dataset_photo_"]],
+    "P3HT/nanotube film conductivity (Bash 2021)": [["aspuru-guzik-group/olympus", "dataset_p3ht"]],
+    "laser-induced graphene (Kotthoff 2021)": [["aim-uwyo/lig-model-opt"]],
+    "PKIS2 kinome profiling (Drewry 2017)": [["volkamerlab/kissim_app", "PKIS2"]],
+    "RBD antibody escape maps (Starr 2021a, 2021b)": [
+        ["jbloomlab/SARS2_RBD_Ab_escape_maps", "Starr_REGN"],
+        ["jbloomlab/SARS2_RBD_Ab_escape_maps", "Starr_Vir"],
+    ],
+    "Ni-catalysed Suzuki HTE campaign (Sin 2025)": [["schwallergroup/minerva", "ML_HTE_SURF.csv"]],
+    "COVID Moonshot Mpro inhibitors (Boby 2023)": [["asapdiscovery/COVID_moonshot_data_clean"]],
+    "PKIS1 enzymatic kinase panel (Elkins 2016)": [
+        ["SpencerEricksen/informers", "pkis1_continuous_labels.csv"]
+    ],
 }
 
 
-def test_at_most_three_tasks_per_source_data_set_each_pinned_to_a_commit():
+def data_set_counts() -> Counter:
+    """Tasks per source data set (``SOURCES``); every spec must match exactly one data set."""
     counts: Counter = Counter()
     for spec_dir in SPECS:
-        spec = spec_of(spec_dir)
-        found = [name for name, needles in SOURCES.items() if all(n in spec.data_source for n in needles)]
-        assert len(found) == 1, (spec.task_id, found, spec.data_source)
+        source = spec_of(spec_dir).data_source
+        found = [
+            name
+            for name, alternatives in SOURCES.items()
+            if any(all(n in source for n in alt) for alt in alternatives)
+        ]
+        assert len(found) == 1, (spec_dir.parent.name, found, source)
         counts[found[0]] += 1
+    return counts
+
+
+#: The tasks issue 49 added: each pins its source files (``source_files``) and the cell of every value.
+ISSUE49_TASKS = (
+    "bio-kinome-selectivity-profile",
+    "bio-kinome-selectivity-profile-2",
+    "bio-kinome-selectivity-profile-3",
+    "bio-pkis1-kinase-selectivity",
+    "bio-rbd-antibody-escape",
+    "bio-rbd-antibody-escape-2",
+    "chem-amide-coupling-base-solvent",
+    "chem-amide-coupling-base-solvent-2",
+    "chem-azo-photoswitch-absorption",
+    "chem-cn-coupling-amine-scope-ms",
+    "chem-deoxyfluorination-alcohol-scope",
+    "chem-deoxyfluorination-alcohol-scope-2",
+    "chem-imidazole-arylation-partner-scope",
+    "chem-nickel-borylation-electrophile-scope",
+    "chem-nickel-borylation-electrophile-scope-methanol",
+    "chem-nickel-suzuki-ligand-screen",
+    "mat-laser-graphene-argon",
+    "mat-laser-graphene-pressure-held",
+    "mat-opv-blend-photostability-pce10",
+    "mat-opv-blend-photostability-pce10-pcbm",
+    "mat-opv-blend-photostability-wf3",
+    "mat-perovskite-film-stability",
+    "mat-polymer-nanotube-film-conductivity",
+    "med-sars2-mpro-inhibitor-potency",
+)
+
+
+def test_thirty_source_data_sets_at_most_three_tasks_each_each_pinned_to_a_commit():
+    counts = data_set_counts()
+    for spec_dir in SPECS:
+        spec = spec_of(spec_dir)
         # the snapshot the values were read from: a commit of the repository named in data_source
         assert re.search(r"at commit [0-9a-f]{12}", spec.data_source), (spec.task_id, spec.data_source)
     assert max(counts.values()) <= 3, counts
+    assert len(counts) >= 30, sorted(counts)
 
 
-def test_chemistry_has_at_least_three_reaction_outcome_tasks():
+def test_screens_of_one_study_are_one_data_set():
+    """The count is by study: the two screens of Wang et al. 2024 (amide coupling, imidazole arylation) and
+    the two compiled escape-map studies of Starr et al. 2021 each count once, whatever their files."""
+    counts = data_set_counts()
+    wang = [s.parent.name for s in SPECS if "Wang JY" in spec_of(s).citation]
+    starr = [s.parent.name for s in SPECS if "SARS2_RBD_Ab_escape_maps" in spec_of(s).data_source]
+    assert len(wang) == 3 and len(starr) == 2, (wang, starr)
+    assert counts["amide coupling and imidazole C-H arylation screens (Wang 2024)"] == len(wang)
+    assert counts["RBD antibody escape maps (Starr 2021a, 2021b)"] == len(starr)
+
+
+def test_readme_states_the_task_and_data_set_counts_the_tests_count():
+    readme = (TASKS / "README.md").read_text(encoding="utf-8")
+    found = re.search(r"The suite has (\d+) tasks from (\d+) source data sets", readme)
+    assert found, "the suite README states the counts"
+    assert (int(found.group(1)), int(found.group(2))) == (len(SPECS), len(data_set_counts()))
+    domains = Counter(spec_of(s).domain for s in SPECS)
+    for domain, n in domains.items():
+        assert f"{domain} {n}" in readme, (domain, n)
+
+
+@pytest.mark.parametrize("task_id", ISSUE49_TASKS)
+def test_issue49_task_pins_its_source_file_and_the_cell_of_every_value(task_id):
+    spec = spec_of(TASKS / task_id / "spec")
+    assert spec.source_files, "source_files in spec.yaml"
+    assert sorted(spec.source_refs) == sorted(spec.rows), "every row names its source_file, line and column"
+    for source in spec.source_files.values():
+        # the pin is the one data_source states (its short commit) and a file of that repository
+        assert source.repository in spec.data_source and source.commit[:12] in spec.data_source
+        assert source.path.rsplit("/", 1)[-1] in spec.data_source
+
+
+def _source_copies() -> dict[str, Path]:
+    """Local copies of source repositories under ``SPU_SOURCE_COPIES``: a folder ``OWNER+NAME`` per
+    repository, a git directory, a checkout, or holding one as ``repo``."""
+    import os
+
+    root = os.environ.get("SPU_SOURCE_COPIES")
+    if not root:
+        return {}
+    copies = {}
+    for folder in Path(root).iterdir():
+        if "+" in folder.name:
+            copy = folder / "repo" if (folder / "repo").is_dir() else folder
+            copies[folder.name.replace("+", "/", 1)] = copy
+    return copies
+
+
+@pytest.mark.parametrize("task_id", ISSUE49_TASKS)
+def test_issue49_values_equal_their_source_cells_where_the_sources_are_reachable(task_id):
+    from environment.taskbuild.sources import check_sources, git_copy_reader
+
+    copies = _source_copies()
+    spec = spec_of(TASKS / task_id / "spec")
+    if not all(f.repository in copies for f in spec.source_files.values()):
+        pytest.skip("set SPU_SOURCE_COPIES to a folder of OWNER+NAME copies of the source repositories")
+    result = check_sources(TASKS / task_id / "spec", git_copy_reader(copies))
+    assert result.ok and result.checked == len(spec.rows), result.mismatches + result.unreadable
+
+
+def test_chemistry_has_at_least_eight_reaction_outcome_tasks():
     # yield, selectivity or rate of a reaction: every group of the task has such an endpoint
     words = ("yield", "product", "selectivity", "rate constant")
     reactions = [
@@ -119,7 +254,7 @@ def test_chemistry_has_at_least_three_reaction_outcome_tasks():
         if spec_of(s).domain == "chemistry"
         and all(any(w in g.endpoint.lower() for w in words) for g in spec_of(s).groups)
     ]
-    assert len(reactions) >= 3, reactions
+    assert len(reactions) >= 8, reactions
 
 
 def _simulated_threshold(sizes, weights, draws=20000, seed=11) -> float:
