@@ -13,6 +13,7 @@ import typer
 
 from spu_common.console import (
     EXIT_INVALID,
+    EXIT_USAGE,
     TaskAlias,
     TaskArg,
     echo_json,
