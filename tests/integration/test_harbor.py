@@ -208,7 +208,7 @@ def _spoiled_copy(tmp_path: Path, name: str, text: str | bytes) -> Path:
         # weak keys (the task holds 9 of the 100 logp-sm##: 3.5 bits each) count only together
         (
             "keys.txt.gz",
-            gzip.compress(b"logp-sm02 logp-sm04, logp-sm07 logp-sm09 logp-sm11 logp-sm12"),
+            gzip.compress(b"logp-sm02 logp-sm04, logp-sm07 logp-sm09 logp-sm11 logp-sm12", mtime=0),
             "6 weak",
         ),
     ],
