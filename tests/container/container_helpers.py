@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +23,55 @@ HARBOR = REPO / ".harbor-venv" / "bin" / "harbor"
 #: every trial these tests run is named (by its task folder) with this prefix, unique to the session, and
 #: only compose projects that carry it are ever started again, inspected or removed
 PREFIX = f"spuct{uuid.uuid4().hex[:6]}"
+#: the shared tag of the test image (each session runs its own tag of it: :func:`own_tag`); another tag keeps
+#: two checkouts on one engine apart
+TEST_IMAGE = os.environ.get("SPU_TEST_IMAGE", "spu-scaffold:test")
+
+
+def own_tag(shared: str) -> str:
+    """This session's own tag for an image whose shared tag is ``shared`` (``spu-scaffold:test`` ->
+    ``spu-scaffold:test-<PREFIX>``): the tests run only images no other session can re-tag meanwhile."""
+    repository, _, tag = shared.rpartition(":")
+    return f"{repository}:{tag}-{PREFIX}"
+
+
+@contextlib.contextmanager
+def build_lock() -> Iterator[None]:
+    """One test-image build at a time on this machine: a second session's build of the same sources then
+    takes Docker's layer cache instead of building the same layers at once."""
+    with open(Path(tempfile.gettempdir()) / "spu-test-image-build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def build_image(shared: str, build: Callable[[str], None]) -> str:
+    """``build(tag)`` for this session's own tag of ``shared``, then the result tagged ``shared`` as well
+    (what a user finds, and what keeps the layers cached once the session's tag is removed:
+    :func:`remove_image`). Returns the session's tag."""
+    tag = own_tag(shared)
+    with build_lock():
+        build(tag)
+        docker("tag", tag, shared)
+    return tag
+
+
+def build_script(kind: str, tag: str, **variables: str) -> None:
+    """``scripts/build-image.sh KIND`` (``cpu`` or ``gpu``) tagging ``tag``, with build variables
+    (``SPU_EXTRAS``, ``SPU_BASE_IMAGE``)."""
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "build-image.sh"), kind],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **variables, "SPU_IMAGE": tag},
+        timeout=3600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+def remove_image(tag: str) -> None:
+    """Remove a session's tag (the image stays under its shared tag, or goes with its last tag)."""
+    subprocess.run(["docker", "rmi", tag], capture_output=True, timeout=300, check=False)
 
 
 def task_dir(tmp_path: Path, name: str) -> Path:

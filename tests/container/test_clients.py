@@ -7,11 +7,21 @@ and the separate verifier scores that file (docs/harbor.md)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
-from container_helpers import Trial, check_sandbox, docker, spu, task_dir
+from container_helpers import (
+    TEST_IMAGE,
+    Trial,
+    build_image,
+    check_sandbox,
+    docker,
+    remove_image,
+    spu,
+    task_dir,
+)
 from scripted_model_server import offered_tools, tool_results
 
 from environment.demo_tasks import demo_answers_path, demo_task_dir
@@ -19,28 +29,32 @@ from tools_server.commands.clients import CLAUDE_HEADLESS_ENV
 
 HERE = Path(__file__).resolve().parent / "clients"
 TESTS = HERE.parents[1]
-CLIENTS_IMAGE = "spu-scaffold:test-clients"
 PORT = 8799
 
 
 @pytest.fixture(scope="session")
-def clients_image(test_image) -> str:
+def clients_image(test_image) -> Iterator[str]:
     """The test image plus Claude Code and Codex from npm and the scripted model (cached after the first
-    build; the build context is tests/, which tests/.dockerignore narrows to the model's two files)."""
-    docker(
-        "build",
-        "--network",
-        "host",
-        "--build-arg",
-        f"BASE_IMAGE={test_image}",
-        "-t",
-        CLIENTS_IMAGE,
-        "-f",
-        str(HERE / "Dockerfile"),
-        str(TESTS),
-        timeout=1800,
-    )
-    return CLIENTS_IMAGE
+    build; the build context is tests/, which tests/.dockerignore narrows to the model's two files), under
+    this session's own tag of ``spu-scaffold:test-clients``, removed at the end."""
+
+    def build(tag: str) -> None:
+        context = ["-f", str(HERE / "Dockerfile"), str(TESTS)]
+        docker(
+            "build",
+            "--network",
+            "host",
+            "--build-arg",
+            f"BASE_IMAGE={test_image}",
+            "-t",
+            tag,
+            *context,
+            timeout=1800,
+        )
+
+    tag = build_image(f"{TEST_IMAGE}-clients", build)
+    yield tag
+    remove_image(tag)
 
 
 def _export_with_model(tmp_path: Path, name: str, image: str) -> Path:
