@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import subprocess
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from shipped_files import every_task_scanner
 
+from environment.demo_tasks import demo_answers_path, demo_task_dir
 from environment.leakscan import scan_stream
 
 REPO = Path(__file__).resolve().parents[2]
@@ -104,6 +106,16 @@ def spu(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     if check:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
+
+
+def grade_demo(rankings: Path, slug: str) -> dict:
+    """`spu grade --json` of a submission to a demo task, with its answers."""
+    answers = demo_answers_path(slug)
+    return json.loads(
+        spu(
+            "grade", str(rankings), "--task", str(demo_task_dir(slug)), "--answers", str(answers), "--json"
+        ).stdout
+    )
 
 
 def docker(*args: str, check: bool = True, input: str | None = None, timeout: float = 600) -> str:

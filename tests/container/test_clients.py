@@ -18,13 +18,14 @@ from container_helpers import (
     build_image,
     check_sandbox,
     docker,
+    grade_demo,
     remove_image,
     spu,
     task_dir,
 )
 from scripted_model_server import offered_tools, tool_results
 
-from environment.demo_tasks import demo_answers_path, demo_task_dir
+from environment.demo_tasks import demo_task_dir
 from tools_server.commands.clients import CLAUDE_HEADLESS_ENV
 
 HERE = Path(__file__).resolve().parent / "clients"
@@ -89,17 +90,7 @@ def _check_graded(trial: Trial, tmp_path: Path) -> None:
     reward = trial.result["verifier_result"]["rewards"]["reward"]
     written = docker("exec", trial.agent_container, "cat", "/app/output/rankings.json")
     (tmp_path / "rankings.json").write_text(written)
-    graded = json.loads(
-        spu(
-            "grade",
-            str(tmp_path / "rankings.json"),
-            "--task",
-            str(demo_task_dir("aromatic-acidity")),
-            "--answers",
-            str(demo_answers_path("aromatic-acidity")),
-            "--json",
-        ).stdout
-    )
+    graded = grade_demo(tmp_path / "rankings.json", "aromatic-acidity")
     assert graded["valid"] is True and reward == pytest.approx(graded["score"], abs=1e-9)
     check_sandbox(trial)
 

@@ -80,19 +80,24 @@ def client_env(work: Path, **extra: str) -> dict[str, str]:
     return env | extra
 
 
+def spu_config(client: str, project: Path, env: dict[str, str], *options: str) -> None:
+    """`spu config CLIENT OPTIONS` in ``project``, as a user runs it; it must succeed."""
+    subprocess.run(
+        [sys.executable, "-m", "spu", "config", client, *options],
+        cwd=project,
+        env=env,
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
 def setup_claude_project(work: Path, env: dict[str, str]) -> Path:
     """A project set up exactly as docs/claude-code.md says: `spu config claude --write` and `--skill`."""
     project = work / "project"
     project.mkdir(parents=True, exist_ok=True)
     for flag in ("--write", "--skill"):
-        subprocess.run(
-            [sys.executable, "-m", "spu", "config", "claude", flag],
-            cwd=project,
-            env=env,
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+        spu_config("claude", project, env, flag)
     return project
 
 
@@ -240,14 +245,7 @@ def scenario_mcp_list(work: Path) -> dict:
 def scenario_codex_mcp_list(work: Path) -> dict:
     """`codex mcp list` reads the block `spu config codex --write` appended to its config.toml."""
     env = client_env(work, CODEX_HOME=str(work / "codex-home"))
-    subprocess.run(
-        [sys.executable, "-m", "spu", "config", "codex", "--write"],
-        cwd=work,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    spu_config("codex", work, env, "--write")
     return run([str(BIN / "codex"), "mcp", "list"], env, work, timeout=60)
 
 
@@ -300,14 +298,7 @@ def scenario_codex_exec(work: Path) -> dict:
     project = work / "project"
     project.mkdir(parents=True, exist_ok=True)
     for flag in ("--write", "--agents-md"):
-        subprocess.run(
-            [sys.executable, "-m", "spu", "config", "codex", flag],
-            cwd=project,
-            env=env,
-            check=True,
-            capture_output=True,
-            timeout=60,
-        )
+        spu_config("codex", project, env, flag)
     config = codex_home / "config.toml"
     config.write_text(scripted_provider(server) + config.read_text())
     result = run(
@@ -412,14 +403,7 @@ def scenario_claude_task(work: Path, where: str, registered: bool) -> dict:
     env = client_env(work, ANTHROPIC_API_KEY="sk-test-scripted", ANTHROPIC_BASE_URL=server.url)
     project = draft.parent
     roots = ["--task-root", str(task)] if registered else []
-    subprocess.run(
-        [sys.executable, "-m", "spu", "config", "claude", "--write", *roots],
-        cwd=project,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    spu_config("claude", project, env, "--write", *roots)
     command, settings = headless_claude("Check the draft of the task.")
     result = run(command, env | settings, project, timeout=240)
     server.close()
@@ -442,14 +426,7 @@ def scenario_codex_task(work: Path, where: str, registered: bool) -> dict:
     )
     project = draft.parent
     roots = ["--task-root", str(task)] if registered else []
-    subprocess.run(
-        [sys.executable, "-m", "spu", "config", "codex", "--write", *roots],
-        cwd=project,
-        env=env,
-        check=True,
-        capture_output=True,
-        timeout=60,
-    )
+    spu_config("codex", project, env, "--write", *roots)
     dump, names = work / "envdump.py", work / "env-names.json"
     dump.write_text(ENV_DUMP_SERVER)
     envdump = (
