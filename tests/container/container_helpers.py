@@ -197,9 +197,21 @@ def scan_container(container: str, paths: list[str]) -> list[str]:
 
 
 def changed_paths(container: str) -> list[str]:
-    """What a container added or changed over its image (``docker diff``), with the task under /app."""
-    lines = docker("diff", container).splitlines()
-    return sorted({"/app", *(line[2:] for line in lines if line[:2] in ("A ", "C "))})
+    """What a container added or changed over its image (``docker diff``), with the task under /app
+    (:func:`paths_to_scan`)."""
+    return paths_to_scan(docker("diff", container))
+
+
+def paths_to_scan(diff: str) -> list[str]:
+    """From ``docker diff``'s lines: ``/app``, every added path, and every changed one but a folder listed
+    only because something under it changed (``C /usr`` for an added ``/usr/sbin/docker-init``: the rest of
+    /usr is the image's, which test_images.py reads whole)."""
+    lines = diff.splitlines()
+    added = {line[2:] for line in lines if line[:2] == "A "}
+    changed = {line[2:] for line in lines if line[:2] == "C "}
+    listed = {line[2:] for line in lines}
+    leaves = {p for p in changed if not any(q.startswith(p.rstrip("/") + "/") for q in listed)}
+    return sorted({"/app", *added, *leaves})
 
 
 def check_sandbox(trial: Trial) -> None:
