@@ -214,23 +214,36 @@ def changed_paths(container: str) -> list[str]:
     return paths_to_scan(docker("diff", container))
 
 
+#: what the agent writes (its output, the collect hook's copy of it, its logs): its own words, which may well
+#: hold good predictions (the demo's Hammett estimates give benzoic acid 4.20, the measured pKa), not
+#: something the trial put within its reach
+AGENT_WRITES = ("/app/output", "/app/collected", "/logs/agent")
+
+
 def paths_to_scan(diff: str) -> list[str]:
-    """From ``docker diff``'s lines: ``/app``, every added path, and every changed one but a folder listed
-    only because something under it changed (``C /usr`` for an added ``/usr/sbin/docker-init``: the rest of
-    /usr is the image's, which test_images.py reads whole)."""
+    """From ``docker diff``'s lines: the task (``/app/task``) and every added or changed path but a folder
+    listed only because something under it was added or changed (``C /usr`` for an added
+    ``/usr/sbin/docker-init``: the rest of /usr is the image's, which test_images.py reads whole), and none
+    of what the agent wrote
+    (:data:`AGENT_WRITES`)."""
     lines = diff.splitlines()
     added = {line[2:] for line in lines if line[:2] == "A "}
     changed = {line[2:] for line in lines if line[:2] == "C "}
     listed = {line[2:] for line in lines}
-    leaves = {p for p in changed if not any(q.startswith(p.rstrip("/") + "/") for q in listed)}
-    return sorted({"/app", *added, *leaves})
+    leaves = {p for p in added | changed if not any(q.startswith(p.rstrip("/") + "/") for q in listed)}
+    return sorted(p for p in {"/app/task", *leaves} if not written_by_agent(p))
+
+
+def written_by_agent(path: str) -> bool:
+    return any(path == top or path.startswith(top + "/") for top in AGENT_WRITES)
 
 
 def check_sandbox(trial: Trial) -> None:
     """No task's marks in what the trial put into the agent's container (the task under /app and every file
     the trial added or changed: the image's layers are read once, whole, by test_images.py), and
     :func:`check_no_network`."""
-    assert scan_container(trial.agent_container, changed_paths(trial.agent_container)) == []
+    found = scan_container(trial.agent_container, changed_paths(trial.agent_container))
+    assert found == [], found
     check_no_network(trial)
 
 

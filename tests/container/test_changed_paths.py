@@ -1,15 +1,16 @@
 """What the sandbox check of the trials copies out of an agent's container to scan (`paths_to_scan`):
 from `docker diff` lines generated as Docker writes them for generated changes, every file the container
-added or changed lies under a path it copies, and no file of the image that the container left alone does
-(outside /app, which it always copies), so a changed folder is not copied whole."""
+added or changed lies under a path it copies, but what the agent wrote (its output, its collected copy, its
+logs: its own predictions); no file of the image that the container left alone does (outside the task,
+/app/task, which it always copies), so a changed folder is not copied whole."""
 
 from __future__ import annotations
 
-from container_helpers import paths_to_scan
+from container_helpers import AGENT_WRITES, paths_to_scan, written_by_agent
 from hypothesis import given
 from hypothesis import strategies as st
 
-_names = st.sampled_from(["usr", "sbin", "lib", "app", "output", "x", "y"])
+_names = st.sampled_from(["usr", "sbin", "lib", "app", "task", "output", "collected", "logs", "agent", "x"])
 _paths = st.lists(_names, min_size=1, max_size=4).map(lambda parts: "/" + "/".join(parts))
 
 
@@ -46,6 +47,8 @@ def test_every_change_is_copied_and_no_untouched_image_file_outside_app(image_fi
     changed = _some(data, files)
     deleted = _some(data, files - changed)
     tops = paths_to_scan(_diff(folders | files, added, changed, deleted))
-    assert all(_under(p, tops) for p in added | changed)
+    assert all(_under(p, tops) for p in added | changed if not written_by_agent(p))
+    assert not [p for p in added | changed if written_by_agent(p) and _under(p, tops)]
+    assert not [p for p in tops if _under(p, list(AGENT_WRITES))]
     untouched = files - changed - deleted
-    assert not [p for p in untouched if _under(p, tops) and not _under(p, ["/app"])]
+    assert not [p for p in untouched if _under(p, tops) and not _under(p, ["/app/task"])]
