@@ -191,7 +191,7 @@ def chem_parse(args: ParseInput, ctx: ToolContext) -> ParseResult:
     items = []
     for i, (mol, warnings, error) in enumerate(_parse_all(args.molecules)):
         items.append(error if error else parse_one(i, mol, warnings))
-    from tools_server.chem.tables import table_result
+    from tools_server.plugin import table_result
 
     n_ok = sum(1 for it in items if it["ok"])
     return {
@@ -244,7 +244,7 @@ def chem_descriptors(args: DescriptorInput, ctx: ToolContext) -> DescriptorsResu
     `descriptors`; per-item errors (ok=false, error.code). Large tables are written to `table_csv` with a
     preview inline. logp_crippen is Wildman-Crippen, not PubChem's XLogP3."""
     from tools_server.chem import descriptors
-    from tools_server.chem.tables import table_result
+    from tools_server.plugin import table_result
 
     if args.names:
         known = set(descriptors.rdkit_descriptor_names())
@@ -379,7 +379,7 @@ def chem_similarity(args: SimilarityInput, ctx: ToolContext) -> SimilarityResult
         if len(q_fps) > 200 and i % 200 == 0:
             ctx.progress(0.5 + 0.5 * i / len(q_fps), f"similarity {i}/{len(q_fps)}")
     ref_errors = [] if self_matrix else [e for _, _, e in ref_parsed if e]
-    from tools_server.chem.tables import table_result
+    from tools_server.plugin import table_result
 
     out: dict[str, Any] = {
         "fingerprint": args.fingerprint,
@@ -431,8 +431,8 @@ def chem_substructure(args: SubstructureInput, ctx: ToolContext) -> Substructure
     fails the call (invalid_input); an invalid molecule is an item with ok=false."""
     from rdkit import Chem
 
-    from tools_server.chem.tables import table_result
     from tools_server.molecules import rdkit_messages
+    from tools_server.plugin import table_result
 
     names = args.names or args.smarts
     if len(names) != len(args.smarts):
@@ -596,7 +596,7 @@ def chem_conformers(args: ConformerInput, ctx: ToolContext) -> ConformersResult:
     items = map_items(
         conformer_item, jobs, 1, lambda d, total: ctx.progress(d / total, f"conformers {d}/{total}")
     )
-    from tools_server.chem.tables import table_result
+    from tools_server.plugin import table_result
 
     return {"n_molecules": n, **table_result(ctx, "conformers", items)}
 

@@ -85,6 +85,8 @@ class Dispatcher:
         if spec.server_tool:
             started = time.perf_counter()
             result = await spec.fn(args, self)
+            if not spec.extra.get("job_answer"):
+                result = spec.conform(result)
             if spec.extra.get("passthrough"):
                 return result
             payload = {"result": result, "wall_s": time.perf_counter() - started}

@@ -10,7 +10,6 @@ from pydantic import ValidationError
 
 from tools_server.core.context import ProgressSink, ToolContext
 from tools_server.core.errors import ToolError
-from tools_server.core.finite import check_finite_result
 from tools_server.core.registry import ToolSpec, tools_in_module
 
 
@@ -61,7 +60,4 @@ def run_tool(
     start = time.perf_counter()
     result = spec.call(args, ctx)
     wall_s = time.perf_counter() - start
-    if not isinstance(result, dict):
-        raise ToolError("internal_error", f"tool {spec.name} returned {type(result).__name__}, not a dict")
-    check_finite_result(spec.name, result)
     return {"result": result, "warnings": ctx.warnings, "engine": ctx.engine, "wall_s": wall_s}

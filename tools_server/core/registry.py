@@ -1,8 +1,7 @@
 """The tool registry: how a function becomes an MCP tool.
 
 A tool is a plain function taking a pydantic input model (and optionally a :class:`ToolContext`) and
-returning its declared result type, a :class:`~tools_server.core.results.ToolResult` (or a ``dict`` of
-that shape)::
+returning an instance of its declared result type, a :class:`~tools_server.core.results.ToolResult`::
 
     class AddInput(BaseModel):
         a: float = Field(description="first addend")
@@ -16,7 +15,8 @@ that shape)::
         \"\"\"Add two numbers. Written for the model: say what it returns, with units.\"\"\"
         return AddResult(sum=args.a + args.b)
 
-The return annotation becomes the tool's ``outputSchema``; a tool annotated ``-> dict`` has none.
+The return annotation becomes the tool's ``outputSchema``, and the server sends the result's strict
+:func:`~tools_server.core.results.wire_form`; a tool annotated ``-> dict`` has neither.
 
 A tool that wants the server's help (progress, artifacts, warnings, engine facts) declares a parameter
 annotated :class:`~tools_server.core.context.ToolContext`; it is found by its annotation, whatever its name.
@@ -46,7 +46,8 @@ from pydantic import BaseModel, ValidationError
 
 from tools_server.core.domain import DoctorCheck, Domain, Engine
 from tools_server.core.errors import ToolError
-from tools_server.core.results import output_schema
+from tools_server.core.finite import check_finite_result
+from tools_server.core.results import ToolResult, misfit, output_schema, wire_form
 from tools_server.core.waits import WAIT_S_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -117,8 +118,8 @@ class ToolSpec:
         return _check_threads(self.name, value)
 
     def call(self, args: BaseModel, context: Any = None) -> Any:
-        """Call the function, passing ``context`` to the parameter annotated for it, if any; a result of
-        the declared type comes back as its JSON dict, a dict is checked against the type."""
+        """Call the function, passing ``context`` to the parameter annotated for it, if any; returns what
+        the server sends (:meth:`conform`)."""
         if self.context_param is None:
             result = self.fn(args)
         else:
@@ -126,23 +127,24 @@ class ToolSpec:
         return self.conform(result)
 
     def conform(self, result: Any) -> Any:
-        """``result`` as the dict the server sends: a model is dumped (the fields it was given), a dict is
-        validated against :attr:`output_model`; a result that does not fit its type is an
-        ``internal_error`` naming the fields."""
-        if isinstance(result, BaseModel):
-            return result.model_dump(mode="json", exclude_unset=True)
+        """``result`` as the dict the server sends: an instance of :attr:`output_model` in its
+        :func:`~tools_server.core.results.wire_form` (validated strictly); a tool without a declared type
+        returns a dict, sent as it is. A result that does not fit is a :class:`ToolError` naming the
+        fields."""
+        if isinstance(result, BaseModel) and (
+            self.output_model is None or isinstance(result, self.output_model)
+        ):
+            return wire_form(result)
         if self.output_model is not None and isinstance(result, dict):
-            try:
-                self.output_model.model_validate(result)
+            try:  # domains still returning dicts (being moved to their result types)
+                self.output_model.model_validate(result, strict=False)
             except ValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(map(str, e['loc'])) or '(result)'}: {e['msg']}" for e in exc.errors()[:5]
-                )
-                raise ToolError(
-                    "internal_error",
-                    f"tool {self.name} returned a result that does not fit its declared type "
-                    f"{self.output_model.__name__}: {problems}",
-                ) from None
+                raise misfit(self.output_model.__name__, exc) from None
+        if not isinstance(result, dict):
+            raise ToolError(
+                "internal_error", f"tool {self.name} returned {type(result).__name__}, not a dict"
+            )
+        check_finite_result(self.name, result)
         return result
 
 
@@ -209,6 +211,11 @@ def tool(
             raise TypeError(f"tool {name}: write a docstring for the model")
         returns = hints.get("return")
         output_model = returns if isinstance(returns, type) and issubclass(returns, BaseModel) else None
+        if output_model is not None and not issubclass(output_model, ToolResult):
+            raise TypeError(
+                f"tool {name}: the result type {output_model.__name__} must subclass ToolResult "
+                "(from tools_server.plugin), which carries the keys the server adds (provenance, warnings)"
+            )
         spec = ToolSpec(
             name=name,
             fn=fn,

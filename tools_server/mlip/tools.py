@@ -252,7 +252,7 @@ def mlip_run(args: MlipInput, ctx: ToolContext) -> MlipResult:
     for item in items:
         for w in item.get("warnings", []):
             ctx.warn(f"molecule {item['index']}: {w}")
-    from tools_server.chem.tables import table_result
+    from tools_server.plugin import table_result
 
     n_ok = sum(1 for it in items if it["ok"])
     result: dict[str, Any] = {

@@ -179,9 +179,8 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> XtbResult:
     error.code: invalid_smiles, charge_multiplicity_mismatch, unsupported_element (xTB: H-Rn), not_converged).
     Energies are total electronic energies in Hartree (1 Eh = 627.5 kcal/mol); compare only between
     molecules with the same atoms, or as reaction energies."""
-    from tools_server.chem.tables import table_result
     from tools_server.engines.task import TaskOptions
-    from tools_server.plugin import map_items
+    from tools_server.plugin import map_items, table_result
     from tools_server.qc.xtb import engine_version, run_item
 
     _check_engine(args.engine)
