@@ -186,7 +186,7 @@ def prepare_receptor(
     """PDBFixer (no heterogens or water, missing atoms, H at ``ph``), then Meeko's receptor PDBQT."""
     from openmm.app import PDBFile
 
-    from tools_server.md.protein_system import load_fixer, repair
+    from tools_server.engines.protein_system import load_fixer, repair
 
     fixer = load_fixer(pdb_path, pdb_text)
     protein = [r for r in fixer.topology.residues() if r.name not in WATER]

@@ -163,7 +163,7 @@ def md_run(args: MdRunInput, ctx: ToolContext) -> MdResult:
             cutoff_nm=args.cutoff_nm,
         )
     else:
-        from tools_server.md.protein_system import build_protein
+        from tools_server.engines.protein_system import build_protein
 
         built = build_protein(
             pdb_path=args.pdb_path,

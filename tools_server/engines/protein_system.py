@@ -1,13 +1,28 @@
-"""Proteins from a PDB or mmCIF file: repaired with PDBFixer, parameterised with Amber14."""
+"""Proteins from a PDB or mmCIF file: repaired with PDBFixer (:func:`load_fixer`, :func:`repair`), and
+parameterised with Amber14 for OpenMM (:func:`build_protein`). ``md_run`` simulates them; ``dock`` prepares
+its receptors with the same repair, so both live here, below the domains.
+"""
 
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tools_server.md.liquid import BuiltSystem
 from tools_server.plugin import ToolError
+
+
+@dataclass
+class BuiltSystem:
+    """What the simulation needs: OpenMM system, topology, positions (nm) and a description."""
+
+    system: Any
+    topology: Any
+    positions_nm: Any
+    periodic: bool
+    description: dict[str, Any]
+
 
 #: solvent name -> extra force-field file (None: vacuum).
 IMPLICIT_MODELS = {"gbn2": "implicit/gbn2.xml", "obc2": "implicit/obc2.xml"}
