@@ -17,7 +17,7 @@ from spu_common.jsonfiles import atomic_write_text
 from tools_server import __version__
 from tools_server.core import settings
 from tools_server.core.cache import ResultCache, cache_key, input_hash
-from tools_server.core.errors import ERROR_CODES, ToolError, storage_warning
+from tools_server.core.errors import ToolError, storage_warning
 from tools_server.core.execute import run_tool, validation_error
 from tools_server.core.finite import check_finite_arguments
 from tools_server.core.jobs import Job, JobManager
@@ -295,19 +295,11 @@ def _names_files(params: dict[str, Any]) -> bool:
 
 
 def _canonical_input(spec: ToolSpec, args: Any, params: dict[str, Any]) -> Any:
-    """The cache-key input; a domain error raised while computing it (a molecule over the size limits)
-    becomes a :class:`ToolError` with the domain's code."""
+    """The cache-key input (a domain's error raised while computing it, a molecule over the size limits,
+    is a :class:`ToolError` and answers the call)."""
     if spec.canonicalize is None:
         return params
-    try:
-        return spec.canonicalize(args)
-    except ToolError:
-        raise
-    except Exception as exc:
-        code, message = getattr(exc, "code", None), getattr(exc, "message", None)
-        if isinstance(code, str) and isinstance(message, str):
-            raise ToolError(code if code in ERROR_CODES else "invalid_input", message) from None
-        raise
+    return spec.canonicalize(args)
 
 
 def fit_budget(tool: str, result: dict[str, Any], stem: str) -> dict[str, Any]:

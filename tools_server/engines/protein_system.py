@@ -55,16 +55,13 @@ def check_input_structure(fixer: Any) -> None:
     import numpy as np
     from openmm import unit
 
-    from tools_server.molecules import MoleculeError, check_coordinates, check_no_coincident_atoms
+    from tools_server.molecules import check_coordinates, check_no_coincident_atoms
 
     xyz = np.asarray(
         [[v.x, v.y, v.z] for v in fixer.positions.value_in_unit(unit.angstrom)], dtype=float
     ).reshape(-1, 3)
-    try:
-        check_coordinates(xyz, "coordinates of the structure")
-        check_no_coincident_atoms(xyz)
-    except MoleculeError as exc:
-        raise ToolError(exc.code, exc.message) from None
+    check_coordinates(xyz, "coordinates of the structure")
+    check_no_coincident_atoms(xyz)
     residues = [r.name for r in fixer.topology.residues()]
     if not any(name in _STANDARD for name in residues):
         found = ", ".join(sorted(set(residues))[:5]) or "no residues"

@@ -8,8 +8,7 @@ beside the energy) and in the optimiser it asks for (geomeTRIC, or BFGS to a for
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -229,31 +228,8 @@ def _frequencies(
 
 
 def error_item(index: int, exc: BaseException) -> dict[str, Any]:
-    """The item of a molecule that failed: the error's code and message (``engine_crashed`` for an
-    exception without a code), with the recovery hint of the code."""
-    from tools_server.plugin import ERROR_CODES
+    """The item of a molecule that failed: the :class:`~tools_server.plugin.ToolError`'s code, message and
+    hint (``engine_crashed`` for any other exception)."""
+    from tools_server.plugin import ItemError
 
-    if callable(getattr(exc, "to_dict", None)):  # a ToolError: its own hint and details
-        return {"index": index, "ok": False, "error": exc.to_dict()}
-    code, message = getattr(exc, "code", None), getattr(exc, "message", None)
-    if not (isinstance(code, str) and isinstance(message, str)):
-        code, message = "engine_crashed", f"{type(exc).__name__}: {exc}"
-    error = {"code": code, "message": message, "hint": ERROR_CODES.get(code, "")}
-    return {"index": index, "ok": False, "error": error}
-
-
-@contextmanager
-def tool_errors() -> Iterator[None]:
-    """Inside a tool: an engine's or a molecule's error (anything with a string ``code`` and
-    ``message``) leaves as the :class:`~tools_server.plugin.ToolError` of that code."""
-    from tools_server.plugin import ToolError
-
-    try:
-        yield
-    except ToolError:
-        raise
-    except Exception as exc:
-        code, message = getattr(exc, "code", None), getattr(exc, "message", None)
-        if isinstance(code, str) and isinstance(message, str):
-            raise ToolError(code, message) from None
-        raise
+    return {"index": index, "ok": False, "error": ItemError.of(exc).model_dump(exclude_none=True)}

@@ -100,21 +100,15 @@ def _run_key(args: MlipInput) -> dict[str, Any]:
 
 
 def _load(text: str, charge: int | None) -> Any:
-    from tools_server.molecules import MoleculeError, load_molecule
+    from tools_server.molecules import load_molecule
 
-    try:
-        return load_molecule(text, charge=charge)
-    except MoleculeError as exc:
-        raise ToolError(exc.code, exc.message) from None
+    return load_molecule(text, charge=charge)
 
 
 def _check_structure(numbers: list[int], coords: Any, what: str) -> None:
-    from tools_server.molecules import MoleculeError, check_structure
+    from tools_server.molecules import check_structure
 
-    try:
-        check_structure(numbers, coords, what)
-    except MoleculeError as exc:
-        raise ToolError(exc.code, exc.message) from None
+    check_structure(numbers, coords, what)
 
 
 def _device(ctx: ToolContext) -> str:
@@ -158,7 +152,7 @@ def mlip_item(
     its item, or its error item; artifacts go to ``out_dir``. ``weights_missing`` and
     ``engine_unavailable`` are raised (the whole call fails), as is any error of a single molecule."""
     from tools_server.engines.calculator import AseCalculator
-    from tools_server.engines.task import TaskOptions, run_task, tool_errors
+    from tools_server.engines.task import TaskOptions, run_task
     from tools_server.mlip import models, run
 
     engine, name, device = opts["engine"], opts["name"], opts["device"]
@@ -183,8 +177,7 @@ def mlip_item(
                 fmax_ev_a=opts["fmax_ev_a"],
                 temperature_k=opts["temperature_k"],
             )
-            with tool_errors():
-                done = run_task(model, mol, options, Path(out_dir), f"mol{i}", tick)
+            done = run_task(model, mol, options, Path(out_dir), f"mol{i}", tick)
             return {"index": i, "ok": True, **done.as_item()}
         item: dict[str, Any] = {"index": i, "ok": True, "formula": mol.formula(), "n_atoms": mol.n_atoms}
         if mol.smiles:
@@ -323,39 +316,37 @@ def mlip_conformers(args: MlipConformersInput, ctx: ToolContext) -> MlipConforme
     electronic energies at 0 K of optimised structures (no zero-point, thermal or entropy terms, gas
     phase); differences below ~0.5 kcal/mol are within the models' error."""
     from tools_server.engines import conformers
-    from tools_server.engines.task import TaskOptions, tool_errors
+    from tools_server.engines.task import TaskOptions
 
     models, name, device = _prepare(args, ctx)
-    with tool_errors():
-        base, rdmol, source = conformers.conformer_set(
-            args.molecule,
-            n_conformers=args.n_conformers,
-            seed=args.seed,
-            charge=args.charge,
-            multiplicity=None,
-            prune_rms=0.3,
-            relax=False,
-        )
+    base, rdmol, source = conformers.conformer_set(
+        args.molecule,
+        n_conformers=args.n_conformers,
+        seed=args.seed,
+        charge=args.charge,
+        multiplicity=None,
+        prune_rms=0.3,
+        relax=False,
+    )
     # the model's element, charge and species checks (and weights_missing) before anything is fanned out
     models.check_molecule(args.engine, base.numbers, base.charge, base.multiplicity)
     calc = models.load_calculator(args.engine, name, device, charge=base.charge)
     models.check_model_species(args.engine, calc, base.numbers)
-    with tool_errors():
-        # one process (the model loaded once); on a Dask cluster the conformers become tasks
-        found = conformers.search(
-            base,
-            rdmol,
-            source,
-            engine=args.engine,
-            calc_options={"model": name, "device": device},
-            task_options=TaskOptions(
-                task="optimize", optimizer="bfgs", fmax_ev_a=args.fmax_ev_a, max_steps=args.max_steps
-            ),
-            options=conformers.SearchOptions.of(args),
-            out_path=ctx.artifact("conformers_ranked.sdf"),
-            processes=1,
-            progress=ctx.progress,
-        )
+    # one process (the model loaded once); on a Dask cluster the conformers become tasks
+    found = conformers.search(
+        base,
+        rdmol,
+        source,
+        engine=args.engine,
+        calc_options={"model": name, "device": device},
+        task_options=TaskOptions(
+            task="optimize", optimizer="bfgs", fmax_ev_a=args.fmax_ev_a, max_steps=args.max_steps
+        ),
+        options=conformers.SearchOptions.of(args),
+        out_path=ctx.artifact("conformers_ranked.sdf"),
+        processes=1,
+        progress=ctx.progress,
+    )
     return {
         "engine": args.engine,
         "model": name,

@@ -126,7 +126,7 @@ def _xtb_key(args: XtbInput) -> dict[str, Any]:
 
 
 def _xtb_settings(args: Any) -> Any:
-    from tools_server.qc.xtb import XtbError, XtbSettings, normalise_solvent
+    from tools_server.qc.xtb import XtbSettings, normalise_solvent
 
     settings = XtbSettings(
         method=args.method,
@@ -136,10 +136,7 @@ def _xtb_settings(args: Any) -> Any:
         accuracy=args.accuracy,
         electronic_temperature_k=args.electronic_temperature_k,
     )
-    try:
-        return normalise_solvent(settings)
-    except XtbError as exc:
-        raise ToolError(exc.code, exc.message) from None
+    return normalise_solvent(settings)
 
 
 def _check_engine(engine: str) -> None:
@@ -289,7 +286,7 @@ def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> XtbConformersRe
     to dft_run to refine the lowest). This is a quick ETKDG-based search, not an exhaustive metadynamics
     (CREST) search."""
     from tools_server.engines import conformers
-    from tools_server.engines.task import TaskOptions, tool_errors
+    from tools_server.engines.task import TaskOptions
     from tools_server.qc.xtb import calculator_options, engine_version
 
     _check_engine(args.engine)
@@ -302,29 +299,28 @@ def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> XtbConformersRe
         solvation=settings.solvent_label(),
         parallel_processes=ctx.threads,
     )
-    with tool_errors():
-        base, rdmol, source = conformers.conformer_set(
-            args.molecule,
-            n_conformers=args.n_conformers,
-            seed=args.seed,
-            charge=args.charge,
-            multiplicity=args.multiplicity,
-            prune_rms=0.1,
-            relax=True,
-        )
-        found = conformers.search(
-            base,
-            rdmol,
-            source,
-            engine="xtb",
-            calc_options={**calculator_options(settings), "inline_charges": False},
-            task_options=TaskOptions(task="optimize", max_steps=args.max_steps),
-            options=conformers.SearchOptions.of(args),
-            out_path=ctx.artifact("ensemble_conformers.sdf"),
-            processes=ctx.threads,
-            row_properties=("gap_ev", "dipole_debye"),
-            progress=ctx.progress,
-        )
+    base, rdmol, source = conformers.conformer_set(
+        args.molecule,
+        n_conformers=args.n_conformers,
+        seed=args.seed,
+        charge=args.charge,
+        multiplicity=args.multiplicity,
+        prune_rms=0.1,
+        relax=True,
+    )
+    found = conformers.search(
+        base,
+        rdmol,
+        source,
+        engine="xtb",
+        calc_options={**calculator_options(settings), "inline_charges": False},
+        task_options=TaskOptions(task="optimize", max_steps=args.max_steps),
+        options=conformers.SearchOptions.of(args),
+        out_path=ctx.artifact("ensemble_conformers.sdf"),
+        processes=ctx.threads,
+        row_properties=("gap_ev", "dipole_debye"),
+        progress=ctx.progress,
+    )
     return {
         "method": args.method,
         "solvation": settings.solvent_label() or "gas phase",
@@ -372,10 +368,6 @@ def dft_run(args: DftInput, ctx: ToolContext) -> DftResult:
     cycles, retried}, geometry artifacts, warnings. A cost estimate from the number of basis functions is
     made first: a job that cannot finish on the CPU within the time limit is refused (too_large_for_cpu)
     with advice (xTB, a smaller basis, or a GPU)."""
-    from tools_server.molecules import MoleculeError
     from tools_server.qc import dft
 
-    try:
-        return dft.run(args, ctx)
-    except MoleculeError as exc:
-        raise ToolError(exc.code, exc.message) from None
+    return dft.run(args, ctx)
