@@ -338,7 +338,7 @@ def test_batch_tools_give_the_local_result_item_for_item(cluster, monkeypatch):
     dispatcher, _, _ = cluster
     args = {"molecules": ["CCO", "c1ccccc1O", "CC(=O)O", "not a molecule"], "n_conformers": 4, "seed": 7}
     remote = asyncio.run(dispatcher.call("chem_conformers", {**args, "wait_s": 600}))
-    local = chem_conformers(
+    local = chem_conformers.__spu_tool__.call(  # what the server sends of the one-process result
         ConformerInput(**args), ToolContext("chem_conformers", "local-conformers", threads=1)
     )
     strip = lambda rows: [{k: v for k, v in r.items() if k != "sdf"} for r in rows]  # noqa: E731

@@ -309,7 +309,8 @@ def run_chunk(
 
 
 def relocate(value: Any, old: str, new: str | None) -> Any:
-    """``value`` with every string that starts with the folder ``old`` pointing into ``new`` instead."""
+    """``value`` (a result: dicts, lists, models) with every string that starts with the folder ``old``
+    pointing into ``new`` instead."""
     if new is None:
         return value
     if isinstance(value, str):
@@ -318,6 +319,9 @@ def relocate(value: Any, old: str, new: str | None) -> Any:
         return {k: relocate(v, old, new) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return type(value)(relocate(v, old, new) for v in value)
+    if isinstance(value, BaseModel):  # an item model: its fields, as they were set
+        moved = {k: relocate(getattr(value, k), old, new) for k in value.model_fields_set}
+        return value.model_copy(update=moved)
     return value
 
 
