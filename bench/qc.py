@@ -88,7 +88,7 @@ def bench_overhead(repeats: int) -> dict:
         return calc.singlepoint().get("energy")
 
     def wrapped() -> float:
-        return Q.xtb_run(Q.XtbInput(molecules=[xyz]), _ctx("xtb_run", 1))["items"][0]["energy_hartree"]
+        return Q.xtb_run(Q.XtbInput(molecules=[xyz]), _ctx("xtb_run", 1)).items[0].energy_hartree
 
     raw(), wrapped()  # warm-up (imports, OpenMP start)
     t_raw = _median(raw, repeats)
@@ -123,7 +123,7 @@ def bench_batch(n: int) -> dict:
         start = time.perf_counter()
         res = Q.xtb_run(Q.XtbInput(molecules=molecules, task="optimize"), _ctx("xtb_run", threads))
         out[f"{label}_s"] = time.perf_counter() - start
-        out[f"{label}_ok"] = res["n_ok"]
+        out[f"{label}_ok"] = res.n_ok
     out["processes"] = cores
     out["speedup"] = out["serial_s"] / out["parallel_s"]
     out["speedup_cold"] = out["serial_s"] / out["parallel_cold_s"]
@@ -243,13 +243,13 @@ def bench_dft() -> dict:
         res = Q.dft_run(Q.DftInput(molecule=smiles, functional="B3LYP", basis="def2-SVP", device="cpu"), ctx)
         wall = time.perf_counter() - start
         est = estimate_cpu_seconds(
-            res["n_basis"], res["n_atoms"], "energy", cores=ctx.threads, density_fitting=True
+            res.n_basis, res.n_atoms, "energy", cores=ctx.threads, density_fitting=True
         )
         out[name] = {
             "wall_s": wall,
-            "n_basis": res["n_basis"],
+            "n_basis": res.n_basis,
             "estimate_s": est,
-            "energy_hartree": res["energy_hartree"],
+            "energy_hartree": res.energy_hartree,
         }
     return out
 

@@ -412,7 +412,9 @@ def test_xtb_conformers_spreads_its_conformers_and_ranks_them_as_one_process(clu
 
     args = {"molecule": "CCCC", "n_conformers": 4, "seed": 3, "max_steps": 100}
     remote, tasks = _on_cluster(cluster, "xtb_conformers", args)
-    local = xtb_conformers(XtbConformerInput(**args), ToolContext("xtb_conformers", "local-xc", threads=1))
+    local = xtb_conformers.__spu_tool__.call(  # what the server sends of the one-process result
+        XtbConformerInput(**args), ToolContext("xtb_conformers", "local-xc", threads=1)
+    )
     assert remote["n_conformers"] >= 2 and len(tasks) == remote["n_conformers"], "one task per conformer"
     for key in ("n_conformers", "n_optimised", "n_failed", "n_duplicates", "n_unique"):
         assert remote[key] == local[key], key

@@ -11,58 +11,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tools_server.engines.conformers import ConformerSearchResult, SearchInput
-from tools_server.engines.optimize import OptimizationReport
-from tools_server.engines.task import FrequencyReport
-from tools_server.plugin import BatchResult, ToolContext, ToolError, ToolResult, tool
+from tools_server.engines.conformers import SearchInput
+from tools_server.plugin import ToolContext, ToolError, tool
 from tools_server.qc.inputs import _MOL_DESC, DftInput
-
-
-class XtbResult(BatchResult):
-    method: str
-    engine: str
-    task: str
-    solvation: str
-
-
-class XtbConformersResult(ConformerSearchResult):
-    method: str
-    solvation: str
-
-
-class DftResult(ToolResult):
-    method: str
-    basis: str
-    task: str
-    dispersion: str
-    density_fitting: bool
-    solvation: str
-    smiles: str | None = None
-    formula: str
-    n_atoms: int
-    n_basis: int
-    charge: int
-    multiplicity: int
-    reference: str
-    device: str
-    device_reason: str
-    scf: dict[str, Any]
-    energy_hartree: float
-    homo_ev: float | None = None
-    lumo_ev: float | None = None
-    gap_ev: float | None = None
-    dipole_debye: float | None = None
-    dipole_vector_debye: list[float] | None = None
-    dipole_note: str | None = None
-    mulliken_charges_e: list[float] | None = None
-    charges_note: str | None = None
-    dispersion_energy_hartree: float | None = None
-    optimization: OptimizationReport | None = None
-    geometry_xyz: str | None = None
-    geometry_sdf: str | None = None
-    frequencies: FrequencyReport | None = None
-    thermo: dict[str, Any] | None = None
-    excitations: dict[str, Any] | None = None
+from tools_server.qc.results import DftResult, XtbConformerRow, XtbConformersResult, XtbResult
 
 
 def _mol_keys(molecules: list[str]) -> list[str]:
@@ -207,29 +159,25 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> XtbResult:
         items = map_items(
             run_item, jobs, ctx.threads, lambda d, total: ctx.progress(d / total, f"{d}/{total} molecules")
         )
-    for item in items:
-        for w in item.get("warnings", []):
-            if n == 1:
-                ctx.warn(w)
-    n_ok = sum(1 for it in items if it["ok"])
-    result: dict[str, Any] = {
-        "method": args.method,
-        "engine": args.engine,
-        "task": args.task,
-        "solvation": settings.solvent_label() or "gas phase",
-        "n_molecules": n,
-        "n_ok": n_ok,
-        "n_failed": n - n_ok,
-    }
-    if n > 20:
-        result["note"] = (
-            "partial charges are left out of batches above 20 molecules; run small batches for them"
-        )
-    if n == 1 and not items[0]["ok"]:
-        err = items[0]["error"]
-        raise ToolError(err["code"], err["message"])
-    result.update(table_result(ctx, "xtb_results", items))
-    return result
+    if n == 1:
+        for w in items[0].warnings or []:
+            ctx.warn(w)
+    if n == 1 and not items[0].ok:
+        err = items[0].error
+        raise ToolError(err.code, err.message)
+    n_ok = sum(1 for it in items if it.ok)
+    note = "partial charges are left out of batches above 20 molecules; run small batches for them"
+    return XtbResult(
+        method=args.method,
+        engine=args.engine,
+        task=args.task,
+        solvation=settings.solvent_label() or "gas phase",
+        n_molecules=n,
+        n_ok=n_ok,
+        n_failed=n - n_ok,
+        **({"note": note} if n > 20 else {}),
+        **table_result(ctx, "xtb_results", items),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -318,14 +266,14 @@ def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> XtbConformersRe
         options=conformers.SearchOptions.of(args),
         out_path=ctx.artifact("ensemble_conformers.sdf"),
         processes=ctx.threads,
-        row_properties=("gap_ev", "dipole_debye"),
+        row_type=XtbConformerRow,
         progress=ctx.progress,
     )
-    return {
-        "method": args.method,
-        "solvation": settings.solvent_label() or "gas phase",
-        **found.model_dump(mode="json", exclude_none=True),
-    }
+    return XtbConformersResult(
+        method=args.method,
+        solvation=settings.solvent_label() or "gas phase",
+        **{k: getattr(found, k) for k in found.model_fields_set},
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -370,4 +318,4 @@ def dft_run(args: DftInput, ctx: ToolContext) -> DftResult:
     with advice (xTB, a smaller basis, or a GPU)."""
     from tools_server.qc import dft
 
-    return dft.run(args, ctx)
+    return DftResult(**dft.run(args, ctx))
