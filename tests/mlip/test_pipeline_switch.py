@@ -34,8 +34,8 @@ def test_one_argument_switches_the_shared_pipeline_from_xtb_to_an_ml_potential(t
         assert results["xtb"].thermo[key] == pytest.approx(getattr(xtb.thermo, key), abs=1e-9)
     assert results["xtb"].energy_hartree == xtb.energy_hartree
 
-    ani = mlip_run(MlipInput(molecules=["O"], engine="ani2x"), ctx)["items"][0]
-    assert results["ani2x"].energy_hartree == pytest.approx(ani["energy_hartree"], abs=1e-8)
+    ani = mlip_run(MlipInput(molecules=["O"], engine="ani2x"), ctx).items[0]
+    assert results["ani2x"].energy_hartree == pytest.approx(ani.energy_hartree, abs=1e-8)
     assert results["ani2x"].wavenumbers_cm1 != results["xtb"].wavenumbers_cm1  # another model answered
 
 
