@@ -232,7 +232,7 @@ def md_run(args: MdRunInput, ctx: ToolContext) -> MdResult:
     }
     result["estimated_s"] = round(estimate, 1)
     result["warnings"] = list(ctx.warnings)
-    return result
+    return MdResult(**result)
 
 
 AnalysisName = Literal["rmsd", "rmsf", "rg", "sasa", "hbonds", "density", "diffusion"]
@@ -355,7 +355,7 @@ def md_analyze(args: MdAnalyzeInput, ctx: ToolContext) -> MdAnalysis:
         _write_rows(path, rows)
         out["series_csv"] = str(path)
     ctx.set_engine("mdtraj", _version("mdtraj"), device="cpu")
-    return out
+    return MdAnalysis(**out)
 
 
 def _fit_atoms(traj, atoms, has_protein: bool):
