@@ -361,7 +361,7 @@ def test_mlip_tools_on_the_cluster_equal_one_process(cluster):
     args = {"molecules": ["O", "CCO", "[Og]", "C"], "engine": "sevennet", "task": "energy"}
     remote = asyncio.run(dispatcher.call("mlip_run", {**args, "wait_s": 600}))
     assert "status" not in remote, remote  # finished, not still running (the default wait is 40 s)
-    local = mlip_run(MlipInput(**args), ToolContext("mlip_run", "local-mlip", threads=1))
+    local = mlip_run.__spu_tool__.call(MlipInput(**args), ToolContext("mlip_run", "local-mlip", threads=1))
     assert [it["ok"] for it in remote["items"]] == [True, True, False, True]
     assert remote["items"][2]["error"]["code"] == "unsupported_element"
     for r, loc in zip(remote["items"], local["items"], strict=True):
@@ -370,7 +370,7 @@ def test_mlip_tools_on_the_cluster_equal_one_process(cluster):
 
     args = {"molecule": "CCCO", "n_conformers": 3, "engine": "sevennet", "fmax_ev_a": 0.2, "max_steps": 25}
     remote, tasks = _on_cluster(cluster, "mlip_conformers", args)
-    local = mlip_conformers(
+    local = mlip_conformers.__spu_tool__.call(
         MlipConformersInput(**args), ToolContext("mlip_conformers", "local-mc", threads=1)
     )
     assert remote["n_conformers"] >= 2 and len(tasks) == remote["n_conformers"], "one task per conformer"
@@ -447,7 +447,7 @@ def test_dock_spreads_its_ligands_with_per_item_errors_kept(cluster):
         "seed": 11,
     }
     remote, tasks = _on_cluster(cluster, "dock", args)
-    local = dock(DockInput(**args), ToolContext("dock", "local-dock", threads=1))
+    local = dock.__spu_tool__.call(DockInput(**args), ToolContext("dock", "local-dock", threads=1))
     assert len(tasks) == 3, "one task per ligand"
     assert [r["ok"] for r in remote["ligands"]] == [True, False, True]
     assert remote["ligands"][1]["error"]["code"] == local["ligands"][1]["error"]["code"] == "invalid_smiles"

@@ -162,6 +162,36 @@ class Loose(BaseModel):
     value: float
 
 
+class OpenBatch(ItemsResult):  # its items are the bare Item: no keys declared
+    pass
+
+
+def test_a_typed_tool_that_returns_a_dict_fails_with_a_hint_saying_what_to_return():
+    """The way before results were typed: on 39e2847 the dict was checked loosely and sent as it was
+    ("yes" for a bool went out); now it is refused, and the hint names the fix."""
+
+    @tool(name="t_old_style")
+    def old_style(args: Number) -> Probe:
+        """Doc."""
+        return {"energy_hartree": args.x, "n_atoms": 1, "converged": "yes"}
+
+    with pytest.raises(ToolError) as err:
+        old_style.__spu_tool__.call(Number(x=-1.0))
+    assert err.value.code == "internal_error" and "declared to return Probe but returned dict" in str(
+        err.value
+    )
+    assert "return Probe(...)" in err.value.hint
+
+
+def test_a_batch_must_declare_its_item_type():
+    with pytest.raises(TypeError, match="does not declare its items"):
+
+        @tool(name="t_open_batch")
+        def open_batch(args: Number) -> OpenBatch:
+            """Doc."""
+            return OpenBatch(items=[])
+
+
 def test_a_result_type_must_be_a_tool_result():
     with pytest.raises(TypeError, match="must subclass ToolResult"):
 

@@ -99,19 +99,14 @@ def compute(mol: Any, preset: str, names: list[str] | None = None) -> dict[str, 
 
 
 def _clean(value: Any) -> Any:
-    import math
-
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
+    """A descriptor's value as plain Python: booleans and integers as they are, anything else a float
+    (NaN where RDKit gives no number; the result's type carries it as null)."""
+    if isinstance(value, bool | int):
         return value
     try:
-        f = float(value)
+        return round(float(value), 6)
     except (TypeError, ValueError):
-        return None
-    if not math.isfinite(f):
-        return None
-    return round(f, 6)
+        return float("nan")
 
 
 def units_for(preset: str, names: list[str] | None) -> dict[str, str]:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 
 from tools_server.plugin import (
     BatchResult,
+    FiniteOrNull,
     Item,
     ItemsResult,
     ResultModel,
@@ -57,7 +58,7 @@ class ParseResult(BatchResult):
 class DescriptorItem(Item):
     smiles: str | None = None
     #: descriptor name -> value (counts and flags as integers and booleans; null where RDKit gives no number)
-    descriptors: dict[str, bool | int | float | None] | None = None
+    descriptors: dict[str, bool | int | FiniteOrNull] | None = None
 
 
 class DescriptorsResult(BatchResult):

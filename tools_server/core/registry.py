@@ -42,12 +42,18 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from tools_server.core.domain import DoctorCheck, Domain, Engine
 from tools_server.core.errors import ToolError
 from tools_server.core.finite import check_finite_result
-from tools_server.core.results import ToolResult, misfit, output_schema, wire_form
+from tools_server.core.results import (
+    Item,
+    ItemsResult,
+    ToolResult,
+    output_schema,
+    wire_form,
+)
 from tools_server.core.waits import WAIT_S_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -129,23 +135,25 @@ class ToolSpec:
     def conform(self, result: Any) -> Any:
         """``result`` as the dict the server sends: an instance of :attr:`output_model` in its
         :func:`~tools_server.core.results.wire_form` (validated strictly); a tool without a declared type
-        returns a dict, sent as it is. A result that does not fit is a :class:`ToolError` naming the
-        fields."""
-        if isinstance(result, BaseModel) and (
-            self.output_model is None or isinstance(result, self.output_model)
-        ):
+        (``-> dict``) returns a dict, sent as it is. Anything else, a dict from a tool that declares a type
+        included, is an ``internal_error`` saying what to return; a result that does not fit its type is a
+        :class:`ToolError` naming the fields."""
+        declared = self.output_model
+        if declared is not None and isinstance(result, declared):
             return wire_form(result)
-        if self.output_model is not None and isinstance(result, dict):
-            try:  # domains still returning dicts (being moved to their result types)
-                self.output_model.model_validate(result, strict=False)
-            except ValidationError as exc:
-                raise misfit(self.output_model.__name__, exc) from None
-        if not isinstance(result, dict):
-            raise ToolError(
-                "internal_error", f"tool {self.name} returned {type(result).__name__}, not a dict"
-            )
-        check_finite_result(self.name, result)
-        return result
+        if declared is None and isinstance(result, dict):
+            check_finite_result(self.name, result)
+            return result
+        if declared is not None:
+            hint = f"A bug in the tool: build its result type and return it: return {declared.__name__}(...)."
+        else:
+            hint = "A bug in the tool: return a dict, or declare a result type (a ToolResult subclass)."
+        raise ToolError(
+            "internal_error",
+            f"tool {self.name} is declared to return {declared.__name__ if declared else 'a dict'} but "
+            f"returned {type(result).__name__}",
+            hint=hint,
+        )
 
 
 def tool(
@@ -216,6 +224,13 @@ def tool(
                 f"tool {name}: the result type {output_model.__name__} must subclass ToolResult "
                 "(from tools_server.plugin), which carries the keys the server adds (provenance, warnings)"
             )
+        if output_model is not None and issubclass(output_model, ItemsResult):
+            item_type = typing.get_args(output_model.model_fields["items"].annotation)[0]
+            if item_type is Item:
+                raise TypeError(
+                    f"tool {name}: {output_model.__name__} does not declare its items: subclass Item with "
+                    f"the keys of one item and declare `items: list[MyItem]` in {output_model.__name__}"
+                )
         spec = ToolSpec(
             name=name,
             fn=fn,

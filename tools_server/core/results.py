@@ -125,8 +125,6 @@ class ToolResult(ResultModel):
 class ItemError(ResultModel):
     """Why one item of a batch failed: a stable error code, a message, the recovery hint."""
 
-    model_config = ConfigDict(extra="allow")  # open while the domains move to declared item types
-
     code: str
     message: str
     hint: str | None = None
@@ -145,9 +143,6 @@ class Item(ResultModel):
     """One item of a batch: ``ok`` with the item's own keys, or ``ok: false`` with its ``error``. A batch
     tool declares its items' keys in a subclass (every key optional: a failed item has only ``index``,
     ``ok`` and ``error``)."""
-
-    # open while the domains move to declared item types; closed once every batch tool declares its own
-    model_config = ConfigDict(extra="allow")
 
     index: int
     ok: bool

@@ -46,12 +46,12 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> Path:
     return path
 
 
-def table_result(ctx: Any, name: str, items: list[Any], *, always_csv: bool = False) -> dict[str, Any]:
-    """The item fields of an :class:`~tools_server.core.results.ItemsResult` (``items`` being the batch's
-    item models, or dicts): ``{"items": items}`` when small; else a CSV artifact ``<name>.csv`` of every
-    item (``table_csv``), ``items`` cut to a preview, and ``items_truncated`` saying so. Pass them on as
-    keywords: ``MyResult(n_molecules=n, **table_result(ctx, "name", items))``."""
-    rows = [_row(item) for item in items]
+def table_result(ctx: Any, name: str, items: list[BaseModel], *, always_csv: bool = False) -> dict[str, Any]:
+    """The item fields of an :class:`~tools_server.core.results.ItemsResult` (``items``: the batch's item
+    models): ``{"items": items}`` when small; else a CSV artifact ``<name>.csv`` of every item
+    (``table_csv``), ``items`` cut to a preview, and ``items_truncated`` saying so. Pass them on as keywords:
+    ``MyResult(n_molecules=n, **table_result(ctx, "name", items))``."""
+    rows = [item.model_dump(mode="json", exclude_unset=True) for item in items]
     size = len(json.dumps(rows, separators=(",", ":"), default=str))
     if size <= INLINE_CHARS and not always_csv:
         return {"items": items}
@@ -70,7 +70,3 @@ def table_result(ctx: Any, name: str, items: list[Any], *, always_csv: bool = Fa
         out["items"] = preview
         out["items_truncated"] = f"{len(preview)} of {len(items)} items shown; all rows are in table_csv"
     return out
-
-
-def _row(item: Any) -> dict[str, Any]:
-    return item.model_dump(mode="json", exclude_unset=True) if isinstance(item, BaseModel) else item
