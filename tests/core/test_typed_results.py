@@ -236,3 +236,27 @@ def test_whatever_a_tool_puts_in_a_result_the_wire_gets_a_schema_valid_strict_js
     json.dumps(sent, allow_nan=False)  # strict JSON: raises on NaN or infinity
     assert _fits(schema, sent) == []
     assert type(sent["n_atoms"]) is int and type(sent["converged"]) is bool
+
+
+class Node(ResultModel):  # contains itself: its reference must stay
+    name: str
+    children: list[Node] | None = None
+
+
+class Tree(ToolResult):
+    root: Node
+
+
+def test_schemas_write_nested_models_in_place_and_keep_a_reference_only_for_recursion():
+    """The Python SDK's validator resolves a $ref at each use; the schemas a client checks every result
+    against carry none, except where a model contains itself."""
+    schema = _schema(ProbeBatch)
+    assert "$ref" not in json.dumps(schema) and "$defs" not in schema
+    item = schema["properties"]["items"]["items"]
+    assert item["additionalProperties"] is False and item["properties"]["error"]["type"] == ["object", "null"]
+    tree = _schema(Tree)
+    assert tree["properties"]["root"]["properties"]["children"]["items"] == {"$ref": "#/$defs/Node"}
+    assert set(tree["$defs"]) == {"Node"}
+    validator_for(tree).check_schema(tree)
+    assert _fits(tree, {"root": {"name": "a", "children": [{"name": "b", "children": []}]}}) == []
+    assert _fits(tree, {"root": {"name": "a", "children": [{"name": "b", "extra": 1}]}}) != []

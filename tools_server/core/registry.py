@@ -51,6 +51,8 @@ from tools_server.core.results import (
     Item,
     ItemsResult,
     ToolResult,
+    compact_schema,
+    inline_refs,
     output_schema,
     wire_form,
 )
@@ -105,9 +107,11 @@ class ToolSpec:
         return self.resource in ("cpu", "gpu")
 
     def input_schema(self) -> dict[str, Any]:
-        schema = self.input_model.model_json_schema()
+        """The ``inputSchema`` sent in ``tools/list``: the input model's JSON schema, nested models written
+        in place and compact (:func:`~tools_server.core.results.compact_schema`), with ``wait_s`` for a
+        job."""
+        schema = compact_schema(inline_refs(self.input_model.model_json_schema()))
         if self.is_job:
-            schema = dict(schema)
             schema["properties"] = {**schema.get("properties", {}), "wait_s": WAIT_S_SCHEMA}
         return schema
 
@@ -117,6 +121,27 @@ class ToolSpec:
         if self.output_model is None:
             return None
         return output_schema(self.output_model, job=self.is_job or bool(self.extra.get("job_answer")))
+
+    def listing(self) -> dict[str, Any]:
+        """The tool's entry in ``tools/list``, as the JSON the SDK sends (its ``Tool``, by alias, without
+        nulls), built without importing the SDK: the tool list is made ahead of it on a first start
+        (:func:`tools_server.core.toollist.build_ahead`)."""
+        annotations = {
+            "title": self.title,
+            "readOnlyHint": self.read_only,
+            "destructiveHint": self.destructive,
+            "idempotentHint": self.idempotent,
+            "openWorldHint": self.open_world,
+        }
+        entry = {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "inputSchema": self.input_schema(),
+            "outputSchema": self.output_schema(),
+            "annotations": {k: v for k, v in annotations.items() if v is not None},
+        }
+        return {k: v for k, v in entry.items() if v is not None}
 
     def threads_for(self, args: BaseModel) -> int | str:
         """The reservation of one call: ``"all"`` or a number of cores (1 for ``"single"``)."""

@@ -210,7 +210,8 @@ def wire_form(result: ResultModel) -> dict[str, Any]:
     except ValidationError as exc:  # a result type that is no ResultModel raises pydantic's own error
         raise misfit(model.__name__, exc) from None
     out = checked.model_dump(mode="json", exclude_unset=True)
-    check_finite_result(model.__name__, out)  # what no field's type covers (a dict[str, Any])
+    if "NaN" in text or "Infinity" in text:  # the JSON of a non-finite float (or such text in a string)
+        check_finite_result(model.__name__, out)  # where no field's type covers it (a dict[str, Any])
     return out
 
 
@@ -221,8 +222,9 @@ BUDGET_KEY = "result_artifact"
 def output_schema(model: type[BaseModel], *, job: bool) -> dict[str, Any]:
     """The ``outputSchema`` of a tool returning ``model``: the model's JSON schema, its required keys
     waived for a result moved to an artifact (``result_artifact``), and for a job (``job``) also the
-    :class:`JobStatus` of a job still running."""
-    schema = model.model_json_schema(mode="serialization")
+    :class:`JobStatus` of a job still running; compact, and with every nested model written in place
+    (:func:`inline_refs`)."""
+    schema = inline_refs(model.model_json_schema(mode="serialization"))
     defs = schema.pop("$defs", {})
     required = schema.pop("required", [])
     if required:
@@ -238,7 +240,36 @@ def output_schema(model: type[BaseModel], *, job: bool) -> dict[str, Any]:
         schema = {k: v for k, v in schema.items() if v is not None}
     if defs:
         schema["$defs"] = defs
-    return _compact(schema, root=True)
+    return compact_schema(schema)
+
+
+def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with each ``$ref`` to its ``$defs`` replaced by the definition itself (a model that
+    contains itself keeps its reference). A client validates every result against the tool's schema; the
+    Python SDK's validator (``jsonschema``) resolves each reference at each use, and on an ``xtb_run``
+    result the schema with references took three times as long to check as the same schema written out
+    (``docs/performance.md``)."""
+    defs = schema.get("$defs", {})
+    kept: set[str] = set()
+
+    def walk(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [walk(v, seen) for v in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref.rsplit("/", 1)[-1]
+            if name in seen or name not in defs:
+                kept.add(name)
+                return node
+            return walk({**defs[name], **{k: v for k, v in node.items() if k != "$ref"}}, (*seen, name))
+        return {k: walk(v, seen) for k, v in node.items() if k != "$defs"}
+
+    out = walk(schema, ())
+    if kept:
+        out["$defs"] = {name: walk(defs[name], (name,)) for name in sorted(kept) if name in defs}
+    return out
 
 
 @cache
@@ -246,23 +277,29 @@ def _job_status_schema() -> dict[str, Any]:
     return JobStatus.model_json_schema(mode="serialization")
 
 
-def _compact(node: Any, root: bool = False) -> Any:
-    """The schema without what only repeats the key (pydantic's per-field ``title``) or says nothing
-    (``"default": null``), and an optional scalar as ``{"type": ["string", "null"]}`` rather than an
-    ``anyOf`` of two schemas: the tool list is sent to every client at start, and a client validates every
-    result against it (an ``anyOf`` per optional field made that twice as slow)."""
+def compact_schema(node: Any, root: bool = True) -> Any:
+    """A JSON schema without what only repeats the key (pydantic's per-field ``title``), says nothing
+    (``"default": null``) or speaks to the code's readers (a model's docstring, kept only at the root), and
+    an optional scalar as ``{"type": ["string", "null"]}`` rather than an ``anyOf`` of two schemas: the tool
+    list is sent to every client at start, and a client validates every result against it (an ``anyOf``
+    per optional field made that twice as slow). Field descriptions stay: they are for the model."""
     if isinstance(node, list):
-        return [_compact(v) for v in node]
+        return [compact_schema(v, False) for v in node]
     if not isinstance(node, dict):
         return node
+    is_model = "properties" in node and not root
     out: dict[str, Any] = {}
     for key, value in node.items():
-        if key == "properties" and isinstance(value, dict):
-            out[key] = {name: _compact(sub) for name, sub in value.items()}
-        elif (key == "title" and not root and isinstance(value, str)) or (key == "default" and value is None):
+        if (key == "properties" and isinstance(value, dict)) or (key == "$defs" and isinstance(value, dict)):
+            out[key] = {name: compact_schema(sub, False) for name, sub in value.items()}
+        elif (
+            (key == "title" and not root and isinstance(value, str))
+            or (key == "default" and value is None)
+            or (key == "description" and is_model)
+        ):
             continue
         else:
-            out[key] = _compact(value)
+            out[key] = compact_schema(value, False)
     branches = out.get("anyOf")
     if isinstance(branches, list) and branches and all(set(b) == {"type"} for b in branches):
         del out["anyOf"]
