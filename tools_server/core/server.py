@@ -87,17 +87,16 @@ class SpuServer:
         second at most, when the list came from the store) load the registry, check a stored list against
         it and keep the list for the next start; only then start the warm workers (their imports would
         compete with start-up for the CPU)."""
-        stored = toollist.load()
+        self._builder = builder  # reaped by _from_builder, whoever calls it first
+        stored = None if builder is not None else toollist.load()
         if stored is not None:
             try:
                 self._tools = [Tool.model_validate(t) for t in stored]
             except ValueError:
                 stored = None
-        elif builder is not None:
-            self._builder = builder
 
         def load() -> None:
-            if self._builder is not None and self._from_builder():
+            if builder is not None and self._from_builder():
                 self._listed.wait(1.0)  # the registry's imports would compete with the answer for the CPU
                 _ = self.dispatcher.registry  # the list is this code's, built a moment ago: no check
                 self.dispatcher.warm_up_later()
