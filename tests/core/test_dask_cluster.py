@@ -498,7 +498,9 @@ def test_protein_tools_spread_their_items_as_one_process(esm_weights, cluster):
     singles = [f"{WT[p - 1]}{p}{'W' if WT[p - 1] != 'W' else 'A'}" for p in range(2, 46, 4)]
     args = {"wild_type": WT, "variants": [*singles, "K2E:T3S", "Z9A", "WT"], "model": esm_weights}
     remote, tasks = _on_cluster(cluster, "protein_variant_scores", args)
-    local = protein_variant_scores(VariantScoresInput(**args), ToolContext("pvs", "local-pvs", threads=1))
+    local = protein_variant_scores.__spu_tool__.call(  # what the server sends of the one-process result
+        VariantScoresInput(**args), ToolContext("pvs", "local-pvs", threads=1)
+    )
     assert len(tasks) == 2, "12 positions: two runs of 8 forward passes at most"
     assert [it["ok"] for it in remote["items"]] == [it["ok"] for it in local["items"]]
     assert remote["items"][12]["error"]["code"] == local["items"][12]["error"]["code"] == "invalid_mutation"
@@ -511,7 +513,9 @@ def test_protein_tools_spread_their_items_as_one_process(esm_weights, cluster):
     seqs = [WT[k : k + 20 + k] for k in range(10)]
     eargs = {"sequences": seqs, "model": esm_weights}
     remote, tasks = _on_cluster(cluster, "protein_embed", eargs)
-    local = protein_embed(ProteinEmbedInput(**eargs), ToolContext("protein_embed", "local-pe", threads=1))
+    local = protein_embed.__spu_tool__.call(
+        ProteinEmbedInput(**eargs), ToolContext("protein_embed", "local-pe", threads=1)
+    )
     assert len(tasks) == 2, "10 sequences: two runs of 8 at most"
     assert remote["norms"] == pytest.approx(local["norms"], abs=1e-4)
     assert np.allclose(remote["cosine_similarity"], local["cosine_similarity"], atol=1e-4)

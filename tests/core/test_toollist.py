@@ -134,6 +134,10 @@ def test_a_first_start_builds_the_list_in_a_process_of_its_own_and_serves_it(spu
     assert (
         server.call_ok("ranking_compare", {"order_a": ["a", "b"], "order_b": ["a", "b"]})["spearman"] == 1.0
     )
+    import psutil  # the builder was reaped: no zombie left under the server
+
+    (spu,) = [p for p in psutil.Process().children() if "serve" in p.cmdline()]
+    assert [c.pid for c in spu.children() if c.status() == psutil.STATUS_ZOMBIE] == []
 
 
 def test_the_builder_is_not_started_when_a_list_is_stored(plugin):
