@@ -111,36 +111,3 @@ def test_a_stored_list_that_disagrees_with_the_registry_is_replaced(plugin):
     finish()  # the registry loaded (after a second without a tools/list) and the check replaced both
     assert _names_and_docs(server.tools())["tl_echo"] == "Echo the text."
     assert {t["name"]: t.get("description") for t in toollist.load()}["tl_echo"] == "Echo the text."
-
-
-def test_a_first_start_builds_the_list_in_a_process_of_its_own_and_serves_it(spu_env, start_mcp_server):
-    """An empty cache folder: ``spu serve`` forks a process that builds the list while the server imports
-    the SDK; the first tools/list is that list, and it is stored for the next start. The builder's entries
-    are what the SDK's own ``Tool`` model makes of them (``ToolSpec.listing`` needs no SDK)."""
-    import json
-    from pathlib import Path
-
-    from mcp.types import Tool
-
-    server = start_mcp_server(spu_env)
-    listed = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in server.list_tools()]
-    stored = list((Path(spu_env["SPU_CACHE_DIR"]) / "tool-lists").glob("*.json"))
-    assert len(stored) == 1
-    built = json.loads(stored[0].read_text())["tools"]
-    assert built == listed and len(built) > 30
-    assert [
-        Tool.model_validate(t).model_dump(mode="json", by_alias=True, exclude_none=True) for t in built
-    ] == built
-    assert (
-        server.call_ok("ranking_compare", {"order_a": ["a", "b"], "order_b": ["a", "b"]})["spearman"] == 1.0
-    )
-    import psutil  # the builder was reaped: no zombie left under the server
-
-    (spu,) = [p for p in psutil.Process().children() if "serve" in p.cmdline()]
-    assert [c.pid for c in spu.children() if c.status() == psutil.STATUS_ZOMBIE] == []
-
-
-def test_the_builder_is_not_started_when_a_list_is_stored(plugin):
-    _, finish = _started()
-    finish()
-    assert toollist.build_ahead() is None  # a stored list: the server checks it after the first tools/list

@@ -124,9 +124,6 @@ def main(argv: list[str]) -> None:
     if (why := refusal(opts.transport, opts.host, opts.token, opts.allowed_host)) is not None:
         print(f"error: {why}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
-    from tools_server.core.toollist import build_ahead
-
-    builder = build_ahead()  # a first start: the tool list is built in a second process meanwhile
     wire = None
     if opts.transport == "stdio":
         from tools_server.core.framing import StdioWire
@@ -134,4 +131,4 @@ def main(argv: list[str]) -> None:
         wire = StdioWire(answer_initialize=True)  # answers initialize while the imports below run
     from tools_server.core.server import run
 
-    run(opts.transport, opts.host, opts.port, opts.token, opts.allowed_host, wire, builder)
+    run(opts.transport, opts.host, opts.port, opts.token, opts.allowed_host, wire)

@@ -122,27 +122,6 @@ class ToolSpec:
             return None
         return output_schema(self.output_model, job=self.is_job or bool(self.extra.get("job_answer")))
 
-    def listing(self) -> dict[str, Any]:
-        """The tool's entry in ``tools/list``, as the JSON the SDK sends (its ``Tool``, by alias, without
-        nulls), built without importing the SDK: the tool list is made ahead of it on a first start
-        (:func:`tools_server.core.toollist.build_ahead`)."""
-        annotations = {
-            "title": self.title,
-            "readOnlyHint": self.read_only,
-            "destructiveHint": self.destructive,
-            "idempotentHint": self.idempotent,
-            "openWorldHint": self.open_world,
-        }
-        entry = {
-            "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "inputSchema": self.input_schema(),
-            "outputSchema": self.output_schema(),
-            "annotations": {k: v for k, v in annotations.items() if v is not None},
-        }
-        return {k: v for k, v in entry.items() if v is not None}
-
     def threads_for(self, args: BaseModel) -> int | str:
         """The reservation of one call: ``"all"`` or a number of cores (1 for ``"single"``)."""
         value = self.threads(args) if callable(self.threads) else self.threads

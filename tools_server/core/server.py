@@ -16,7 +16,7 @@ from typing import Any
 
 import anyio
 from mcp.server.lowlevel import Server
-from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool
+from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool, ToolAnnotations
 
 from tools_server import __version__
 from tools_server.core import toollist
@@ -33,7 +33,20 @@ log = logging.getLogger(__name__)
 
 
 def mcp_tool(spec: ToolSpec) -> Tool:
-    return Tool.model_validate(spec.listing())
+    return Tool(
+        name=spec.name,
+        title=spec.title,
+        description=spec.description,
+        input_schema=spec.input_schema(),
+        output_schema=spec.output_schema(),
+        annotations=ToolAnnotations(
+            title=spec.title,
+            read_only_hint=spec.read_only,
+            destructive_hint=spec.destructive,
+            idempotent_hint=spec.idempotent,
+            open_world_hint=spec.open_world,
+        ),
+    )
 
 
 def _dump(tool: Tool) -> dict[str, Any]:
@@ -58,8 +71,6 @@ class SpuServer:
         self._tools: list[Tool] | None = None
         self._tools_lock = threading.Lock()
         self._listed = threading.Event()  # set once a tools/list has been answered
-        self._builder: int | None = None  # the process building the list ahead, while it runs
-        self._builder_lock = threading.Lock()
 
         async def on_list_tools(ctx: Any, params: Any) -> ListToolsResult:
             return ListToolsResult(tools=await self.list_tools())
@@ -79,16 +90,13 @@ class SpuServer:
         # call (the SDK's documented opt-out: drop the middleware from the list).
         self.mcp.middleware.clear()
 
-    def preload(self, builder: int | None = None) -> None:
+    def preload(self) -> None:
         """Have the tool list ready for the first ``tools/list``: the list a server on the same code built
-        last (:mod:`tools_server.core.toollist`), or the one the process ``builder`` (forked at start on a
-        first start, :func:`~tools_server.core.toollist.build_ahead`) builds meanwhile, else the registry
-        loaded and the list built from a background thread. Then (after the first ``tools/list``, or a
-        second at most, when the list came from the store) load the registry, check a stored list against
-        it and keep the list for the next start; only then start the warm workers (their imports would
-        compete with start-up for the CPU)."""
-        self._builder = builder  # reaped by _from_builder, whoever calls it first
-        stored = None if builder is not None else toollist.load()
+        last (:mod:`tools_server.core.toollist`), else the registry loaded and the list built from a
+        background thread. Then (after the first ``tools/list``, or a second at most, when the list came
+        from the store) load the registry, check the stored list against it and keep the list for the next
+        start; only then start the warm workers (their imports would compete with start-up for the CPU)."""
+        stored = toollist.load()
         if stored is not None:
             try:
                 self._tools = [Tool.model_validate(t) for t in stored]
@@ -96,11 +104,6 @@ class SpuServer:
                 stored = None
 
         def load() -> None:
-            if builder is not None and self._from_builder():
-                self._listed.wait(1.0)  # the registry's imports would compete with the answer for the CPU
-                _ = self.dispatcher.registry  # the list is this code's, built a moment ago: no check
-                self.dispatcher.warm_up_later()
-                return
             if stored is None:
                 tools = self.tools()  # built here, under the lock a tools/list waits on
             else:
@@ -116,26 +119,12 @@ class SpuServer:
 
         threading.Thread(target=load, daemon=True, name="spu-registry").start()
 
-    def _from_builder(self) -> bool:
-        """Wait for the process building the list ahead (once) and take the list it stored; False when it
-        failed (the list is then built here)."""
-        with self._builder_lock:
-            if self._builder is not None:
-                toollist.wait_for(self._builder)
-                self._builder = None
-                listed = toollist.load()
-                if listed is not None and self._tools is None:
-                    self._tools = [Tool.model_validate(t) for t in listed]
-            return self._tools is not None
-
     def _build_tools(self) -> list[Tool]:
         specs = sorted(self.dispatcher.registry.tools.values(), key=lambda s: s.name)
         return [mcp_tool(spec) for spec in specs]
 
     def tools(self) -> list[Tool]:
         """The MCP tool list, built once (the registry does not change while the server runs)."""
-        if self._tools is None and self._builder is not None:
-            self._from_builder()
         if self._tools is None:
             with self._tools_lock:
                 if self._tools is None:
@@ -223,12 +212,10 @@ def run(
     token: str | None = None,
     allowed_hosts: list[str] | None = None,
     wire: StdioWire | None = None,
-    builder: int | None = None,
 ) -> None:
-    """Serve until the client leaves. ``wire``: stdin/stdout already taken; ``builder``: the process
-    building the tool list ahead (see ``serve_cli``)."""
+    """Serve until the client leaves. ``wire``: stdin/stdout already taken (see ``serve_cli``)."""
     server = SpuServer()
-    server.preload(builder)
+    server.preload()
     try:
         if transport == "stdio":
             anyio.run(serve_stdio, server.mcp, wire)

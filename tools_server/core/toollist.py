@@ -7,11 +7,6 @@ server started again on the same code answers that first ``tools/list`` from the
 against it: a difference replaces the list it serves and the stored copy (see
 :meth:`tools_server.core.server.SpuServer.preload`).
 
-On a first start (no stored list for this code) the list is built ahead, in a process forked before the
-server imports the MCP SDK (:func:`build_ahead`): importing the SDK and building the list each take a few
-tenths of a second and need nothing from each other, so two cores do them at once; the server then
-answers the first ``tools/list`` from the list that process stored.
-
 A stored list is used only while nothing it was built from has changed: the same interpreter, package
 version, ``SPU_TOOL_MODULES`` and import path (one file per combination), and the same size and
 modification time of every source file and folder of the packages the tools came from and of every
@@ -20,7 +15,6 @@ folder on the import path (installing or removing a package changes its folder's
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -100,47 +94,3 @@ def store(tools: list[dict[str, Any]], modules: Iterable[str]) -> None:
         atomic_write_json(_path(), record, indent=None, fsync=False)
     except OSError:
         log.debug("could not store the tool list", exc_info=True)
-
-
-def build_ahead() -> int | None:
-    """On a first start (no stored list for this code), fork a process that builds the tool list and
-    stores it, and return its pid; None when a stored list exists (it is checked later), the platform
-    cannot fork or the process may use one core only. Call it while the process has one thread, before
-    anything reads stdin."""
-    affinity = getattr(os, "sched_getaffinity", None)
-    cores = len(affinity(0)) if affinity else (os.cpu_count() or 1)
-    if not hasattr(os, "fork") or cores < 2 or _path().exists():
-        return None  # one core: the two would only take turns
-    try:
-        pid = os.fork()
-    except OSError:
-        return None
-    if pid:
-        return pid
-    code = 1
-    try:  # the child: never touches the client's stdin or stdout
-        null = os.open(os.devnull, os.O_RDWR)
-        os.dup2(null, 0)
-        os.dup2(null, 1)
-        build_and_store()
-        code = 0
-    finally:
-        os._exit(code)
-
-
-def build_and_store() -> None:
-    """Load the registry (the domains and the server's own tools, as the server does) and store its list."""
-    from tools_server.core.registry import load_registry
-    from tools_server.core.server_tools import SERVER_TOOLS
-
-    registry = load_registry()
-    for spec in SERVER_TOOLS:
-        registry.add(spec, "core")
-    specs = sorted(registry.tools.values(), key=lambda s: s.name)
-    store([spec.listing() for spec in specs], {spec.module for spec in specs})
-
-
-def wait_for(pid: int) -> None:
-    """Wait for the process :func:`build_ahead` started (reaping it)."""
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
