@@ -12,7 +12,8 @@
 
 ARG BASE_IMAGE=debian:bookworm-slim
 
-# The sources as .dockerignore admits them (no answers, no task specs), without the build inputs in docker/
+# The sources as .dockerignore admits them, without the build inputs in docker/ (the wheel built from them
+# below is what the image takes: pyproject.toml's package-data decides what ships, as for the wheel on PyPI)
 FROM ${BASE_IMAGE} AS src
 COPY . /src
 RUN rm -rf /src/docker
@@ -61,6 +62,12 @@ RUN python3 -m venv /opt/venv && pip install -q setuptools==80.9.0 wheel==0.45.1
           "torch==${TORCH_VERSION}" ;; \
     esac
 
+# The project's wheel, built from the sources: of a task folder it holds only task/ (what the agent sees),
+# never the answers, card, spec or notes beside it
+FROM venv AS wheel
+COPY --from=src /src/ /opt/spu-scaffold/
+RUN pip wheel -q --no-deps --no-build-isolation -w /opt/spu-wheel /opt/spu-scaffold
+
 FROM python
 ARG TORCH_VERSION=2.13.0
 ARG SPU_EXTRAS=all
@@ -73,11 +80,9 @@ RUN python /opt/spu-build/pyproject_deps.py /opt/spu-build/pyproject.toml "$SPU_
     && pip install -q -r /opt/spu-build/requirements.txt -c /opt/spu-build/torch.txt \
     && rm -rf /opt/spu-build
 
-WORKDIR /opt/spu-scaffold
-COPY --from=src /src/ ./
+COPY --from=wheel /opt/spu-wheel/ /opt/spu-wheel/
 # hadolint ignore=DL3013
-RUN pip install -q --no-deps --no-build-isolation . \
-    && rm -rf /opt/spu-scaffold/build \
+RUN pip install -q --no-deps /opt/spu-wheel/spu_scaffold-*.whl \
     && python -c "import spu, tools_server, scaffold, environment" \
     && spu --help > /dev/null
 

@@ -46,6 +46,14 @@ def _token_pattern(ids: list[str]) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w-])(?:{alternatives})(?![\w-])")
 
 
+def mapping_path(destination: str | Path, answers: str | Path | None, answers_out: str | Path | None) -> Path:
+    """Where the id mapping goes: ``answers_out``, else ``answers.json`` (with answers) or ``id_map.json``
+    (without) beside ``destination``."""
+    if answers_out is not None:
+        return Path(answers_out)
+    return Path(destination).parent / ("answers.json" if answers is not None else "id_map.json")
+
+
 def anonymize_task(
     source: str | Path,
     destination: str | Path,
@@ -64,7 +72,7 @@ def anonymize_task(
     src = Path(source)
     dst = Path(destination)
     task = load_task(src)
-    if dst.exists():
+    if dst.exists() and (not dst.is_dir() or any(dst.iterdir())):
         raise TaskError(f"{dst} already exists; choose a new directory for the anonymized task")
     if dst.resolve().is_relative_to(src.resolve()):
         raise TaskError("the anonymized task cannot be written inside the source task")
@@ -75,13 +83,13 @@ def anonymize_task(
     if answers is not None:
         readable_answers = load_answers(answers)
         check_answers(task, readable_answers)
-        answers_target = Path(answers_out) if answers_out is not None else dst.parent / "answers.json"
+        answers_target = mapping_path(dst, answers, answers_out)
         if answers_target.exists() and answers_target.resolve() == Path(answers).resolve():
             raise TaskError(
                 f"{answers_target} would overwrite the readable answers; give another answers_out"
             )
 
-    shutil.copytree(src, dst)
+    shutil.copytree(src, dst, dirs_exist_ok=True)
     pattern = _token_pattern(old_ids)
     _rename_inputs(dst, pattern, mapping)
     shuffled = _write_contract(src, dst, mapping, rng)
@@ -91,7 +99,7 @@ def anonymize_task(
     if readable_answers is not None:
         map_path = _write_answers(readable_answers, mapping, reverse, answers_target)
     else:
-        map_path = Path(answers_out) if answers_out is not None else dst.parent / "id_map.json"
+        map_path = mapping_path(dst, answers, answers_out)
         map_path.write_text(
             json.dumps({"task_id": task.task_id, "id_map": reverse}, indent=2) + "\n", encoding="utf-8"
         )

@@ -29,7 +29,9 @@ The model of a method's run-to-run spread is a *location shift* of the null: eac
 with ``X`` distributed as a random submission's score and independent across runs. So the mean of ``k``
 runs is ``s + M_k``, ``M_k`` the mean of ``k`` random scores, and power is ``P(M_k > t_k - s)``. A method
 whose runs agree with each other more than random orders do has more power than this when the power is
-above one half. ``effect_for_80pct_power`` is the smallest ``s`` above which power is at least 0.8.
+above one half. ``effect_for_80pct_power`` is the smallest ``s`` above which power is at least 0.8;
+``power_single_run`` is the power of one run, and ``runs_for_80pct_power`` the fewest runs whose mean has
+power 0.8 at ``s`` (:func:`power_per_run`).
 
 The attainable maximum is the score of the measured order: below 1 when measured values tie, because a
 submission is a strict order. A group whose values all tie, or that holds one experiment, scores 0 under
@@ -59,6 +61,8 @@ __all__ = [
     "is_above",
     "pairs_in_order",
     "power",
+    "power_per_run",
+    "quantile_interval",
     "random_scores",
     "top1_hit",
 ]
@@ -68,6 +72,8 @@ DEFAULT_QUANTILE = 0.95
 DEFAULT_POWER_RUNS = 5
 DEFAULT_POWER_EFFECT = 0.3
 POWER_TARGET = 0.8
+#: Most runs searched for ``runs_for_80pct_power``.
+MAX_POWER_RUNS = 50
 #: Largest number of tie-block states of one group's dynamic programme (2**14: any group of <= 14).
 EXACT_MAX_STATES = 2**14
 #: Largest number of sums formed in one convolution step of a half of the groups (before merging).
@@ -278,6 +284,19 @@ def random_scores(task: Task, answers: Answers, draws: int = DEFAULT_DRAWS, seed
     return scores
 
 
+def quantile_interval(samples: np.ndarray, q: float, confidence: float = 0.95) -> list[float]:
+    """A distribution-free ``confidence`` interval of the ``q`` quantile from ``samples``: the order
+    statistics whose ranks bound the binomial count of samples below the quantile (scipy's binomial)."""
+    from scipy.stats import binom
+
+    ordered = np.sort(samples)
+    n = ordered.size
+    tail = (1.0 - confidence) / 2.0
+    low = int(binom.ppf(tail, n, q))  # the low-th smallest (1-based) lies below the quantile w.p. >= 1-tail
+    high = int(binom.ppf(1.0 - tail, n, q)) + 1
+    return [float(ordered[max(low, 1) - 1]), float(ordered[min(high, n) - 1])]
+
+
 def attainable_max(task: Task, answers: Answers) -> float:
     """The best task score any strict order can reach (1 unless measured values tie)."""
     total = 0.0
@@ -342,6 +361,34 @@ def power(
     }
 
 
+def power_per_run(
+    task: Task,
+    answers: Answers,
+    effect: float = DEFAULT_POWER_EFFECT,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+    quantile: float = DEFAULT_QUANTILE,
+    known: dict[int, float] | None = None,
+) -> dict[str, Any]:
+    """Single-run power and the runs needed for 80% power at expected score ``effect`` (module docstring).
+
+    Returns ``power_single_run`` (:func:`power` with one run) and ``runs_for_80pct_power``: the smallest
+    number of runs ``k`` whose mean has power of at least ``POWER_TARGET``, searched from 1 up to
+    ``MAX_POWER_RUNS`` (None beyond). ``known`` holds powers already computed, by number of runs.
+    """
+    found = dict(known or {})
+
+    def at(runs: int) -> float:
+        if runs not in found:
+            found[runs] = power(task, answers, runs, effect, draws=draws, seed=seed, quantile=quantile)[
+                "power"
+            ]
+        return found[runs]
+
+    needed = next((k for k in range(1, MAX_POWER_RUNS + 1) if at(k) >= POWER_TARGET), None)
+    return {"power_single_run": at(1), "runs_for_80pct_power": needed}
+
+
 def chance_threshold(
     task: Task,
     answers: Answers,
@@ -355,7 +402,8 @@ def chance_threshold(
 
     Returns ``chance_threshold`` (exact where the null can be enumerated, else sampled), ``chance_method``
     (``exact`` or ``sampled``), ``exact_threshold`` (None past the cut-over), ``sampled_threshold`` (95th
-    percentile of ``draws`` seeded random submissions, the paper's procedure), ``attainable_max``,
+    percentile of ``draws`` seeded random submissions, the paper's procedure) with
+    ``sampled_threshold_interval`` (its 95% sampling interval, :func:`quantile_interval`), ``attainable_max``,
     ``draws``, ``seed``, ``random_mean`` and ``random_sd`` (of the draws), ``presented_order_score`` (the
     score of submitting the experiments in their presented order) with ``presented_order_above_chance`` and
     ``reversed_presented_order_above_chance``, the power figures of :func:`power`, and per-group ``groups``
@@ -364,6 +412,7 @@ def chance_threshold(
     check_answers(task, answers)
     scores = random_scores(task, answers, draws=draws, seed=seed)
     sampled = float(np.quantile(scores, quantile))
+    sampled_interval = quantile_interval(scores, quantile)
     null = exact_null(task, answers)
     exact = null.quantile(quantile) if null is not None else None
     threshold = exact if exact is not None else sampled
@@ -396,6 +445,7 @@ def chance_threshold(
                 "presented_order_rho": presented_rho,
             }
         )
+    powered = power(task, answers, power_runs, power_effect, draws=draws, seed=seed, quantile=quantile)
     return {
         "task_id": task.task_id,
         "task_version": task.task_version,
@@ -403,6 +453,7 @@ def chance_threshold(
         "chance_method": "exact" if exact is not None else "sampled",
         "exact_threshold": exact,
         "sampled_threshold": sampled,
+        "sampled_threshold_interval": sampled_interval,
         "attainable_max": attainable_max(task, answers),
         "quantile": quantile,
         "draws": draws,
@@ -412,6 +463,15 @@ def chance_threshold(
         "presented_order_score": presented,
         "presented_order_above_chance": is_above(presented, threshold),
         "reversed_presented_order_above_chance": is_above(-presented, threshold),
-        **power(task, answers, power_runs, power_effect, draws=draws, seed=seed, quantile=quantile),
+        **powered,
+        **power_per_run(
+            task,
+            answers,
+            power_effect,
+            draws=draws,
+            seed=seed,
+            quantile=quantile,
+            known={power_runs: powered["power"]},
+        ),
         "groups": groups,
     }

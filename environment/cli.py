@@ -1,15 +1,26 @@
-"""Benchmark commands: ``spu task show|build|anonymize``, ``spu validate``, ``spu grade``, ``spu chance``,
-``spu report``, ``spu consensus``. Exit codes: 0 ok, 1 the checked thing is wrong, 2 usage error."""
+"""Benchmark commands: ``spu task show|build|sources|anonymize``, ``spu validate``, ``spu grade``,
+``spu chance``, ``spu report``, ``spu consensus``. Exit codes: 0 ok, 1 the checked thing is wrong, 2 usage
+error."""
 
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from spu_common.console import EXIT_INVALID, EXIT_USAGE, echo_json, fail
+from spu_common.console import (
+    EXIT_INVALID,
+    EXIT_USAGE,
+    TaskAlias,
+    TaskArg,
+    echo_json,
+    fail,
+    output_rule,
+    task_argument,
+)
 
 task_app = typer.Typer(help="Inspect and prepare benchmark task directories.", no_args_is_help=True)
 
@@ -35,16 +46,18 @@ def _load_task_and_answers(task_dir: Path, answers_path: Path):
     return task, answers
 
 
-TaskOpt = Annotated[Path, typer.Option("--task", help="Task directory (holds contract.json).")]
 AnswersOpt = Annotated[
-    Path, typer.Option("--answers", help="answers.json of the task (kept outside the task).")
+    Path | None, typer.Option("--answers", help="answers.json of the task (kept outside the task).")
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Replace the output even if this command did not write it.")
+]
 
 
 @task_app.command("show")
 def task_show(
-    path: Annotated[Path, typer.Argument(help="Task directory.")],
+    task_dir: TaskArg = None,
     spec: Annotated[
         Path | None,
         typer.Option("--spec", help="Spec the task was built from (default: ../spec beside the task)."),
@@ -56,6 +69,7 @@ def task_show(
         ),
     ] = None,
     as_json: JsonOpt = False,
+    task_alias: TaskAlias = None,
 ) -> None:
     """Check a task directory and summarize it: identity, groups, columns, input files; with its answers
     known, the chance threshold, power and the card beside the answers; with its spec known, the author
@@ -63,9 +77,10 @@ def task_show(
 
     Exit 0 the task is valid (and matches its spec), 1 the task has drifted from its spec (the differing
     files are listed: rebuild with spu task build), 2 the task, its answers or its spec cannot be read."""
-    task = _load_task(path)
-    measured = _measured(path, answers)
-    authoring = _authoring(path, spec)
+    task_dir, _ = task_argument(task_dir, task_alias)
+    task = _load_task(task_dir)
+    measured = _measured(task_dir, answers)
+    authoring = _authoring(task_dir, spec)
     summary = {
         "task_id": task.task_id,
         "task_version": task.task_version,
@@ -130,6 +145,7 @@ def _measured(task_dir: Path, answers: Path | None) -> dict[str, Any] | None:
     )
     keys += ("presented_order_above_chance", "reversed_presented_order_above_chance", "power")
     keys += ("effect_for_80pct_power", "power_runs", "power_effect", "power_threshold", "power_method")
+    keys += ("power_single_run", "runs_for_80pct_power")
     return {"chance": {k: chance[k] for k in keys}, "card": read_card(path.parent / CARD_FILE)}
 
 
@@ -237,12 +253,9 @@ def task_build(
     except SpecError as exc:
         if as_json:
             echo_json({"built": False, "problems": [{**p.__dict__, "text": str(p)} for p in exc.problems]})
-        else:
-            n = len(exc.problems)
-            typer.echo(f"error: {spec}: {n} problem{'s' if n != 1 else ''}", err=True)
-            for problem in exc.problems:
-                typer.echo(f"  {problem}", err=True)
-        raise typer.Exit(EXIT_USAGE) from None
+        n = len(exc.problems)  # one line, the problems numbered (--json lists them one by one)
+        listed = " ".join(f"({k}) {' '.join(str(p).split())}" for k, p in enumerate(exc.problems, start=1))
+        raise fail(f"{spec}: {n} problem{'s' if n != 1 else ''}: {listed}") from None
     code = EXIT_INVALID if strict and result.warnings else 0
     if as_json:
         echo_json({"built": True, **result.to_dict()})
@@ -280,10 +293,75 @@ def _design_line(screened: dict[str, Any]) -> str:
     )
 
 
+@task_app.command("sources")
+def task_sources(
+    specs: Annotated[list[Path], typer.Argument(help="Spec folders whose values to re-read.")],
+    repo: Annotated[
+        list[str],
+        typer.Option(
+            "--repo",
+            metavar="OWNER/NAME=PATH",
+            help="A local copy of a source repository: a git directory (read at the pinned commit) or a "
+            "checked-out folder. Repeat for each repository the specs name.",
+        ),
+    ] = [],  # noqa: B006 (Typer reads the default)
+    as_json: JsonOpt = False,
+) -> None:
+    """Re-read every value of each spec from its pinned source file (``source_files`` in spec.yaml, and the
+    ``source_file``, ``source_line`` and ``source_column`` of each experiments row) and compare.
+
+    Exit 0 every value equals its cell, 1 a value differs or a file does not hash to its pin, 2 usage, a spec
+    with problems, or a repository with no local copy given."""
+    from environment.taskbuild import SpecError
+    from environment.taskbuild.sources import check_sources, git_copy_reader
+
+    copies: dict[str, Path] = {}
+    for item in repo:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not path:
+            raise fail(f"--repo {item!r} is not OWNER/NAME=PATH")
+        copies[name.strip()] = Path(path)
+    read = git_copy_reader(copies)
+    results = []
+    for spec in specs:
+        try:
+            results.append(check_sources(spec, read))
+        except SpecError as exc:
+            raise fail(
+                f"{spec}: {len(exc.problems)} spec problem(s); run spu task build to list them"
+            ) from None
+    unavailable = [line for r in results for line in r.unreadable]
+    code = EXIT_USAGE if unavailable else (EXIT_INVALID if not all(r.ok for r in results) else 0)
+    if as_json:
+        echo_json(
+            {
+                "tasks": [r.__dict__ | {"ok": r.ok} for r in results],
+                "checked": sum(r.checked for r in results),
+                "mismatches": sum(len(r.mismatches) for r in results),
+            }
+        )
+        raise typer.Exit(code)
+    for r in results:
+        status = "ok" if r.ok else ("FAILED" if r.mismatches else "not read")
+        typer.echo(
+            f"{r.task_id}: {r.checked - len(r.mismatches)}/{r.checked} values equal their cells ({status})"
+        )
+        for line in r.unreadable + r.mismatches:
+            typer.echo(f"  {line}")
+    total = sum(r.checked for r in results)
+    wrong = sum(len(r.mismatches) for r in results)
+    typer.echo(f"{total - wrong}/{total} values equal their source cells in {len(results)} spec(s)")
+    if unavailable:
+        typer.echo(f"error: {unavailable[0]}", err=True)
+    raise typer.Exit(code)
+
+
 @task_app.command("anonymize")
 def task_anonymize(
-    source: Annotated[Path, typer.Argument(help="Task directory with readable experiment ids.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="New task directory (must not exist).")],
+    source: TaskArg = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="New task directory (absent or empty, or --force).")
+    ] = None,
     answers: Annotated[Path | None, typer.Option("--answers", help="Readable answers.json to remap.")] = None,
     answers_out: Annotated[
         Path | None,
@@ -293,13 +371,25 @@ def task_anonymize(
     no_rewrite_text: Annotated[
         bool, typer.Option("--no-rewrite-text", help="Do not replace old ids inside text files.")
     ] = False,
+    force: ForceOpt = False,
     as_json: JsonOpt = False,
+    task_alias: TaskAlias = None,
 ) -> None:
-    """Write a copy of a task with random experiment ids and shuffled order; the mapping goes with the
-    answers."""
-    from environment.anonymize import anonymize_task
+    """Write a copy of a task (TASK) with random experiment ids and shuffled order; the mapping goes with
+    the answers. OUT and the mapping's file are written only when absent or empty (or with --force)."""
+    from environment.anonymize import anonymize_task, mapping_path
+    from spu_common.outputs import claim_file, claim_folder
     from spu_common.task import TaskError
 
+    source, _ = task_argument(source, task_alias)
+    if out is None:
+        raise fail("missing option -o/--out OUT (the new task directory)")
+    _load_task(source)
+    if answers is not None:
+        _load_task_and_answers(source, answers)
+    with output_rule():
+        claim_file(mapping_path(out, answers, answers_out), force=force)
+        claim_folder(out, None, force=force, inputs=[source, *([answers] if answers else [])])
     try:
         result = anonymize_task(
             source, out, answers=answers, answers_out=answers_out, seed=seed, rewrite_text=not no_rewrite_text
@@ -313,19 +403,30 @@ def task_anonymize(
 
 
 def validate_cmd(
-    submission: Annotated[Path, typer.Argument(help="rankings.json to check.")],
-    task: TaskOpt,
+    task: TaskArg = None,
+    submission: Annotated[
+        Path | None, typer.Argument(metavar="SUBMISSION", help="rankings.json to check.", show_default=False)
+    ] = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Do not try recovering schema departures of a rejected file.")
     ] = False,
     as_json: JsonOpt = False,
+    task_alias: TaskAlias = None,
 ) -> None:
-    """Validate a submission under the strict grader's rules; errors per group; exit 1 if invalid.
+    """Validate a submission (SUBMISSION) against a task (TASK) under the strict grader's rules; errors per
+    group; exit 1 if invalid, 2 when the file is not there.
 
     A file with a schema departure is invalid (the grader scores it -1); unless --strict, the report also
     says whether the departures could be recovered."""
     from spu_common.submission import validate_submission
 
+    task, (submission,) = task_argument(task, task_alias, [submission])
+    if submission is None:
+        raise fail("missing argument SUBMISSION (the rankings.json to check)")
+    if not os.path.lexists(submission):
+        raise fail(f"{submission} does not exist")
+    if submission.is_dir():
+        raise fail(f"{submission} is a folder: give the rankings.json file")
     loaded = _load_task(task)
     report = validate_submission(submission, loaded, recover=False)
     recovery = None
@@ -351,21 +452,31 @@ def validate_cmd(
 
 
 def grade_cmd(
-    submission: Annotated[Path, typer.Argument(help="rankings.json to score.")],
-    task: TaskOpt,
-    answers: AnswersOpt,
+    task: TaskArg = None,
+    submission: Annotated[
+        Path | None, typer.Argument(metavar="SUBMISSION", help="rankings.json to score.", show_default=False)
+    ] = None,
+    answers: AnswersOpt = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Skip the recovered score (the score is always the strict one).")
     ] = False,
     as_json: JsonOpt = False,
+    task_alias: TaskAlias = None,
 ) -> None:
-    """Score a submission: Spearman per group (average ranks for ties), weighted task score.
+    """Score a submission (SUBMISSION) of a task (TASK): Spearman per group (average ranks for ties),
+    weighted task score.
 
-    The score is the strict grader's (official): a schema departure anywhere scores -1. For a rejected
-    file the score after recovering the departures is printed beside it. Exit 1 when the submission is
-    invalid (it is still scored: -1 for the file or for each invalid group)."""
+    The score is the strict grader's (official): a schema departure anywhere scores -1, and so does a
+    missing file (a run that wrote nothing is a result). For a rejected file the score after recovering
+    the departures is printed beside it. Exit 1 when the submission is invalid or missing (it is still
+    scored: -1 for the file or for each invalid group)."""
     from environment.grading import grade
 
+    task, (submission,) = task_argument(task, task_alias, [submission])
+    if submission is None:
+        raise fail("missing argument SUBMISSION (the rankings.json to score)")
+    if answers is None:
+        raise fail("missing option --answers (the task's answers.json)")
     loaded, loaded_answers = _load_task_and_answers(task, answers)
     result = grade(submission, loaded, loaded_answers, recover=not strict)
     code = 0 if result.valid else EXIT_INVALID
@@ -409,8 +520,8 @@ def grade_cmd(
 
 
 def chance_cmd(
-    task: TaskOpt,
-    answers: AnswersOpt,
+    task: TaskArg = None,
+    answers: AnswersOpt = None,
     draws: Annotated[
         int, typer.Option("--draws", min=1, help="Random valid submissions drawn (the sampled threshold).")
     ] = 4000,
@@ -422,12 +533,16 @@ def chance_cmd(
         float, typer.Option("--power-effect", help="Expected score of that method (random scores 0).")
     ] = 0.3,
     as_json: JsonOpt = False,
+    task_alias: TaskAlias = None,
 ) -> None:
-    """Chance threshold (95th percentile of random valid submissions: exact where every order can be
-    counted, else sampled), attainable maximum, and power: the chance that the mean of K runs of a method
-    with expected score S is above chance."""
+    """Chance threshold of a task (TASK; 95th percentile of random valid submissions: exact where every
+    order can be counted, else sampled), attainable maximum, and power: the chance that the mean of K runs
+    of a method with expected score S is above chance."""
     from environment.chance import chance_threshold
 
+    task, _ = task_argument(task, task_alias)
+    if answers is None:
+        raise fail("missing option --answers (the task's answers.json)")
     loaded, loaded_answers = _load_task_and_answers(task, answers)
     result = chance_threshold(
         loaded, loaded_answers, draws=draws, seed=seed, power_runs=power_runs, power_effect=power_effect
@@ -439,7 +554,12 @@ def chance_cmd(
         f"{result['task_id']}: chance threshold {result['chance_threshold']:.4f} "
         f"({result['chance_method']}); attainable max {result['attainable_max']:.4f}"
     )
-    typer.echo(f"  sampled 95th percentile of {draws} draws (seed {seed}): {result['sampled_threshold']:.4f}")
+    if result["chance_method"] == "sampled":
+        low, high = result["sampled_threshold_interval"]
+        typer.echo(
+            f"  a sample: the 95th percentile of {draws} random submissions (seed {seed}), 95% interval "
+            f"[{low:.4f}, {high:.4f}]"
+        )
     typer.echo(f"  presented order scores {result['presented_order_score']:+.4f}" + _presented_flag(result))
     typer.echo("  " + _power_line(result))
     for g in result["groups"]:
@@ -458,13 +578,16 @@ def _presented_flag(result: dict[str, Any]) -> str:
 
 
 def _power_line(result: dict[str, Any]) -> str:
-    """Power in words: the mean of K runs of a method of expected score S against chance."""
+    """Power in words: the mean of K runs of a method of expected score S against chance, one run, and the
+    runs that reach 80%."""
+    needed = result["runs_for_80pct_power"]
+    runs = f"{needed} run{'s' if needed != 1 else ''}" if needed is not None else "more than 50 runs"
     return (
         f"power: {result['power']:.2f} that the mean of {result['power_runs']} runs of a method with "
         f"expected score {result['power_effect']:+.2f} is above chance (threshold of a "
         f"{result['power_runs']}-run mean {result['power_threshold']:.4f}, {result['power_method']}); "
-        "80% power from an expected score of "
-        f"{result['effect_for_80pct_power']:+.3f}"
+        f"{result['power_single_run']:.2f} for one run; 80% power with {runs}, or over "
+        f"{result['power_runs']} runs from an expected score of {result['effect_for_80pct_power']:+.3f}"
     )
 
 
@@ -475,6 +598,7 @@ def report_cmd(
     out: Annotated[
         Path | None, typer.Option("--out", "-o", help="Output directory (default RUNS_DIR/_report).")
     ] = None,
+    force: ForceOpt = False,
     tasks: Annotated[
         Path | None, typer.Option("--tasks", help="Directory searched for task dirs (default: demo tasks).")
     ] = None,
@@ -483,8 +607,11 @@ def report_cmd(
         typer.Option("--answers", help="answers.json file or directory searched for them (default: demo)."),
     ] = None,
     bootstrap: Annotated[
-        int, typer.Option("--bootstrap", min=100, help="Bootstrap resamples of tasks.")
-    ] = 10_000,
+        int | None,
+        typer.Option(
+            "--bootstrap", min=100, help="Bootstrap resamples of tasks (default: 10,000, as spu batch)."
+        ),
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed for bootstrap and chance draws.")] = 0,
     as_json: JsonOpt = False,
 ) -> None:
@@ -494,7 +621,10 @@ def report_cmd(
     from spu_common.task import TaskError
 
     try:
-        summary = build_report(runs_dir, out, tasks_dir=tasks, answers=answers, n_boot=bootstrap, seed=seed)
+        with output_rule():
+            summary = build_report(
+                runs_dir, out, tasks_dir=tasks, answers=answers, n_boot=bootstrap, seed=seed, force=force
+            )
     except TaskError as exc:
         raise fail(str(exc)) from None
     if as_json:
@@ -511,21 +641,39 @@ def report_cmd(
 
 
 def consensus_cmd(
-    submissions: Annotated[list[Path], typer.Argument(help="Submissions (rankings.json files) to combine.")],
-    task: TaskOpt,
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the consensus rankings.json.")],
+    task: TaskArg = None,
+    submissions: Annotated[
+        list[Path] | None,
+        typer.Argument(metavar="SUBMISSION...", help="Submissions (rankings.json files) to combine."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Where to write the consensus rankings.json.")
+    ] = None,
+    force: ForceOpt = False,
     as_json: JsonOpt = False,
+    task_alias: TaskAlias = None,
 ) -> None:
-    """Consensus ranking by mean rank over the valid submissions (ties broken by experiment id)."""
+    """Consensus ranking of a task (TASK) by mean rank over the valid submissions (ties broken by
+    experiment id)."""
     from environment.consensus import ConsensusError, consensus_details
+    from spu_common.outputs import claim_file
     from spu_common.submission import write_submission_atomic
 
+    task, submissions = task_argument(task, task_alias, submissions, variadic=True)
+    if not submissions:
+        raise fail("missing argument SUBMISSION... (the rankings.json files to combine)")
+    if out is None:
+        raise fail("missing option -o/--out OUT (the consensus rankings.json to write)")
+    for path in submissions:
+        if not os.path.lexists(path):
+            raise fail(f"{path} does not exist")
     loaded = _load_task(task)
+    with output_rule():
+        claim_file(out, force=force)
     try:
         result = consensus_details(list(submissions), loaded)
-    except ConsensusError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(EXIT_INVALID) from None
+    except ConsensusError as exc:  # no usable submission: an input that cannot be read as its kind
+        raise fail(str(exc)) from None
     write_submission_atomic(out, result["submission"])
     if as_json:
         echo_json({"out": str(out), **result})

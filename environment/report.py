@@ -31,6 +31,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from environment.chance import chance_threshold
 from environment.grading import grade
 from environment.runs import find_runs, load_tasks_and_answers, read_json
 from environment.statistics import (
+    BOOTSTRAP_RESAMPLES,
     adjusted_means,
     bootstrap_intervals,
     design_connected,
@@ -50,6 +52,7 @@ from environment.statistics import (
     raw_means,
     wilson_interval,
 )
+from spu_common.outputs import claim_folder
 from spu_common.task import Answers, Task, TaskError, check_answers
 
 
@@ -160,7 +163,8 @@ def _chance_by_task(
         check_answers(tasks[task_id], answers[task_id])
         result = chance_threshold(tasks[task_id], answers[task_id], draws=draws, seed=seed)
         chance[task_id] = {
-            k: result[k] for k in ("chance_threshold", "attainable_max", "presented_order_score")
+            k: result[k]
+            for k in ("chance_threshold", "chance_method", "attainable_max", "presented_order_score")
         }
         chance[task_id]["n_experiments"] = tasks[task_id].n_experiments
     return chance
@@ -191,7 +195,7 @@ def summarize(
     tasks: dict[str, Task],
     answers: dict[str, Answers],
     *,
-    n_boot: int = 10_000,
+    n_boot: int = BOOTSTRAP_RESAMPLES,
     seed: int = 0,
     draws: int = 4000,
 ) -> dict[str, Any]:
@@ -264,7 +268,11 @@ def summarize(
         "paired": paired_comparisons(scores, configs) if len(configs) > 1 else [],
         "design_connected": connected,
         "bootstrap": {"resamples": n_boot, "seed": seed},
-        "chance": {"draws": draws, "seed": seed},
+        "chance": {
+            "draws": draws,
+            "seed": seed,
+            "methods": dict(sorted(Counter(chance[t]["chance_method"] for t in task_ids).items())),
+        },
     }
 
 
@@ -362,10 +370,27 @@ def _task_lines(summary: dict[str, Any]) -> list[str]:
     for task in summary["tasks"]:
         cells = " | ".join(_fmt(task["scores"][c]) for c in configs)
         lines.append(
-            f"| {task['task_id']} | {task['n_experiments']} | {_fmt(task['chance_threshold'])} | "
+            f"| {task['task_id']} | {task['n_experiments']} | "
+            f"{_fmt(task['chance_threshold'])} ({task['chance_method']}) | "
             f"{_fmt(task['attainable_max'])} | {_fmt(task['presented_order_score'])} | {cells} |"
         )
     return lines
+
+
+def _chance_sentence(chance: dict[str, Any]) -> str:
+    """How the chance thresholds of the table were found: exact (every order counted) or sampled."""
+    methods = chance.get("methods", {})
+    parts = []
+    if methods.get("exact"):
+        parts.append(
+            f"exact for {methods['exact']} task{'s' if methods['exact'] != 1 else ''} (every order counted)"
+        )
+    if methods.get("sampled"):
+        parts.append(
+            f"the 95th percentile of {chance['draws']} random valid submissions for {methods['sampled']} "
+            f"task{'s' if methods['sampled'] != 1 else ''}"
+        )
+    return "Chance thresholds (95th percentile of random valid submissions): " + "; ".join(parts) + "."
 
 
 def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]) -> str:
@@ -375,8 +400,7 @@ def render_markdown(summary: dict[str, Any], runs_dir: Path, warnings: list[str]
         (
             f"Runs: `{runs_dir.name}`; {len(summary['configurations'])} configurations, "
             f"{len(summary['tasks'])} tasks. Intervals: 95% percentile bootstrap over tasks "
-            f"({summary['bootstrap']['resamples']} resamples). "
-            f"Chance thresholds: 95th percentile of {summary['chance']['draws']} random valid submissions."
+            f"({summary['bootstrap']['resamples']} resamples). " + _chance_sentence(summary["chance"])
         ),
         "",
         "## Configurations",
@@ -497,13 +521,17 @@ def build_report(
     *,
     tasks_dir: str | Path | None = None,
     answers: str | Path | None = None,
-    n_boot: int = 10_000,
+    n_boot: int | None = None,
     seed: int = 0,
     draws: int = 4000,
+    force: bool = False,
 ) -> dict[str, Any]:
     """Grade all runs, compute the statistics and write report.md, summary.json, runs.csv and two PNGs.
 
-    ``out_dir`` defaults to ``RUNS_DIR/_report`` (skipped when the runs are scanned again).
+    ``out_dir`` defaults to ``RUNS_DIR/_report`` (skipped when the runs are scanned again); it is written
+    under the output rule of :mod:`spu_common.outputs` (an earlier report there is replaced; a folder this
+    command did not write only with ``force``). ``n_boot``: default
+    :data:`~environment.statistics.BOOTSTRAP_RESAMPLES`.
     """
     runs = Path(runs_dir)
     if not runs.is_dir():
@@ -518,9 +546,11 @@ def build_report(
         raise TaskError(
             f"no runs found under {runs} (layout: RUNS_DIR/<configuration>/<task_id>/rankings.json)"
         )
+    n_boot = BOOTSTRAP_RESAMPLES if n_boot is None else n_boot
     summary = _clean(summarize(records, tasks, found_answers, n_boot=n_boot, seed=seed, draws=draws))
     summary["warnings"] = warnings
-    out.mkdir(parents=True, exist_ok=True)
+    given = [Path(p) for p in (tasks_dir, answers) if p is not None]
+    claim_folder(out, "report", force=force, inputs=[runs, *given])
     (out / "report.md").write_text(render_markdown(summary, runs, warnings), encoding="utf-8")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
     with open(out / "runs.csv", "w", newline="", encoding="utf-8") as handle:

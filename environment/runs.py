@@ -8,7 +8,9 @@ start with ``.`` or ``_`` (``_tasks``, ``_report``, ``_batch``) and goes at most
 down. A folder with no sub-folders two or more levels down (``RUNS_DIR/<configuration>/<task_id>``) is a
 run too, one that left no files (``spu report`` scores it -1). In the layout ``spu batch`` and ``spu
 report`` use, ``RUNS_DIR/<configuration>/<task_id>[/<run>]``, the first folder names the configuration and
-the second the task. With ``confine=True`` (``spu view``) no link is followed out of ``RUNS_DIR``.
+the second the task. With ``confine=True`` (``spu view``) no link below ``RUNS_DIR`` is followed, and the
+readers below, given ``root``, read each file once below it with :mod:`spu_common.confined` (no link in
+any component, no FIFO waited on, at most :data:`MAX_RUN_FILE_BYTES`).
 
 **Trajectories.** :func:`read_trajectory` reads the reference agent's ``trajectory.jsonl`` or an ATIF
 ``trajectory.json`` (any agent, through Harbor) into the same records (the JSONL record schema of
@@ -31,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spu_common import confined
+
 #: files (and a folder) whose presence makes a folder a run folder
 RUN_FILES = (
     "trajectory.jsonl",
@@ -45,6 +49,19 @@ RUN_FILES = (
 TRAJECTORY_FILES = ("trajectory.jsonl", "trajectory.json", "agent/trajectory.jsonl", "agent/trajectory.json")
 #: how many folder levels below RUNS_DIR are searched for runs
 MAX_DEPTH = 6
+#: the largest run file read below a confining root (``spu view``): bytes
+MAX_RUN_FILE_BYTES = 512 * 2**20
+
+
+def read_bytes(path: Path, root: Path | None = None) -> bytes:
+    """The bytes of a run's file; with ``root``, read once below it (:mod:`spu_common.confined`). Raises
+    ``OSError`` (a refusal's message names the path and why, never the content)."""
+    if root is None:
+        return path.read_bytes()
+    try:
+        return confined.read_file(path, [root], max_bytes=MAX_RUN_FILE_BYTES, allow_hard_links=True).data
+    except confined.Refused as exc:
+        raise OSError(exc.message) from None
 
 
 # -- run folders ----------------------------------------------------------------------------------------
@@ -89,6 +106,11 @@ class RunFolder:
         """The run's name within its task: the folders below the task folder, or ``1``."""
         return "/".join(self.parts[2:]) or "1"
 
+    @property
+    def top(self) -> Path:
+        """The runs directory the run was found in (the run folder itself for a lone run)."""
+        return self.path.parents[len(self.parts) - 1] if self.parts else self.path
+
     def trajectory(self, *, root: Path | None = None) -> Path | None:
         """The run's trajectory file (:data:`TRAJECTORY_FILES`, first found), or None."""
         for name in TRAJECTORY_FILES:
@@ -98,8 +120,8 @@ class RunFolder:
 
 
 def _visible_subdirs(folder: Path, root: Path | None) -> list[Path]:
-    try:
-        children = sorted(p for p in folder.iterdir() if p.is_dir())
+    try:  # confined below a root: a link to a folder is not entered
+        children = sorted(p for p in folder.iterdir() if p.is_dir() and not (root and p.is_symlink()))
     except OSError:
         return []
     return [p for p in children if not p.name.startswith((".", "_")) and (root is None or within(root, p))]
@@ -137,15 +159,24 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"holds {name}, which JSON does not allow")
 
 
-def read_json(path: Path) -> tuple[Any, Problem | None]:
+def read_json(path: Path, root: Path | None = None) -> tuple[Any, Problem | None]:
     """A run's JSON file (``run.json``, ``rankings.json`` ...): its value, or None and what is wrong.
 
     Strict JSON: ``NaN`` and ``Infinity`` (which Python's parser accepts) and nesting too deep to read are
     problems, as are an empty file, invalid UTF-8 and invalid JSON (code ``file_unreadable``,
-    ``file_empty`` or ``file_malformed``)."""
+    ``file_empty`` or ``file_malformed``). ``root``: read below it (:func:`read_bytes`)."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        raw = read_bytes(path, root)
+    except OSError as exc:
+        return None, Problem("file_unreadable", f"cannot be read: {exc}")
+    return json_of(raw)
+
+
+def json_of(raw: bytes) -> tuple[Any, Problem | None]:
+    """The value of a run's JSON file from its bytes, or None and what is wrong (:func:`read_json`)."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
         return None, Problem("file_unreadable", f"cannot be read: {exc}")
     if not text.strip():
         return None, Problem("file_empty", "is empty", hint="the run was probably killed while writing it")
@@ -193,10 +224,11 @@ class TrajectoryRead:
     lines: list[int] = field(default_factory=list)
 
 
-def read_trajectory(path: str | Path) -> TrajectoryRead:
-    """Either format, by file name: ``*.jsonl`` is the reference agent's, anything else ATIF."""
+def read_trajectory(path: str | Path, root: Path | None = None) -> TrajectoryRead:
+    """Either format, by file name: ``*.jsonl`` is the reference agent's, anything else ATIF. ``root``: read
+    below it (:func:`read_bytes`)."""
     path = Path(path)
-    return read_jsonl(path) if path.suffix == ".jsonl" else read_atif(path)
+    return read_jsonl(path, root) if path.suffix == ".jsonl" else read_atif(path, root)
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:
@@ -204,12 +236,12 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     return read_jsonl(path).records
 
 
-def read_jsonl(path: str | Path) -> TrajectoryRead:
+def read_jsonl(path: str | Path, root: Path | None = None) -> TrajectoryRead:
     """The reference agent's ``trajectory.jsonl``: one JSON object with a string ``type`` per line."""
     path = Path(path)
     read = TrajectoryRead(path, "jsonl")
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(path, root)
     except OSError as exc:
         read.problems.append(Problem("trajectory_unreadable", f"cannot read: {exc}"))
         return read
@@ -282,12 +314,12 @@ def read_jsonl(path: str | Path) -> TrajectoryRead:
     return read
 
 
-def read_atif(path: str | Path) -> TrajectoryRead:
+def read_atif(path: str | Path, root: Path | None = None) -> TrajectoryRead:
     """An ATIF ``trajectory.json`` (Harbor's ``harbor.models.trajectories``, read as plain JSON)."""
     path = Path(path)
     read = TrajectoryRead(path, "atif")
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bytes(path, root).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         read.problems.append(Problem("trajectory_unreadable", f"cannot read: {exc}"))
         return read

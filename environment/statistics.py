@@ -21,6 +21,10 @@ from typing import Any
 
 import numpy as np
 
+#: bootstrap resamples of tasks for every interval of a report: one default, so `spu batch`'s report and a
+#: later `spu report` over the same runs print the same intervals
+BOOTSTRAP_RESAMPLES = 10_000
+
 
 def _connected(mask: np.ndarray) -> bool:
     """Whether the bipartite task-configuration graph of scored cells is connected over used columns."""
@@ -90,7 +94,7 @@ def raw_means(scores: np.ndarray, task_weights: np.ndarray | None = None) -> np.
 
 
 def bootstrap_intervals(
-    scores: np.ndarray, n_boot: int = 10_000, seed: int = 0, level: float = 0.95
+    scores: np.ndarray, n_boot: int = BOOTSTRAP_RESAMPLES, seed: int = 0, level: float = 0.95
 ) -> dict[str, np.ndarray]:
     """Percentile intervals of raw and task-adjusted means from bootstrap resamples of tasks.
 
@@ -217,7 +221,10 @@ def pooled_within_sd(groups: list[np.ndarray] | list[list[float]]) -> dict[str, 
 
 
 def pooled_sd_interval(
-    groups: list[np.ndarray] | list[list[float]], n_boot: int = 10_000, seed: int = 0, level: float = 0.95
+    groups: list[np.ndarray] | list[list[float]],
+    n_boot: int = BOOTSTRAP_RESAMPLES,
+    seed: int = 0,
+    level: float = 0.95,
 ) -> tuple[float, float]:
     """Percentile interval of the pooled within-task SD from bootstrap resamples of the repeated tasks.
 

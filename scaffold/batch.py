@@ -38,13 +38,17 @@ import typer
 
 from environment.finder import FoundAnswers, find_answers, find_tasks
 from scaffold.agent.models import PROVIDERS
-from spu_common.console import echo_json, fail
+from scaffold.agent.rundir import RUN_KIND
+from spu_common.console import echo_json, fail, output_rule
 from spu_common.jsonfiles import atomic_write_json
+from spu_common.outputs import OutputRefused, claim_folder, kind_of
 
 if TYPE_CHECKING:
     from spu_common.task import Task
 
 DONE_MARKER = ".batch-done.json"
+#: the kind of output folder a runs directory is (spu_common.outputs)
+BATCH_KIND = "batch-runs"
 #: agent exit statuses that mean the run was cut short by a signal (scaffold/agent/runner.py)
 INTERRUPTED_CODES = (130, 143)
 GRACE_S = 60.0
@@ -124,7 +128,6 @@ class Batch:
             "spu",
             "agent",
             "run",
-            "--task",
             str(job.task_dir),
             "--out",
             str(job.run_dir),
@@ -228,14 +231,18 @@ def collect_answers(answers: dict[str, FoundAnswers], into: Path) -> int:
 
 
 def batch_command(
-    tasks: Annotated[list[Path], typer.Argument(help="Task directories, or folders searched for them.")],
+    tasks: Annotated[
+        list[Path] | None,
+        typer.Argument(metavar="TASK...", help="Task directories, or folders searched for them."),
+    ] = None,
     model: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--model",
-            help=f"PROVIDER:MODEL, PROVIDER one of {', '.join(PROVIDERS)} (replay:FILE replays a recording).",
+            help=f"PROVIDER:MODEL, PROVIDER one of {', '.join(PROVIDERS)} (replay:FILE replays a recording; "
+            "baseline:ENTRY ranks by an entry of each task's card).",
         ),
-    ],
+    ] = None,
     parallel: Annotated[int, typer.Option("-j", "--jobs", min=1, help="Runs at once.")] = 2,
     out: Annotated[Path, typer.Option("--out", "-o", help="Runs directory (spu report layout).")] = Path(
         "spu-runs"
@@ -257,14 +264,29 @@ def batch_command(
     ] = None,
     report: Annotated[bool, typer.Option("--report/--no-report", help="Run spu report at the end.")] = True,
     bootstrap: Annotated[
-        int, typer.Option("--bootstrap", min=100, help="Report bootstrap resamples.")
-    ] = 2000,
+        int | None,
+        typer.Option(
+            "--bootstrap", min=100, help="Report bootstrap resamples (default: 10,000, as spu report)."
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Run in OUT even if spu batch did not make it, or made it for another configuration of this "
+            "name.",
+        ),
+    ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print a JSON summary instead of a progress bar.")
     ] = False,
+    task_alias: Annotated[
+        list[Path] | None, typer.Option("--task", hidden=True, help="The same as TASK; repeatable.")
+    ] = None,
 ) -> None:
-    """Run the reference agent over many tasks, N in parallel, with a progress bar; resumable (done runs are
-    skipped); then `spu report` over the runs directory."""
+    """Run the reference agent over many tasks, N in parallel, with a progress bar; then `spu report` over
+    the runs directory. Resumable: run again with the same arguments, it keeps the runs that ended and
+    redoes the others, in a runs directory it made itself and for the same configuration only."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -272,6 +294,11 @@ def batch_command(
     from scaffold.agent.models import ModelSpec, check_model
     from spu_common.task import TaskError
 
+    tasks = [*(task_alias or []), *(tasks or [])]
+    if not tasks:
+        raise fail("missing argument TASK... (task directories, or folders holding them)")
+    if model is None:
+        raise fail("missing option --model PROVIDER:MODEL")
     try:
         spec = ModelSpec.parse(model)
         config = load_config(config_file, overrides or [])  # refused here, not once per run
@@ -279,8 +306,8 @@ def batch_command(
         found_answers = find_answers_for(found_tasks, answers)
         configuration = name or configuration_name(model)
         jobs = plan_jobs(found_tasks, out, configuration, runs)
-        for task_id in dict.fromkeys(job.task_id for job in jobs):  # before any run starts
-            check_model(spec, config.model, base_url=base_url, task_id=task_id)
+        for task in found_tasks:  # before any run starts
+            check_model(spec, config.model, base_url=base_url, task_id=task.task_id, task_dir=task.root)
     except (ValueError, FileNotFoundError, TaskError, ConfigError) as exc:
         raise fail(str(exc)) from None
     agent_args = ["--model", model]
@@ -290,24 +317,24 @@ def batch_command(
         agent_args += ["--config", str(config_file.absolute())]
     for item in overrides or []:
         agent_args += ["-c", item]
-    out.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "configuration": configuration,
+        "model": model,
+        "base_url": base_url,
+        "runs": runs,
+        "config": str(config_file) if config_file else None,
+        "overrides": list(overrides or []),
+        "tasks": [str(t.root) for t in found_tasks],
+        "answers": str(answers.absolute()) if answers else None,
+    }
+    with output_rule():
+        resumed = claim_runs(out, jobs, manifest, force=force)
     snapshot_tasks(found_tasks, out)
-    (out / "_batch").mkdir(exist_ok=True)
-    atomic_write_json(
-        out / "_batch" / f"{configuration}.json",
-        {
-            "configuration": configuration,
-            "model": model,
-            "base_url": base_url,
-            "runs": runs,
-            "config": str(config_file) if config_file else None,
-            "overrides": list(overrides or []),
-            "tasks": [str(t.root) for t in found_tasks],
-            "answers": str(answers.absolute()) if answers else None,
-        },
-    )
+    atomic_write_json(out / "_batch" / f"{configuration}.json", manifest)
     console = Console(stderr=True)
     already = sum(j.done for j in jobs)
+    if resumed and not as_json:
+        console.print(f"resuming in {out}: {already} of {len(jobs)} runs already done, the others redone")
     progress = Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -369,12 +396,13 @@ def batch_command(
             f"interrupted: {counts['done']} runs finished, {remaining} left; run the same command to resume",
         )
         raise typer.Exit(130 if received[0] == signal.SIGINT else 143)
+    summary["resumed"] = resumed
     if report and remaining == 0:
         summary["report"] = _report(found_answers, out, bootstrap, console)
     _finish(summary, as_json, console, f"{len(jobs) - remaining}/{len(jobs)} runs done in {out}")
 
 
-def _report(answers: dict[str, FoundAnswers], out: Path, bootstrap: int, console) -> dict[str, Any]:
+def _report(answers: dict[str, FoundAnswers], out: Path, bootstrap: int | None, console) -> dict[str, Any]:
     import tempfile
 
     from environment.report import build_report
@@ -385,12 +413,39 @@ def _report(answers: dict[str, FoundAnswers], out: Path, bootstrap: int, console
             console.print("no answers found (pass --answers): report skipped")
             return {"skipped": "no answers"}
         try:
-            summary = build_report(out, answers=Path(tmp), n_boot=bootstrap)  # its tasks: out/_tasks
-        except TaskError as exc:
+            # its tasks: out/_tasks; RUNS_DIR/_report belongs to this runs directory, which is the batch's
+            summary = build_report(out, answers=Path(tmp), n_boot=bootstrap, force=True)
+        except (TaskError, OutputRefused) as exc:
             console.print(f"report failed: {exc}")
             return {"error": str(exc)}
     console.print(f"report: {summary['files'][0]}")
     return {"files": summary["files"], "configurations": summary["configurations"]}
+
+
+def claim_runs(out: Path, jobs: list[RunJob], manifest: dict[str, Any], *, force: bool) -> bool:
+    """Check that ``out`` may take these runs (spu_common.outputs): a folder ``spu batch`` made (or an empty
+    one, or any with ``force``), for the same configuration when it ran this name before, whose unfinished
+    run folders are runs (they are redone from scratch). True when it resumes an earlier batch."""
+    resumed = claim_folder(out, BATCH_KIND, force=force, resume=True)
+    earlier_path = out / "_batch" / f"{manifest['configuration']}.json"
+    try:
+        earlier = json.loads(earlier_path.read_text(encoding="utf-8")) if earlier_path.is_file() else None
+    except ValueError:
+        earlier = None
+    keys = ("model", "base_url", "runs", "config", "overrides")
+    if earlier is not None and not force and any(earlier.get(k) != manifest[k] for k in keys):
+        changed = ", ".join(k for k in keys if earlier.get(k) != manifest[k])
+        raise OutputRefused(
+            f"{out} holds runs of configuration {manifest['configuration']!r} made with another {changed}: "
+            "give another --name (or --out), or --force to run them again under the new settings"
+        )
+    for job in jobs:
+        run = job.run_dir
+        if not job.done and run.is_dir() and any(run.iterdir()) and kind_of(run) != RUN_KIND and not force:
+            raise OutputRefused(
+                f"{run} is not a run spu batch started: move it away, or --force to replace it"
+            )
+    return resumed
 
 
 def _finish(summary: dict[str, Any], as_json: bool, console, message: str) -> None:

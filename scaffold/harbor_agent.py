@@ -174,14 +174,15 @@ MAX_LOG_JSON_BYTES = 64 * 2**20
 
 def _read_log_json(path: Path) -> dict[str, Any]:
     """A JSON object from the agent's log folder, which is mounted from the host and written from inside the
-    container: read only when it is a regular file (not a link to a host file, not a pipe) of at most
-    :data:`MAX_LOG_JSON_BYTES`; else, or when it is not a JSON object, ``{}``."""
+    container (Harbor reads it before the task's collect hook has cleaned the folder): read only when the file
+    opened (without following a link or waiting) is, by its descriptor, a regular file of at most
+    :data:`MAX_LOG_JSON_BYTES` with one link; else, or when it is not a JSON object, ``{}``."""
     try:
-        st = os.lstat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_LOG_JSON_BYTES:
-            return {}
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_LOG_JSON_BYTES or st.st_nlink != 1:
+                return {}
             data = json.loads(fh.read(MAX_LOG_JSON_BYTES + 1))
     except (OSError, ValueError, RecursionError):
         return {}

@@ -7,7 +7,10 @@ from typing import Annotated
 
 import typer
 
-from spu_common.console import echo_json, fail
+from spu_common.console import TaskAlias, TaskArg, echo_json, fail, output_rule, task_argument
+
+#: the kind of output folder an export is (spu_common.outputs)
+HARBOR_TASK_KIND = "harbor-task"
 
 harbor_app = typer.Typer(
     help="Harbor packaging: export tasks for `harbor run` (docs/harbor.md).", no_args_is_help=True
@@ -18,15 +21,17 @@ harbor_app = typer.Typer(
 @harbor_app.command("export", context_settings={"allow_extra_args": True})
 def export_command(
     ctx: typer.Context,
-    task_dir: Annotated[
-        Path, typer.Argument(help="Task directory (contract.json, instruction.md, targets.csv).")
-    ],
+    task_dir: TaskArg = None,
     out: Annotated[
         Path | None, typer.Option("-o", "--out", help="The Harbor task directory to write.")
     ] = None,
     answers: Annotated[
         Path | None,
-        typer.Option("--answers", help="answers.json of the task (default: answers.json beside TASK_DIR)."),
+        typer.Option(
+            "--answers",
+            help="answers.json of the task, or a folder searched for it (default: answers.json beside "
+            "TASK_DIR).",
+        ),
     ] = None,
     image: Annotated[
         str | None,
@@ -78,14 +83,21 @@ def export_command(
             help="Also write solution/solve.sh with the measured order (for `harbor run -a oracle`).",
         ),
     ] = False,
-    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty OUT folder.")] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace OUT even if it is not a Harbor task this command wrote.")
+    ] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", hidden=True)] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    task_alias: TaskAlias = None,
 ) -> None:
-    """Write TASK_DIR as a Harbor task in OUT: task.toml, instruction.md, environment/Dockerfile on our image,
-    and a verifier (tests/) that grades with the hidden answers in its own container."""
+    """Write a task (TASK) as a Harbor task in OUT: task.toml, instruction.md, environment/Dockerfile on our
+    image, and a verifier (tests/) that grades with the hidden answers in its own container. An earlier
+    export in OUT is replaced; a folder holding anything else only with --force."""
     from environment.harbor.export import ExportError, export_task
+    from spu_common.outputs import claim_folder, mark
     from spu_common.task import TaskError
+
+    task_dir, _ = task_argument(task_dir, task_alias)
 
     # OUT as a second argument and --overwrite: the spellings before -o/--out and --force
     if len(ctx.args) > 1 or (out is not None and ctx.args):
@@ -93,6 +105,10 @@ def export_command(
     out = out or (Path(ctx.args[0]) if ctx.args else None)
     if out is None:
         raise fail("give the Harbor task folder to write with -o/--out OUT")
+    if answers is not None and not answers.is_file():
+        raise fail(f"--answers {answers} is not a file")
+    with output_rule():
+        claim_folder(out, HARBOR_TASK_KIND, force=force or overwrite, inputs=[task_dir])
     try:
         result = export_task(
             task_dir,
@@ -110,10 +126,11 @@ def export_command(
             gpus=gpus,
             agent_timeout_s=agent_timeout_s,
             oracle=oracle,
-            overwrite=force or overwrite,
+            overwrite=True,  # claimed above: empty, an earlier export, or --force
         )
     except (ExportError, TaskError) as exc:
         raise fail(str(exc)) from None
+    mark(Path(out), HARBOR_TASK_KIND)
     if as_json:
         echo_json(result)
         return
@@ -122,8 +139,10 @@ def export_command(
         f"({len(result['files'])} files, network {result['network_mode']}, image {result['image']}, "
         f"{result['cpus']} CPUs, {result['memory_mb']} MB, {result['gpus']} GPUs)"
     )
+    # the log folders mounted from the host: the collect hook checks them before the host keeps anything
     typer.echo(
-        f"run it: harbor run -p {result['out']} --agent scaffold.harbor_agent:SpuAgent -m PROVIDER/MODEL"
+        f"run it: harbor run -p {result['out']} --ek auto_mounting=true "
+        "--agent scaffold.harbor_agent:SpuAgent -m PROVIDER/MODEL"
     )
     typer.echo("then:   spu harbor results jobs/")
 

@@ -10,8 +10,8 @@ OUT=${OUT:-runs/demo}
 SPU=.venv/bin/spu
 rm -rf "$OUT"
 set -x
-"$SPU" agent run --task "$TASK/task" --out "$OUT" --model replay:demo-aromatic-acidity
-"$SPU" validate "$OUT/rankings.json" --task "$TASK/task"
-"$SPU" grade "$OUT/rankings.json" --task "$TASK/task" --answers "$TASK/answers.json"
+"$SPU" agent run "$TASK/task" --out "$OUT" --model replay:demo-aromatic-acidity
+"$SPU" validate "$TASK/task" "$OUT/rankings.json"
+"$SPU" grade "$TASK/task" "$OUT/rankings.json" --answers "$TASK/answers.json"
 { set +x; } 2>/dev/null
 echo "demo: look at the run with: $SPU view $OUT   (or: $SPU view $OUT --out $OUT.html)"

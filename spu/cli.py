@@ -109,19 +109,26 @@ def main(argv: list[str] | None = None) -> None:
 
 def run(app: typer.Typer, args: list[str]) -> int:
     """Run ``app`` on ``args`` and return the exit status. Every failure is one ``error: ...`` line on
-    stderr (a usage error after the usage line, as click writes it), never a traceback: 2 for usage errors
-    and for files that cannot be read or written, the command's own status otherwise."""
+    stderr, never a traceback: 2 for usage errors, for inputs that are missing or cannot be read, and for an
+    output the command may not replace (:mod:`spu_common.outputs`); the command's own status otherwise
+    (1: what it judged is wrong)."""
     import typer
+
+    from spu_common.console import EXIT_USAGE, one_line
+    from spu_common.outputs import OutputRefused
 
     try:
         status = app(args=args, prog_name="spu", standalone_mode=False)
     except typer.Abort:
         typer.echo("error: aborted", err=True)
         return 1
+    except OutputRefused as exc:
+        typer.echo(f"error: {one_line(str(exc))}", err=True)
+        return EXIT_USAGE
     except OSError as exc:  # a path given on the command line that cannot be read or written
         where = f"{exc.filename}: " if exc.filename else ""
         typer.echo(f"error: {where}{exc.strerror or exc}", err=True)
-        return 2
+        return EXIT_USAGE
     except Exception as exc:
         # click's errors (typer vendors click and keeps its exception classes private): a message and
         # an exit status; a usage error also carries the command's context
@@ -131,10 +138,10 @@ def run(app: typer.Typer, args: list[str]) -> int:
         if type(exc).__name__ == "NoArgsIsHelpError":  # a group without its command: its help
             typer.echo(exc.format_message(), err=True)
         elif ctx is not None:
-            typer.echo(f"{ctx.get_usage()}\nTry '{ctx.command_path} --help' for help.\n", err=True)
-            typer.echo(f"error: {exc.format_message()}", err=True)
+            usage = f"`{ctx.command_path} --help` shows the usage"
+            typer.echo(f"error: {one_line(exc.format_message())} ({usage})", err=True)
         else:
-            typer.echo(f"error: {exc.format_message()}", err=True)
+            typer.echo(f"error: {one_line(exc.format_message())}", err=True)
         return exc.exit_code
     return status if isinstance(status, int) else 0
 

@@ -19,7 +19,16 @@ audit service's) also gives every record ``mac``, HMAC-SHA256 of its hash under 
 (``audit.jsonl.key``), and the seal a ``mac`` of ``count:head:size:sha256`` (``count:head`` in an old seal);
 ``hash`` covers the record without ``hash`` and ``mac``. Record kinds: ``attempt`` (an HTTP attempt about to
 connect), ``http`` (its outcome), ``call`` (one tool call with its outcome and detector flags), ``recovery``
-(a torn last line dropped at start-up), ``service`` (audit service start).
+(a torn last line dropped at start-up), ``service`` (audit service start), ``rotation`` (the first record of
+a log that follows a rotated one).
+
+**Rotation.** A log is rotated by renaming it (``spu audit rotate``, or logrotate renaming or copying it away
+and emptying it): its records stay in the renamed file (the *archive*, named ``audit.jsonl.<suffix>`` beside
+it), and the next log begins with a ``rotation`` record whose ``previous`` names the archive's file name,
+record count, head hash, size and SHA-256 (what its seal said). An archive is recognised by content, not by
+name: :func:`find_rotated` looks beside the log for a file whose first ``size`` bytes hash to the seal's
+SHA-256, so a later rename (logrotate's ``.1`` becoming ``.2``) loses nothing. :func:`verify` follows the
+chain of rotation records from log to archive and checks each archive against what its successor names.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import hashlib
 import hmac
 import json
 import os
+import stat
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -153,21 +163,114 @@ def read_records(path: str | os.PathLike[str]):
                 yield json.loads(line)
 
 
+#: The files the tools keep beside a log (``LOG.seal``, ``LOG.lock``, ``LOG.key``, ``LOG.exposed``): never an
+#: archive of it.
+SIDECARS = (".seal", ".lock", ".key", ".exposed")
+
+
+def _prefix_sha256(path: Path, size: int) -> str | None:
+    """The SHA-256 of the first ``size`` bytes of the regular file ``path`` (not followed if a link), or None
+    when it is shorter, not a regular file, or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with open(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode) or os.fstat(fd).st_size < size:
+            return None
+        digest = hashlib.sha256()
+        left = size
+        while left:
+            block = fh.read(min(1 << 20, left))
+            if not block:
+                return None
+            digest.update(block)
+            left -= len(block)
+    return digest.hexdigest()
+
+
+def find_rotated(log_path: str | os.PathLike[str], size: int, sha256: str) -> Path | None:
+    """The archive of a rotated log: the file beside ``log_path`` named after it (``audit.jsonl.1``,
+    ``audit.jsonl-20260102``, ``audit.jsonl.20260102T030405Z``) whose first ``size`` bytes hash to
+    ``sha256`` (what the log's seal, or a rotation record, says); the shortest such file, or None."""
+    log_path = Path(log_path)
+    found: list[tuple[int, str, Path]] = []
+    try:
+        entries = list(os.scandir(log_path.parent))
+    except OSError:
+        return None
+    for entry in entries:
+        name = entry.name
+        if (
+            not name.startswith(log_path.name)
+            or len(name) == len(log_path.name)
+            or name[len(log_path.name)] not in ".-_"
+            or name.endswith(SIDECARS)
+        ):
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False) or entry.stat(follow_symlinks=False).st_size < size:
+                continue
+            found.append((entry.stat(follow_symlinks=False).st_size, name, Path(entry.path)))
+        except OSError:
+            continue
+    for _, _, path in sorted(found):
+        if _prefix_sha256(path, size) == sha256:
+            return path
+    return None
+
+
+def rotation_fields(archive: str, seal: Seal, by: str) -> dict[str, Any]:
+    """The fields of the ``rotation`` record that begins the log after ``archive`` (its file name), whose
+    seal was ``seal``; ``by`` says who rotated (``spu audit rotate``, or ``writer``: the writer found the log
+    renamed or copied away)."""
+    return {
+        "kind": "rotation",
+        "by": by,
+        "previous": {
+            "file": archive,
+            "count": seal.count,
+            "head": seal.head,
+            "size": seal.size,
+            "sha256": seal.sha256,
+        },
+    }
+
+
+def rotation_of(record: dict[str, Any]) -> Seal | None:
+    """What a ``rotation`` record says of the log before it, as a seal (the archive's file name is
+    ``record["previous"]["file"]``); None for any other record or a malformed one."""
+    previous = record.get("previous") if record.get("kind") == "rotation" else None
+    if not isinstance(previous, dict) or not isinstance(previous.get("file"), str):
+        return None
+    try:
+        return parse_seal(canonical_json(previous).encode())
+    except ValueError:
+        return None
+
+
 @dataclass
 class VerifyResult:
+    """What :func:`verify` found. ``state`` is ``ok``, ``rotated`` (the log follows, or was renamed away to,
+    an archive that verifies) or ``failed``; ``rotations`` lists the archives checked, newest first."""
+
     ok: bool
     count: int
     head: str
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    state: str = "ok"
+    rotations: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
+            "state": self.state,
             "count": self.count,
             "head": self.head,
             "errors": self.errors,
             "warnings": self.warnings,
+            "rotations": self.rotations,
         }
 
 
@@ -192,29 +295,58 @@ class _Problems(list):
         return [*self, f"... and {self.more} more problems"] if self.more else list(self)
 
 
-def verify(
-    path: str | os.PathLike[str],
-    key: bytes | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> VerifyResult:
-    """Check every line's hash and link, the sequence numbers, and the seal (truncation, and the SHA-256
-    of the bytes it covers); with the log's ``key``, also every record's and the seal's MAC (forgery by
-    someone without the key). The log is read as a stream, one line at a time; ``progress(bytes_done,
-    bytes_total)`` is called about every :data:`PROGRESS_BYTES`."""
-    path = Path(path)
+@dataclass
+class _Checked:
+    """One file's verification: the result, its seal, and its first record (a rotation names the file
+    before it)."""
+
+    result: VerifyResult
+    seal: Seal | None
+    first: dict[str, Any] | None
+
+
+def _verify_file(
+    path: Path,
+    key: bytes | None,
+    progress: Callable[[int, int], None] | None,
+    expected: Seal | None = None,
+) -> _Checked:
+    """Verify one file; ``expected`` is what the rotation record of its successor says of it (it stands in
+    for a seal file the archive lacks, and must agree with the one it has)."""
     errors = _Problems()
     warnings: list[str] = []
-    if not path.exists():
-        return VerifyResult(False, 0, GENESIS, [f"no audit log at {path.name}"])
+    first: dict[str, Any] | None = None
     seal: Seal | None = None
     seal_file = seal_path(path)
+    if not path.exists():
+        try:
+            seal = parse_seal(seal_file.read_bytes())
+        except (OSError, ValueError):
+            seal = None
+        return _Checked(VerifyResult(False, 0, GENESIS, [f"no audit log at {path.name}"]), seal, None)
     if not seal_file.exists():
-        errors.add("the seal file is missing")
+        if expected is None and path.stat().st_size > 0:  # an empty log without a seal holds nothing
+            errors.add("the seal file is missing")
+        seal = expected
     else:
         try:
             seal = parse_seal(seal_file.read_bytes())
         except (OSError, ValueError):
             errors.add("the seal file is not valid")
+        if (
+            seal is not None
+            and expected is not None
+            and (seal.count, seal.head, seal.sha256)
+            != (
+                expected.count,
+                expected.head,
+                expected.sha256,
+            )
+        ):
+            errors.add(
+                f"its seal ({seal.count} records, head {seal.head[:16]}…) is not what the next log's "
+                f"rotation record names ({expected.count} records, head {expected.head[:16]}…)"
+            )
     digest = hashlib.sha256() if seal is not None and seal.size is not None else None
     sealed_bytes = seal.size if seal is not None and seal.size is not None else 0
     sealed_hash = GENESIS
@@ -247,6 +379,8 @@ def verify(
                 errors.add(f"line {lineno}: not a JSON object")
                 prev = None
                 continue
+            if first is None:
+                first = record
             seq = record.get("seq")
             if seq != count:
                 errors.add(
@@ -270,7 +404,7 @@ def verify(
     if progress is not None:
         progress(done, total)
     if seal is not None:
-        if key is not None and not seal.mac_ok(key):
+        if key is not None and seal is not expected and not seal.mac_ok(key):
             errors.add("the seal's MAC does not match (rewritten without the key)")
         if seal.count > count:
             errors.add(
@@ -292,7 +426,128 @@ def verify(
                 f"the log's first {sealed_bytes} bytes are not those its seal covers (SHA-256 differs)"
             )
     problems = errors.listed()
-    return VerifyResult(not problems, count, head, problems, warnings)
+    return _Checked(VerifyResult(not problems, count, head, problems, warnings), seal, first)
+
+
+#: :func:`verify` follows at most this many rotations back.
+MAX_ROTATIONS = 10_000
+
+
+def verify(
+    path: str | os.PathLike[str],
+    key: bytes | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> VerifyResult:
+    """Check every line's hash and link, the sequence numbers, and the seal (truncation, and the SHA-256
+    of the bytes it covers); with the log's ``key``, also every record's and the seal's MAC (forgery by
+    someone without the key). The log is read as a stream, one line at a time; ``progress(bytes_done,
+    bytes_total)`` is called about every :data:`PROGRESS_BYTES`.
+
+    Across rotations: a log that begins with a ``rotation`` record is followed to the archive it names
+    (found by content, :func:`find_rotated`, when its name now holds something else), which must hold what
+    the record says, and so on back; a log renamed away with its seal left behind (logrotate, before the
+    next web call starts the new log) is found the same way. Both report ``state`` ``rotated``; an archive
+    no longer beside the log (compressed, moved, deleted) is a warning: the chain is verified from there."""
+    path = Path(path)
+    checked = _verify_file(path, key, progress)
+    result = checked.result
+    seal = checked.seal
+    if not result.ok and seal is not None and seal.size is not None and seal.count > 0:
+        archive = find_rotated(path, seal.size, seal.sha256 or "")
+        if archive is not None and _holds_no_sealed_record(path):
+            # renamed away alone: the seal speaks of the archive, the log is new (empty or missing)
+            result = VerifyResult(True, 0, GENESIS, state="rotated")
+            result.warnings.append(
+                f"the log was rotated: its {seal.count} records are in {archive.name}; the next web call "
+                "starts the new log with a rotation record naming it"
+            )
+            _follow(result, archive, seal, key, progress, path)
+            return result
+    if checked.first is not None and rotation_of(checked.first) is not None:
+        result.state = "rotated"
+        previous = rotation_of(checked.first)
+        assert previous is not None
+        archive = _archive(path, checked.first["previous"]["file"], previous, {path})
+        if archive is None:
+            result.warnings.append(
+                f"the log before this one ({checked.first['previous']['file']}, {previous.count} records, "
+                f"head {previous.head[:16]}…) is not beside it (moved, compressed or deleted): verified from "
+                "the rotation on"
+            )
+        else:
+            _follow(result, archive, previous, key, progress, path)
+    if not result.ok:
+        result.state = "failed"
+    return result
+
+
+def _holds_no_sealed_record(path: Path) -> bool:
+    """Whether the log is missing or holds nothing but an unsealed rotation record (its seal still speaks of
+    the archive)."""
+    try:
+        with open(path, "rb") as fh:
+            lines = fh.read(1 << 16).splitlines()
+    except FileNotFoundError:
+        return True
+    if not lines:
+        return True
+    try:
+        return len(lines) == 1 and rotation_of(json.loads(lines[0])) is not None
+    except ValueError:
+        return False
+
+
+def _archive(log: Path, name: str, expected: Seal, visited: set[Path]) -> Path | None:
+    """The archive a rotation record names: the file of that name beside ``log`` when it holds what the
+    record says, else the file beside it that does (renamed since), else the file of that name if it is no
+    later log of the chain (an archive changed in place: verifying it says how), else None (gone)."""
+    named = log.with_name(name) if name and "/" not in name and name not in (".", "..") else None
+    if (
+        named is not None
+        and expected.size is not None
+        and _prefix_sha256(named, expected.size) == expected.sha256
+    ):
+        return named
+    if expected.size is not None and expected.sha256 is not None:
+        found = find_rotated(log, expected.size, expected.sha256)
+        if found is not None:
+            return found
+    # logrotate reuses names (a later archive is now audit.jsonl.1): such a file is not this archive
+    if named is not None and named.is_file() and named not in visited:
+        return named
+    return None
+
+
+def _follow(
+    result: VerifyResult,
+    archive: Path,
+    expected: Seal,
+    key: bytes | None,
+    progress: Callable[[int, int], None] | None,
+    log: Path,
+) -> None:
+    """Verify ``archive`` and the archives before it, adding to ``result``."""
+    seen: set[Path] = {log}
+    while len(seen) <= MAX_ROTATIONS and archive not in seen:
+        seen.add(archive)
+        checked = _verify_file(archive, key, progress, expected)
+        sub = checked.result
+        result.rotations.append({"file": archive.name, "records": sub.count, "head": sub.head, "ok": sub.ok})
+        result.errors += [f"{archive.name}: {e}" for e in sub.errors]
+        result.warnings += [f"{archive.name}: {w}" for w in sub.warnings]
+        result.ok = result.ok and sub.ok
+        previous = rotation_of(checked.first) if checked.first is not None else None
+        if previous is None:
+            return
+        name = checked.first["previous"]["file"] if checked.first else ""
+        found = _archive(log, name, previous, seen)
+        if found is None:
+            result.warnings.append(
+                f"the log before {archive.name} ({name}, {previous.count} records) is not beside it (moved, "
+                "compressed or deleted): verified from that rotation on"
+            )
+            return
+        archive, expected = found, previous
 
 
 #: call outcomes that are refusals: by the information policy, or by the address guard (SSRF)

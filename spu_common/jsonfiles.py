@@ -66,14 +66,19 @@ def _new_temporary(target: Path) -> tuple[int, str]:
         return os.open(name, flags, 0o666), name
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes, *, fsync: bool = True) -> Path:
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes, *, fsync: bool = True, mode: int | None = None
+) -> Path:
     """Write ``data`` so a reader sees the old file or the new one, never a part: a temporary file in the same
-    directory, flushed (and fsynced), renamed over ``path``; with ``fsync`` the directory is synced too."""
+    directory, flushed (and fsynced), renamed over ``path``; with ``fsync`` the directory is synced too.
+    ``mode``: the new file's permission bits (default: what an ordinary write gives)."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = _new_temporary(target)
     try:
         with os.fdopen(fd, "wb") as handle:
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             if fsync:

@@ -11,11 +11,14 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from spu_common import confined
 from spu_common.contract import (
     DEFAULT_DIRECTION,
     REQUIRED_FILES,
@@ -28,9 +31,13 @@ from spu_common.contract import (
     weight_problem,
     weights_problem,
 )
-from spu_common.jsonfiles import DuplicateKeyError, load_json_strict
+from spu_common.jsonfiles import DuplicateKeyError, load_json_strict, loads_strict
 
 __all__ = ["DEFAULT_DIRECTION", "REQUIRED_FILES", "TASK_FILES", "WEIGHT_TOLERANCE"]
+
+
+#: The largest file of a task folder that is read (contract, targets, prose): bytes.
+MAX_TASK_FILE_BYTES = 16 * 2**20
 
 
 class TaskError(ValueError):
@@ -134,6 +141,31 @@ def _read_json(path: Path, what: str) -> Any:
         raise TaskError(f"{what}: {path.name}: {exc}") from None
     except (ValueError, RecursionError) as exc:
         raise TaskError(f"{what}: {path.name} is not valid JSON: {exc}") from None
+
+
+def _parse_json(data: bytes, path: Path, what: str) -> Any:
+    try:
+        return loads_strict(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise TaskError(f"{what}: cannot read {path}: {exc}") from None
+    except DuplicateKeyError as exc:
+        raise TaskError(f"{what}: {path.name}: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise TaskError(f"{what}: {path.name} is not valid JSON: {exc}") from None
+
+
+def _task_file(root: Path, name: str, roots: Sequence[Path], allow_hard_links: bool) -> bytes | None:
+    """The bytes of the task file ``name`` (read with :mod:`spu_common.confined` below ``roots``), or None
+    when there is none."""
+    try:
+        read = confined.read_file(
+            root / name, roots, max_bytes=MAX_TASK_FILE_BYTES, allow_hard_links=allow_hard_links
+        )
+    except confined.Refused as exc:
+        if exc.reason == "missing":
+            return None
+        raise TaskError(f"task file {name}: {exc.message}") from None
+    return read.data
 
 
 def _as_id(value: Any, where: str) -> str:
@@ -240,36 +272,50 @@ def parse_targets(text: str, groups: list[Group]) -> tuple[list[dict[str, Any]],
     return rows, columns, numeric
 
 
-def load_task(path: str | Path) -> Task:
-    """Load and check a task directory; raise :class:`TaskError` saying what is wrong."""
+def load_task(
+    path: str | Path, *, roots: Sequence[Path] | None = None, allow_hard_links: bool = True
+) -> Task:
+    """Load and check a task directory; raise :class:`TaskError` saying what is wrong.
+
+    Every file is read once with :mod:`spu_common.confined` below ``roots`` (default: the task directory
+    itself): no link below them is followed, a FIFO or device is refused, and a file over
+    :data:`MAX_TASK_FILE_BYTES` is refused unread. ``allow_hard_links=False`` refuses a file with more than
+    one hard link too (the tool server's rule)."""
     root = Path(path)
-    if not root.is_dir():
-        raise TaskError(f"task directory {root} does not exist or is not a directory")
-    for name in REQUIRED_FILES:
-        if not (root / name).is_file():
-            raise TaskError(f"task directory {root} lacks {name}")
-    if (root / "answers.json").exists():
-        raise TaskError(f"{root} holds answers.json: answers must be kept outside the task directory")
-    fields = parse_contract(_read_json(root / "contract.json", "contract"), root.resolve())
+    within = list(roots) if roots is not None else [root]
     try:
-        targets_text = (root / "targets.csv").read_text(encoding="utf-8-sig")
-        instruction = (root / "instruction.md").read_text(encoding="utf-8")
-        experiment_path = root / "experiment.md"
-        experiment = experiment_path.read_text(encoding="utf-8") if experiment_path.is_file() else ""
+        confined.check_dir(root, within)
+    except confined.Refused as exc:
+        if exc.reason in ("missing", "not_regular"):
+            raise TaskError(f"task directory {root} does not exist or is not a directory") from None
+        raise TaskError(f"task directory: {exc.message}") from None
+    files = {name: _task_file(root, name, within, allow_hard_links) for name in TASK_FILES}
+    for name in REQUIRED_FILES:
+        if files[name] is None:
+            raise TaskError(f"task directory {root} lacks {name}")
+    if os.path.lexists(root / "answers.json"):
+        raise TaskError(f"{root} holds answers.json: answers must be kept outside the task directory")
+    fields = parse_contract(
+        _parse_json(files["contract.json"] or b"", root / "contract.json", "contract"), root.resolve()
+    )
+    try:
+        targets_text = (files["targets.csv"] or b"").decode("utf-8-sig")
+        instruction = (files["instruction.md"] or b"").decode("utf-8")
+        experiment = (files["experiment.md"] or b"").decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TaskError(f"task file is not UTF-8 text: {exc}") from None
     protocol: dict[str, Any] = {}
-    if (root / "protocol.json").is_file():
-        loaded = _read_json(root / "protocol.json", "protocol")
+    if files["protocol.json"] is not None:
+        loaded = _parse_json(files["protocol.json"], root / "protocol.json", "protocol")
         if not isinstance(loaded, dict):
             raise TaskError("protocol.json must hold a JSON object")
         protocol = loaded
     rows, columns, numeric = parse_targets(targets_text, fields["groups"])
-    inputs = sorted(
-        p.relative_to(root).as_posix()
-        for p in root.rglob("*")
-        if p.is_file() and p.relative_to(root).as_posix() not in TASK_FILES
-    )
+    try:
+        entries = confined.walk(root, within)
+    except confined.Refused as exc:
+        raise TaskError(f"task directory: {exc.message}") from None
+    inputs = [e.relative for e in entries if e.kind == "file" and e.relative not in TASK_FILES]
     return Task(
         **fields,
         instruction=instruction,

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 REPO = Path(__file__).resolve().parent.parent
 NETGUARD = Path(__file__).resolve().parent / "_netguard"
@@ -24,6 +25,12 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 sys.path.insert(0, str(NETGUARD))
 import sitecustomize  # noqa: E402 - the network guard loads once its folder is on the path
+
+# Property-based tests: a fixed seed and a modest budget by default (CI); SPU_HYPOTHESIS=deep for a search
+# ten times larger and random (docs/testing.md). A test that pins max_examples keeps its own.
+settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60)
+settings.register_profile("deep", deadline=None, max_examples=600)
+settings.load_profile(os.environ.get("SPU_HYPOTHESIS", "ci"))
 
 
 @pytest.fixture(autouse=True)

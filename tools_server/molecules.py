@@ -1,6 +1,7 @@
 """Molecule input shared by every chemistry and quantum-chemistry tool, and what the domains share about
-their inputs: element symbols (:func:`element_symbol`) and the fingerprint of an input file that enters a
-cache key (:func:`file_fingerprint`). Domains import these from here, never from each other.
+their inputs: the type of a molecule argument (:data:`MoleculeText`), element symbols
+(:func:`element_symbol`) and a molecule's cache key (:func:`cache_key`). Domains import these from here,
+never from each other.
 
 One string names one molecule. Accepted forms, detected in this order:
 
@@ -31,11 +32,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools_server.plugin import INVISIBLE_RE, ToolError
+from tools_server.plugin import INVISIBLE_RE, ToolError, file_reference
 
 #: ETKDG seed: fixed so a SMILES always gives the same 3D start (and cached results stay reproducible).
 EMBED_SEED = 0xF00D
 _FILE_SUFFIXES = (".sdf", ".mol", ".xyz", ".sd")
+#: The type of a molecule argument: a SMILES, a molblock, XYZ text, or a path to a molecule file (read with
+#: :func:`tools_server.plugin.read_input`, so every such field is raced by the path tests too).
+MoleculeText = file_reference("molecule")
 _XYZ_LINE = re.compile(r"^\s*([A-Z][a-z]?|\d{1,3})\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
 
 
@@ -78,11 +82,11 @@ class Molecule:
         return self.multiplicity - 1
 
     def formula(self) -> str:
-        """Hill formula (C, H, then the rest alphabetically; all alphabetical without carbon)."""
+        """Hill formula (C, then H if any, then the rest alphabetically; all alphabetical without carbon)."""
         counts: dict[str, int] = {}
         for s in self.symbols:
             counts[s] = counts.get(s, 0) + 1
-        first = ["C", "H"] if "C" in counts else []
+        first = [el for el in ("C", "H") if el in counts] if "C" in counts else []
         order = first + sorted(k for k in counts if k not in first)
         return "".join(f"{el}{counts[el] if counts[el] > 1 else ''}" for el in order)
 
@@ -175,19 +179,26 @@ def _looks_like_path(text: str) -> bool:
 
 def read_file_text(spec: str) -> tuple[str, str, int]:
     """(text, suffix, record index) of a file reference ``path[#index]``: a regular file under the allowed
-    roots (:func:`tools_server.plugin.readable_file`), never a link leaving them."""
-    from tools_server.plugin import ToolError, readable_file
+    roots, read once from its checked descriptor (:func:`tools_server.plugin.read_input`), never through a
+    link."""
+    return _read_reference(spec)[:3]
+
+
+def _read_reference(spec: str) -> tuple[str, str, int, str]:
+    """:func:`read_file_text` and the SHA-256 of the bytes read."""
+    from tools_server.plugin import read_input
 
     base, _, index = spec.strip().partition("#")
-    try:
-        path = readable_file(base, kind="molecule")
-    except ToolError as exc:
-        raise MoleculeError(exc.code, exc.message) from None
     try:
         record = int(index) if index else 0
     except ValueError:
         raise MoleculeError("invalid_input", f"Record index after '#' must be an integer: {spec}") from None
-    return path.read_text(errors="replace"), path.suffix.lower(), record
+    try:
+        read = read_input(base, kind="molecule")
+    except ToolError as exc:
+        raise MoleculeError(exc.code, exc.message) from None
+    text = read.data.decode("utf-8", errors="replace")
+    return text, read.path.suffix.lower(), record, read.sha256
 
 
 def _file_error(spec: str, exc: MoleculeError) -> MoleculeError:
@@ -277,20 +288,6 @@ def element_symbol(z: int) -> str:
     from rdkit.Chem import GetPeriodicTable
 
     return GetPeriodicTable().GetElementSymbol(int(z))
-
-
-def file_fingerprint(path: str | None) -> str | None:
-    """Size, modification time and path of an input file: the cache must not serve results for a file
-    that has changed. ``missing:<path>`` for a file that is not there; None for no path."""
-    import os
-
-    if path is None:
-        return None
-    try:
-        st = os.stat(path)
-    except OSError:
-        return f"missing:{path}"
-    return f"{os.path.abspath(path)}:{st.st_size}:{st.st_mtime_ns}"
 
 
 def parse_xyz(text: str) -> tuple[list[int], Any]:
@@ -609,10 +606,10 @@ def cache_key(text: str) -> str:
     kind = detect_format(text)
     if kind == "file":
         try:
-            content, suffix, record = read_file_text(text)
+            _, suffix, record, digest = _read_reference(text)
         except MoleculeError:
             return "raw:" + hashlib.sha256(text.strip().encode()).hexdigest()
-        return f"file:{suffix}:{record}:" + hashlib.sha256(content.encode()).hexdigest()
+        return f"file:{suffix}:{record}:sha256:{digest}"
     check_size(text)
     if kind == "smiles":
         # several fragments: their geometry changed when they were placed apart (spread_fragments), so

@@ -49,11 +49,16 @@ Batches and cost:
 Files, folders, weights and the machine:
 
 * :data:`InputPath` and :data:`InputDir`, the types of an input field that names a file or a folder: the
-  server resolves and confines it (under the allowed roots, links resolved, never ``/proc``, ``/sys`` or a
-  device, one hard link) and sizes a file against its kind's cap before the tool runs, and a cluster
-  executor ships its content with the job; :data:`StructurePath`, :data:`TrajectoryPath`,
+  server confines it (under the allowed roots, no link followed in any component, never ``/proc``,
+  ``/sys`` or a device, one hard link) and sizes a file against its kind's cap before the tool runs, and a
+  cluster executor ships its content with the job; :data:`StructurePath`, :data:`TrajectoryPath`,
   :data:`SubmissionPath` and :func:`input_file` (``input_file("molecule")``) name files of a kind with its
-  own cap; :func:`readable_file` applies the same check to a file named some other way;
+  own cap; :func:`file_reference` types a text argument that may name a file; :func:`readable_file`
+  applies the same check to a file named some other way (below :func:`allowed_roots`, with hard links
+  as :func:`hard_links_allowed` says). A tool reads a file with :func:`read_input` (its
+  bytes, from the descriptor that was checked) or :func:`private_copy` (a private copy for an engine that
+  opens files by name), never by opening the path itself, and keys a file by :func:`file_key` (the
+  SHA-256 of its bytes);
 * :func:`workdir`, the server's work directory; :func:`weights_dir`, where model weights live;
   :func:`download_allowed`, whether a loader may fetch missing weights (``SPU_WEIGHTS_DOWNLOAD``), and
   :func:`weights_missing`, the error to raise when it may not;
@@ -85,7 +90,13 @@ from tools_server.core.paths import (
     StructurePath,
     SubmissionPath,
     TrajectoryPath,
+    allowed_roots,
+    file_key,
+    file_reference,
+    hard_links_allowed,
     input_file,
+    private_copy,
+    read_input,
     readable_file,
 )
 from tools_server.core.registry import ENTRY_POINT_GROUP, Resource, tool
@@ -127,14 +138,20 @@ __all__ = [
     "ToolError",
     "ToolResult",
     "TrajectoryPath",
+    "allowed_roots",
     "distribution_version",
     "download_allowed",
+    "file_key",
+    "file_reference",
     "first_in_process",
     "gpus",
     "guard_requests",
+    "hard_links_allowed",
     "input_file",
     "is_loopback",
     "map_items",
+    "private_copy",
+    "read_input",
     "readable_file",
     "storage_warning",
     "table_result",

@@ -32,6 +32,7 @@ from environment.consensus import consensus
 from environment.grading import grade
 from environment.runs import RunFolder, find_runs, read_json
 from spu_common.jsonfiles import atomic_write_text
+from spu_common.outputs import claim_folder
 from spu_common.rank_agreement import spearman_of_order, spearman_of_values
 from spu_common.submission import validate_submission
 from spu_common.task import Answers, Task
@@ -692,8 +693,11 @@ def analyze(
     answers: dict[str, Answers],
     *,
     skip_invalid: bool = False,
+    force: bool = False,
 ) -> dict[str, Any]:
-    """Analyse every run under ``runs_dir``; write the outputs into ``out``; return a summary dict."""
+    """Analyse every run under ``runs_dir``; write the outputs into ``out`` (under the output rule of
+    :mod:`spu_common.outputs`: an earlier analysis there is replaced, another folder only with ``force``);
+    return a summary dict."""
     runs_dir = Path(runs_dir)
     if not runs_dir.is_dir():
         raise AnalysisError("runs_dir_missing", f"{runs_dir} is not a directory", "Give the folder of runs.")
@@ -713,7 +717,7 @@ def analyze(
             if not skip_invalid:
                 raise
             skipped.append(str(exc))
-    out.mkdir(parents=True, exist_ok=True)
+    claim_folder(out, "analysis", force=force, inputs=[runs_dir])
     rows = run_rows(runs)
     agreement = agreement_rows(runs)
     consensus_table = consensus_rows(runs, answers)

@@ -61,7 +61,10 @@ negated score) and whether the reverse is above chance: a proxy declared the wro
 Besides chance (exact where the null can be enumerated, :mod:`environment.chance`), power, the monotone
 prior and declared proxies, every run screens trivial descriptors (:mod:`environment.prior_screen`):
 ``screen`` lists them, ``prior_verdict`` is the family-wise verdict with ``prior_p_value`` and its interval,
-and ``prior_solvable`` is true only when that verdict is prior-solvable. A card beside the answers
+and ``prior_solvable`` is true only when that verdict is prior-solvable. Each measured proxy is judged by
+the same standard (:func:`judge_proxies`): ``tool_solvable`` when it is above chance, above the best panel
+entry, and its family-wise ``p_value`` (the panel with the proxies as more entries) is below 0.05. A card
+beside the answers
 (:mod:`environment.taskbuild.card`) lends its selection record and the design's prior rate.
 """
 
@@ -80,7 +83,7 @@ from typing import Any
 from environment.analysis.errors import AnalysisError
 from environment.analysis.monotone import DIRECTIONS, field_baseline, varying_fields
 from environment.chance import chance_threshold, is_above
-from environment.prior_screen import screen
+from environment.prior_screen import descriptor_columns, screen, tool_evidence
 from spu_common.jsonfiles import load_json_strict
 from spu_common.rank_agreement import expected_spearman
 from spu_common.task import Answers, Task
@@ -500,6 +503,41 @@ def _score_proxy(
     }
 
 
+def judge_proxies(
+    task: Task,
+    answers: Answers,
+    proxies: list[dict[str, Any]],
+    threshold: float,
+    *,
+    columns: dict[str, dict[str, float | None]],
+    seed: int,
+) -> None:
+    """Add to each measured proxy entry the panel's standard (:func:`environment.prior_screen.tool_evidence`):
+    ``tool_solvable``, ``p_value``, ``p_interval``, ``p_draws``, ``beats_panel`` and ``best_panel_score``;
+    a proxy that failed gets ``tool_solvable`` false and no p-value."""
+    measured = {p["name"]: _oriented_values(task, p) for p in proxies if p["score"] is not None}
+    evidence = tool_evidence(task, answers, measured, threshold, seed=seed, columns=columns)
+    for proxy in proxies:
+        found = evidence.get(proxy["name"])
+        proxy["tool_solvable"] = bool(found and found["tool_solvable"])
+        proxy["p_value"] = found["p_value"] if found else None
+        proxy["p_interval"] = found["p_interval"] if found else None
+        proxy["p_draws"] = found["p_draws"] if found else 0
+        proxy["beats_panel"] = found["beats_panel"] if found else None
+        proxy["best_panel_score"] = found["best_panel_score"] if found else None
+
+
+def _oriented_values(task: Task, proxy: dict[str, Any]) -> dict[str, float | None]:
+    """A proxy's values per experiment, negated when declared descending (so ascending is its declared
+    direction); None in the groups it leaves out."""
+    sign = 1.0 if proxy["direction"] == "ascending" else -1.0
+    values: dict[str, float | None] = {e: None for g in task.groups for e in g.experiment_ids}
+    for group in proxy["groups"]:
+        for eid, value in (group.get("values") or {}).items():
+            values[eid] = sign * value
+    return values
+
+
 def baselines(
     task: Task,
     answers: Answers,
@@ -527,7 +565,9 @@ def baselines(
         declared = load_declaration(declaration, task)
         if run_declared:
             proxies = run_proxies(task, answers, declared, command=command, threshold=threshold)
-    screened = screen(task, answers, threshold, seed=seed)
+    columns, notes = descriptor_columns(task)
+    screened = screen(task, answers, threshold, seed=seed, columns=columns, notes=notes)
+    judge_proxies(task, answers, proxies, threshold, columns=columns, seed=seed)
     keys = (
         "chance_threshold",
         "chance_method",
@@ -537,7 +577,10 @@ def baselines(
         "presented_order_score",
         "presented_order_above_chance",
         "reversed_presented_order_above_chance",
+        "sampled_threshold_interval",
         "power",
+        "power_single_run",
+        "runs_for_80pct_power",
         "effect_for_80pct_power",
         "power_runs",
         "power_effect",
@@ -588,12 +631,19 @@ def format_baselines(result: dict[str, Any], top: int = 5) -> list[str]:
         flag = f" (reversed {-presented:+.4f}, ABOVE CHANCE)"
     if flag and result["presented_order_allowed"]:
         flag += ", allowed by --allow-presented-order"
+    method = result["chance_method"]
+    if method == "sampled":  # a sample: say so, with its sampling interval
+        low, high = result["sampled_threshold_interval"]
+        method = f"sampled from {result['draws']} random submissions, 95% interval [{low:.4f}, {high:.4f}]"
+    needed = result["runs_for_80pct_power"]
     lines = [
-        f"{result['task_id']}: chance threshold {threshold:.4f} ({result['chance_method']}; sampled "
-        f"{result['sampled_threshold']:.4f} from {result['draws']} draws); attainable max "
+        f"{result['task_id']}: chance threshold {threshold:.4f} ({method}); attainable max "
         f"{result['attainable_max']:.4f}; presented order {presented:+.4f}{flag}",
         f"  power {result['power']:.2f}: mean of {result['power_runs']} runs of a method with expected score "
-        f"{result['power_effect']:+.2f} above chance; 80% power from {result['effect_for_80pct_power']:+.3f}",
+        f"{result['power_effect']:+.2f} above chance; one run {result['power_single_run']:.2f}; 80% power "
+        + (f"with {needed} runs" if needed is not None else "beyond 50 runs")
+        + f"; over {result['power_runs']} runs, from an expected score of "
+        f"{result['effect_for_80pct_power']:+.3f}",
     ]
     screened = result["screen"]
     best = screened["best"]
@@ -636,6 +686,13 @@ def format_baselines(result: dict[str, Any], top: int = 5) -> list[str]:
         mark = "  ABOVE CHANCE" if entry.get("above_chance") else ""
         if entry.get("reversed_above_chance"):
             mark = f"  reversed: {entry['reversed_score']:+.4f}, above chance"
+        if entry.get("p_value") is not None:
+            low, high = entry["p_interval"]
+            verdict = "TOOL-SOLVABLE" if entry["tool_solvable"] else "not tool-solvable"
+            mark += (
+                f"; {verdict} (family-wise p = {entry['p_value']:.4f} [{low:.4f}, {high:.4f}] with the "
+                f"panel; best panel entry {entry['best_panel_score']:+.4f})"
+            )
         lines.append(
             f"  proxy {entry['name']} ({entry['tool']} {entry['value']}, {entry['direction']}): {score}"
             f"  [{entry['calls']} calls, {entry['cache_hits']} cached]{mark}"

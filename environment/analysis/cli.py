@@ -1,6 +1,7 @@
 """Commands ``spu baselines`` and ``spu analyze`` (docs/analysis.md).
 
-Exit codes: 0 done, 1 an input could not be analysed (the message names the file and line), 2 usage.
+Exit codes: 0 done, 2 usage or an input that could not be read or analysed (the message names the file and
+line); neither command judges its input, so neither exits 1.
 """
 
 from __future__ import annotations
@@ -12,22 +13,15 @@ from typing import Annotated, Any
 
 import typer
 
-from spu_common.console import echo_json
-
-EXIT_INVALID = 1
-EXIT_USAGE = 2
+from spu_common.console import EXIT_USAGE, TaskAlias, echo_json, fail, output_rule, task_argument
 
 
-def _fail(exc: Exception, code: int = EXIT_INVALID) -> typer.Exit:
+def _fail(exc: Exception, code: int = EXIT_USAGE) -> typer.Exit:
     from environment.analysis.errors import AnalysisError
 
     if isinstance(exc, AnalysisError):
-        typer.echo(f"error: [{exc.code}] {exc.message}", err=True)
-        if exc.hint:
-            typer.echo(f"  hint: {exc.hint}", err=True)
-    else:
-        typer.echo(f"error: {exc}", err=True)
-    return typer.Exit(code)
+        return fail(f"[{exc.code}] {exc.message}" + (f" (hint: {exc.hint})" if exc.hint else ""), code)
+    return fail(str(exc), code)
 
 
 def _holds_tasks(folder: Path) -> bool:
@@ -75,7 +69,10 @@ def _task_pairs(task_dir: Path, answers: Path | None) -> list[tuple[Any, Any]]:
 
 
 def baselines_cmd(
-    task_dir: Annotated[Path, typer.Argument(help="A task directory, or a directory of tasks.")],
+    task_dir: Annotated[
+        Path | None,
+        typer.Argument(metavar="TASK", help="A task directory, or a directory of tasks.", show_default=False),
+    ] = None,
     answers: Annotated[
         Path | None,
         typer.Option(
@@ -103,45 +100,34 @@ def baselines_cmd(
         ),
     ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")] = False,
+    task_alias: TaskAlias = None,
 ) -> None:
     """Chance, power, attainable maximum, the trivial-descriptor screen with its family-wise verdict,
     monotone priors and declared proxies."""
-    from environment.analysis.baselines import DECLARATION_FILE, baselines
     from environment.analysis.errors import AnalysisError
-    from environment.taskbuild.card import CARD_FILE, read_card
-    from spu_common.task import TaskError, check_answers
+    from spu_common.task import TaskError
 
+    task_dir, _ = task_argument(task_dir, task_alias)
     try:
         pairs = _task_pairs(task_dir, answers)
     except TaskError as exc:
         raise _fail(exc, EXIT_USAGE) from None
-    if proxies is not None and not proxies.is_file():
-        raise _fail(ValueError(f"--proxies {proxies} does not exist"), EXIT_USAGE)
-    if proxies is not None and len(pairs) > 1:
-        raise _fail(ValueError("--proxies names one declaration: give one task directory"), EXIT_USAGE)
-    command = shlex.split(server_command) if server_command else None
-    results = []
-    for task, (answers_path, loaded) in pairs:
+    if write_readme:  # before the baselines run: a README that cannot take them fails at once
+        from environment.analysis.readme import check_readmes
+
+        suite = task_dir / "README.md" if not (task_dir / "contract.json").is_file() else None
         try:
-            check_answers(task, loaded)
-        except TaskError as exc:
-            raise _fail(exc, EXIT_USAGE) from None
-        declaration = proxies or answers_path.parent / DECLARATION_FILE
-        try:
-            results.append(
-                baselines(
-                    task,
-                    loaded,
-                    declaration=declaration,
-                    run_declared=not no_proxies,
-                    command=command,
-                    draws=draws,
-                    seed=seed,
-                    card=read_card(answers_path.parent / CARD_FILE),
-                )
-            )
+            check_readmes(suite, [found[0].parent for _, found in pairs])
         except AnalysisError as exc:
             raise _fail(exc) from None
+    _check_proxies_option(proxies, pairs)
+    command = shlex.split(server_command) if server_command else None
+    results = [
+        _task_baselines(
+            task, found, proxies, run_declared=not no_proxies, command=command, draws=draws, seed=seed
+        )
+        for task, found in pairs
+    ]
     if write_readme:
         try:
             written = _write_readmes(task_dir, pairs, results, proxies_ran=not no_proxies)
@@ -150,11 +136,55 @@ def baselines_cmd(
         for path in written:
             typer.echo(f"wrote {path}", err=True)
     if as_json:
-        payload = results[0] if len(results) == 1 else {"tasks": results}
-        echo_json(_clean(payload))
+        echo_json(_clean(results[0] if len(results) == 1 else {"tasks": results}))
         return
     for result in results:
         _print_baselines(result)
+
+
+def _check_proxies_option(proxies: Path | None, pairs: list[tuple[Any, Any]]) -> None:
+    """``--proxies`` names an existing declaration, for one task."""
+    if proxies is not None and not proxies.is_file():
+        raise _fail(ValueError(f"--proxies {proxies} does not exist"), EXIT_USAGE)
+    if proxies is not None and len(pairs) > 1:
+        raise _fail(ValueError("--proxies names one declaration: give one task directory"), EXIT_USAGE)
+
+
+def _task_baselines(
+    task: Any,
+    found: tuple[Path, Any],
+    proxies: Path | None,
+    *,
+    run_declared: bool,
+    command: list[str] | None,
+    draws: int,
+    seed: int,
+) -> dict[str, Any]:
+    """One task's baselines, with its declaration (``--proxies`` or ``baselines.json`` beside the answers)
+    and its card; a usage error for answers that do not fit the task, an analysis error otherwise."""
+    from environment.analysis.baselines import DECLARATION_FILE, baselines
+    from environment.analysis.errors import AnalysisError
+    from environment.taskbuild.card import CARD_FILE, read_card
+    from spu_common.task import TaskError, check_answers
+
+    answers_path, loaded = found
+    try:
+        check_answers(task, loaded)
+    except TaskError as exc:
+        raise _fail(exc, EXIT_USAGE) from None
+    try:
+        return baselines(
+            task,
+            loaded,
+            declaration=proxies or answers_path.parent / DECLARATION_FILE,
+            run_declared=run_declared,
+            command=command,
+            draws=draws,
+            seed=seed,
+            card=read_card(answers_path.parent / CARD_FILE),
+        )
+    except AnalysisError as exc:
+        raise _fail(exc) from None
 
 
 def _write_readmes(
@@ -200,7 +230,12 @@ def _print_baselines(result: dict[str, Any]) -> None:
 
 def analyze_cmd(
     runs_dir: Annotated[Path, typer.Argument(help="Directory of runs (reference agent or Harbor jobs).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Where to write the tables, plots and summary.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Where to write the tables, plots and summary.")
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace the output folder even if spu analyze did not write it.")
+    ] = False,
     answers: Annotated[
         Path | None,
         typer.Option(
@@ -230,6 +265,10 @@ def analyze_cmd(
     from environment.runs import load_tasks_and_answers
     from spu_common.task import TaskError
 
+    if out is None:
+        raise fail("missing option -o/--out OUT (the folder for the tables, plots and summary)")
+    if not runs_dir.exists():
+        raise fail(f"{runs_dir} does not exist: give the folder of runs")
     answers = answers or answers_dir  # --answers-dir: the earlier spelling, kept for scripts
     for given, option in ((answers, "--answers"), (tasks, "--tasks")):
         if given is not None and not given.exists():
@@ -245,7 +284,10 @@ def analyze_cmd(
     for note in notes:
         typer.echo(f"warning: {note}", err=True)
     try:
-        summary = analyze(runs_dir, out, loaded_tasks, loaded_answers, skip_invalid=skip_invalid)
+        with output_rule():
+            summary = analyze(
+                runs_dir, out, loaded_tasks, loaded_answers, skip_invalid=skip_invalid, force=force
+            )
     except AnalysisError as exc:
         raise _fail(exc) from None
     if as_json:

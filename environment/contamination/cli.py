@@ -1,5 +1,5 @@
 """``spu contamination audit|blind|unblind``. Exit codes: 0 ok, 1 ``--fail-on-flag`` and a cell was flagged,
-2 usage error (unreadable input, missing column, bad value)."""
+2 usage error (unreadable input, missing column, bad value, an output this command did not write)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from typing import Annotated
 
 import typer
 
-from spu_common.console import echo_json, fail
+from spu_common.console import echo_json, fail, output_rule
 from spu_common.jsonfiles import load_json_strict
+from spu_common.outputs import claim_file, claim_folder
 
 EXIT_FLAGGED = 1
 
@@ -20,6 +21,9 @@ contamination_app = typer.Typer(
 )
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="Machine-readable JSON output.")]
+ForceOpt = Annotated[
+    bool, typer.Option("--force", help="Replace the output even if this command did not write it.")
+]
 
 
 @contamination_app.command("audit")
@@ -50,6 +54,7 @@ def audit_command(
         ),
     ] = 200,
     fail_on_flag: Annotated[bool, typer.Option(help="Exit 1 when any cell is flagged.")] = False,
+    force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Digit-level retention audit: nested matches at 1, 2, 3 significant figures per cell, retentions R12
@@ -75,7 +80,8 @@ def audit_command(
         )
     except (ValueError, UnicodeDecodeError, csv.Error) as exc:
         raise fail(str(exc)) from None
-    out.mkdir(parents=True, exist_ok=True)
+    with output_rule():
+        claim_folder(out, "contamination-audit", force=force, inputs=[table])
     summary = result.as_dict()
     summary["outputs"] = {
         name: str(out / name) for name in ("audit.csv", "audit.md", "audit.json", "heatmap.png")
@@ -148,6 +154,7 @@ def blind_command(
     name_column: Annotated[str | None, typer.Option(help="Column of molecule names (levels 1-4).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the SMILES substitution map.")] = 0,
     decimals: Annotated[int, typer.Option(help="Decimals written for transformed labels.")] = 2,
+    force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Six blinding levels (specific, specific-transformed, generic, generic-transformed, agnostic,
@@ -167,7 +174,8 @@ def blind_command(
         blinding = blind(items, property_name, hint, text, mask or [], seed=seed, decimals=decimals)
     except (ValueError, UnicodeDecodeError, csv.Error) as exc:
         raise fail(str(exc)) from None
-    out.mkdir(parents=True, exist_ok=True)
+    with output_rule():
+        claim_folder(out, "blinding", force=force, inputs=[dataset, *([template] if template else [])])
     for level in blinding.levels:
         folder = out / level.level.slug
         folder.mkdir(exist_ok=True)
@@ -205,6 +213,7 @@ def unblind_command(
     structure_column: Annotated[
         str | None, typer.Option(help="Column of substituted structures to decode (adds COLUMN_smiles).")
     ] = None,
+    force: ForceOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Undo the blinding for scoring: inverse label transform (exact decimal arithmetic) and SMILES decoding.
@@ -239,6 +248,10 @@ def unblind_command(
     except (ValueError, KeyError, json.JSONDecodeError, UnicodeDecodeError, csv.Error) as exc:
         raise fail(f"{type(exc).__name__}: {exc}") from None
     fields = header + [f"{column}_original"] + ([f"{structure_column}_smiles"] if structure_column else [])
+    if out.resolve() in (parameters.resolve(), predictions.resolve()):
+        raise fail(f"{out} is an input of this command: choose another file to write")
+    with output_rule():
+        claim_file(out, force=force)
     with open(out, "w", newline="", encoding="utf-8") as handle:
         writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()

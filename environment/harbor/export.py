@@ -12,8 +12,9 @@ in ``tests/integration/test_harbor.py``)::
     OUT_DIR/environment/task/      the task directory (never the answers)
     OUT_DIR/environment/docker-compose.yaml
                                    the agent's container: root as PID 1 behind an init, a 1 s healthcheck;
-                                   ``network_mode: none`` with ``network="none"``; with ``network="audited"``
-                                   (no ``audit_url``) an internal network shared only with the audit service
+                                   ``network_mode: none`` with ``network="none"``, and with
+                                   ``network="audited"`` (no ``audit_url``), where the audit service's Unix
+                                   socket, in a folder shared read-only, is the agent's only way out
     OUT_DIR/tests/Dockerfile       the verifier's own image: our image plus tests/ in /tests
     OUT_DIR/tests/docker-compose.yaml
                                    ``network_mode: none`` for the verifier (a plain Docker engine enforces
@@ -30,7 +31,7 @@ plus the tests), without network, into which Harbor restores what the collect ho
 ``/app/output`` (``environment/harbor/boundary.py``). So the answers never enter the agent's sandbox, and
 nothing the agent leaves behind (a process, a link, a pipe, a huge file) reaches the grader or the host.
 Before anything is handed over, every file outside ``tests/`` and ``solution/`` is checked for the answers'
-marks (``environment/harbor/leaks.py``).
+marks by the content scanner (``environment/leakscan``).
 
 The environment part imports neither ``scaffold`` nor ``tools_server`` (``tests/core/test_layers.py``).
 """
@@ -44,8 +45,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from environment.harbor.leaks import find_leaks, fingerprints
-from spu_common.task import Answers, Task, check_answers, load_answers, load_task
+from environment.finder import find_answers
+from environment.leakscan import ScanLimitError, Scanner, marks_beside, scan_path
+from spu_common.task import Answers, Task, check_answers, load_task
 
 #: The images built from Dockerfile.gpu and Dockerfile (docs/docker.md); the export takes the GPU one when
 #: its resources hold a GPU. Pin one by digest for shared runs: ``--image registry/spu-scaffold@sha256:...``.
@@ -59,8 +61,11 @@ COLLECTED_DIR = "/app/collected"
 GRADED_SUBMISSION = f"{COLLECTED_DIR}/output/rankings.json"
 #: the local audit service of ``--network audited`` without ``--audit-url``, and where its log is kept
 AUDIT_SERVICE = "spu-audit"
-AUDIT_PORT = 8765
 AUDIT_LOG_DIR = "/srv/spu/audit"  # in the home of the image's user, who runs the service
+#: the folder the agent's container shares with the audit service (read-only on the agent's side): the
+#: service's Unix socket, the agent's only way to it (the agent's container has no network)
+AUDIT_SOCKET_DIR = "/run/spu-audit"
+AUDIT_SOCKET = f"{AUDIT_SOCKET_DIR}/audit.sock"
 AGENT_USER = "spu"
 AGENT_TIMEOUT_S = 8 * 3600
 VERIFIER_TIMEOUT_S = 600
@@ -130,10 +135,16 @@ def _toml_list(values: list[str]) -> str:
     return "[" + ", ".join(_toml_str(v) for v in values) + "]"
 
 
-def find_answers(task_dir: Path) -> Path | None:
-    """``answers.json`` beside the task directory (the demo tasks' layout), if there is one."""
-    candidate = task_dir.resolve().parent / "answers.json"
-    return candidate if candidate.is_file() else None
+def answers_of(task: Task, answers: str | Path | None) -> tuple[Path, Answers]:
+    """The answers of ``task`` by :mod:`environment.finder`'s rules: from ``answers`` (a file, or a folder
+    searched for the file with the task's id), else the ``answers.json`` beside the task directory."""
+    source = Path(answers) if answers is not None else task.root.parent / "answers.json"
+    if answers is None and not source.is_file():
+        raise ExportError(f"no answers: pass --answers (none found beside {task.root})")
+    found = find_answers(source).get(task.task_id)
+    if found is None:
+        raise ExportError(f"no answers for task {task.task_id!r} in {source}: pass its answers.json")
+    return found.path, found.answers
 
 
 def network_policy(network: str, audit_url: str | None, extra_hosts: list[str]) -> tuple[str, list[str]]:
@@ -157,9 +168,13 @@ def network_policy(network: str, audit_url: str | None, extra_hosts: list[str]) 
         return "audited", []
     from urllib.parse import urlsplit
 
-    host = urlsplit(audit_url).hostname
-    if not host:
-        raise ExportError(f"--audit-url {audit_url!r} has no host")
+    parts = urlsplit(audit_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ExportError(
+            f"--audit-url {audit_url!r} is not an http(s) URL with a host; leave --audit-url out for the "
+            "audit service beside the agent, reached through its Unix socket"
+        )
+    host = parts.hostname
     return "allowlist", list(dict.fromkeys([host, *extra_hosts]))
 
 
@@ -201,30 +216,24 @@ def _is_smoke_test(task: Task) -> bool:
         return False
 
 
-def render_task_toml(
-    task: Task,
-    *,
-    org: str,
-    network_mode: str,
-    allowed_hosts: list[str],
-    audit_url: str | None,
-    gpu_types: list[str],
-    cpus: int,
-    memory_mb: int,
-    gpus: int,
-    agent_timeout_s: int,
-) -> str:
-    # the task folder is readable by the tools wherever the agent's client starts the server
+def _task_env(network_mode: str, audit_url: str | None) -> dict[str, str]:
+    """The variables the agent's container and its tool server get: the work folder, the task folder as an
+    input root (readable by the tools wherever the agent's client starts the server), and the audit
+    service's address with a token resolved from the host at run time (never written into the task)."""
     env = {"SPU_WORKDIR": f"{CONTAINER_OUTPUT_DIR}/spu-work", "SPU_INPUT_ROOTS": CONTAINER_TASK_DIR}
     if network_mode == "audited":
-        audit_url = f"http://{AUDIT_SERVICE}:{AUDIT_PORT}"
+        audit_url = f"unix://{AUDIT_SOCKET}"
     if audit_url:
-        # resolved from the host at run time: the token is never written into the task
         env |= {"SPU_AUDIT_URL": audit_url, "SPU_AUDIT_TOKEN": "${SPU_AUDIT_TOKEN}"}
+    return env
+
+
+def _task_lines(task: Task, org: str, network_mode: str) -> list[str]:
+    """The schema, the artifacts collected after the trial, ``[task]`` and ``[metadata]``."""
     artifacts = [_toml_str(COLLECTED_DIR)]
     if network_mode == "audited":
         artifacts.append(f"{{source = {_toml_str(AUDIT_LOG_DIR)}, service = {_toml_str(AUDIT_SERVICE)}}}")
-    lines = [
+    return [
         "# Written by `spu harbor export` (spu-scaffold). Harbor task format: schema 1.4.",
         'schema_version = "1.4"',
         "# the agent's output as the collect hook below copied it (regular files only, within limits)",
@@ -243,7 +252,12 @@ def render_task_toml(
         f"experiments = {task.n_experiments}",
         f"submission = {_toml_str(f'{CONTAINER_OUTPUT_DIR}/rankings.json')}",
         *(["smoke_test = true"] if _is_smoke_test(task) else []),
-        "",
+    ]
+
+
+def _agent_and_verifier_lines(agent_timeout_s: int, cpus: int, memory_mb: int) -> list[str]:
+    """``[agent]``, the separate verifier's ``[verifier]`` and the collect hook that hands it the output."""
+    return [
         "[agent]",
         f"timeout_sec = {float(agent_timeout_s)}",
         f"user = {_toml_str(AGENT_USER)}",
@@ -266,15 +280,12 @@ def render_task_toml(
         f"command = {_toml_str(COLLECT_COMMAND)}",
         'user = "root"',
         "timeout_sec = 600.0",
-        "",
-        "[environment]",
-        f"build_timeout_sec = {float(BUILD_TIMEOUT_S)}",
-        f"cpus = {cpus}",
-        f"memory_mb = {memory_mb}",
-        f"gpus = {gpus}",
     ]
-    if gpu_types:
-        lines.append(f"gpu_types = {_toml_list(gpu_types)}")
+
+
+def _network_lines(network_mode: str, allowed_hosts: list[str]) -> list[str]:
+    """The agent's network in ``[environment]``: Harbor's own policy, or the compose file's."""
+    lines = []
     if network_mode in ("none", "audited"):
         lines.append(
             "# the network is set by environment/docker-compose.yaml, which a plain Docker engine enforces"
@@ -284,8 +295,20 @@ def render_task_toml(
     )
     if network_mode == "allowlist":
         lines.append(f"allowed_hosts = {_toml_list(allowed_hosts)}")
-    lines.append(f"workdir = {_toml_str('/app')}")
-    lines += [
+    return lines
+
+
+def _environment_lines(resources: dict[str, int], gpu_types: list[str], network: list[str]) -> list[str]:
+    """``[environment]`` (resources, network, work folder) and the lock run before the agent starts."""
+    return [
+        "[environment]",
+        f"build_timeout_sec = {float(BUILD_TIMEOUT_S)}",
+        f"cpus = {resources['cpus']}",
+        f"memory_mb = {resources['memory_mb']}",
+        f"gpus = {resources['gpus']}",
+        *([f"gpu_types = {_toml_list(gpu_types)}"] if gpu_types else []),
+        *network,
+        f"workdir = {_toml_str('/app')}",
         "",
         "# Run as root (the container's user: environment/docker-compose.yaml) before the agent starts:",
         "# makes /logs/verifier root-only; checks that the agent's user can write neither it nor /tests.",
@@ -295,10 +318,14 @@ def render_task_toml(
         "timeout_sec = 60.0",
         "retries = 1",
     ]
-    lines += ["", "[environment.env]"]
-    lines += [f"{key} = {_toml_str(value)}" for key, value in env.items()]
+
+
+def _env_and_mcp_lines(env: dict[str, str]) -> list[str]:
+    """``[environment.env]`` and the spu tool server the agent's MCP client starts, with its settings."""
     server_env = [f"{key}={value}" for key, value in env.items() if key != "SPU_AUDIT_TOKEN"]
-    lines += [
+    return [
+        "[environment.env]",
+        *(f"{key} = {_toml_str(value)}" for key, value in env.items()),
         "",
         "# The spu tool server, started by the agent's MCP client over stdio. `env` hands it its settings:",
         "# Codex starts MCP servers with only a few variables of its own (without SPU_WORKDIR the server",
@@ -309,7 +336,30 @@ def render_task_toml(
         'command = "env"',
         f"args = {_toml_list([*server_env, 'spu', 'serve'])}",
     ]
-    return "\n".join(lines) + "\n"
+
+
+def render_task_toml(
+    task: Task,
+    *,
+    org: str,
+    network_mode: str,
+    allowed_hosts: list[str],
+    audit_url: str | None,
+    gpu_types: list[str],
+    cpus: int,
+    memory_mb: int,
+    gpus: int,
+    agent_timeout_s: int,
+) -> str:
+    """``task.toml``: the task, the agent, the separate verifier, the agent's environment and tool server."""
+    resources = {"cpus": cpus, "memory_mb": memory_mb, "gpus": gpus}
+    sections = [
+        _task_lines(task, org, network_mode),
+        _agent_and_verifier_lines(agent_timeout_s, cpus, memory_mb),
+        _environment_lines(resources, gpu_types, _network_lines(network_mode, allowed_hosts)),
+        _env_and_mcp_lines(_task_env(network_mode, audit_url)),
+    ]
+    return "\n\n".join("\n".join(lines) for lines in sections) + "\n"
 
 
 def render_agent_compose(network_mode: str, image: str) -> str:
@@ -328,32 +378,40 @@ def render_agent_compose(network_mode: str, image: str) -> str:
         lines.append("    network_mode: none  # loopback only")
     if network_mode == "audited":
         lines += [
-            f"    # one network, whose only other member is the audit service {AUDIT_SERVICE}",
-            f"    networks: [{AUDIT_SERVICE}-internal]",
-            "    # names other than the services are not forwarded to any resolver (a closed local port)",
-            '    dns: ["127.0.0.1"]',
+            "    # no network at all (loopback only): the audit service is reached through its socket, in a",
+            "    # folder shared read-only (the agent can neither replace the socket nor write there)",
+            "    network_mode: none",
+            "    volumes:",
+            "      - type: volume",
+            f"        source: {AUDIT_SERVICE}-socket",
+            f"        target: {AUDIT_SOCKET_DIR}",
+            "        read_only: true",
             "    depends_on:",
             f"      {AUDIT_SERVICE}:",
             "        condition: service_healthy",
             f"  {AUDIT_SERVICE}:",
             f"    image: {image}",
             "    # the log and its key stay in this container; task.toml collects them after the trial",
-            f'    command: ["spu", "audit", "serve", "--host", "0.0.0.0", "--port", "{AUDIT_PORT}",'
+            f'    command: ["spu", "audit", "serve", "--socket", "{AUDIT_SOCKET}",'
             f' "--log", "{AUDIT_LOG_DIR}/audit.jsonl"]',
             "    environment:",
             "      SPU_AUDIT_TOKEN: ${SPU_AUDIT_TOKEN:?set SPU_AUDIT_TOKEN to 32 random characters}",
-            f"    networks: [{AUDIT_SERVICE}-internal, {AUDIT_SERVICE}-egress]",
+            "    volumes:",
+            f"      - {AUDIT_SERVICE}-socket:{AUDIT_SOCKET_DIR}",
+            f"    networks: [{AUDIT_SERVICE}-egress]",
             "    init: true",
             "    healthcheck:",
             '      test: ["CMD", "python", "-c",',
-            f"             \"import socket; socket.create_connection(('127.0.0.1', {AUDIT_PORT}), 5)\"]",
+            f"             \"import socket; socket.socket(socket.AF_UNIX).connect('{AUDIT_SOCKET}')\"]",
             "      interval: 1s",
             "      timeout: 10s",
             "      retries: 60",
+            "volumes:",
+            f"  {AUDIT_SERVICE}-socket:",
+            "    # in memory, gone with the trial; only the audit service writes it (read-only to the agent)",
+            '    driver_opts: {type: tmpfs, device: tmpfs, o: "size=1m,mode=1777"}',
             "networks:",
-            f"  {AUDIT_SERVICE}-internal:",
-            "    internal: true  # no way off the machine: only the two containers",
-            f"  {AUDIT_SERVICE}-egress: {{}}  # the audit service's way out",
+            f"  {AUDIT_SERVICE}-egress: {{}}  # the audit service's way out; the agent's container has none",
         ]
     return "\n".join(lines) + "\n"
 
@@ -473,6 +531,53 @@ JSON
 """
 
 
+def _resources(profile: str, overrides: dict[str, int | None]) -> dict[str, int]:
+    """The profile's CPUs, memory and GPUs, with the values given one by one in their place."""
+    resources = profile_resources(profile)
+    resources |= {key: value for key, value in overrides.items() if value is not None}
+    return resources
+
+
+def _fresh_folder(out: Path, overwrite: bool) -> None:
+    """An empty ``out`` with ``environment/`` and ``tests/``: a non-empty one only with ``overwrite``."""
+    if out.exists() and any(out.iterdir()):
+        if not overwrite:
+            raise ExportError(f"{out} is not empty (use --force to replace it)")
+        shutil.rmtree(out)
+    (out / "environment").mkdir(parents=True)
+    (out / "tests").mkdir()
+
+
+def _write_text(path: Path, text: str, *, executable: bool = False) -> None:
+    path.write_text(text, encoding="utf-8")
+    if executable:
+        path.chmod(0o755)
+
+
+def _write_agent_side(out: Path, task: Task, image: str, network_mode: str, task_toml: str) -> None:
+    """What the agent's image is built from and what it reads: the task, its Dockerfile and compose file,
+    ``task.toml`` and ``instruction.md``."""
+    shutil.copytree(task.root, out / "environment" / "task")
+    _write_text(out / "task.toml", task_toml)
+    _write_text(out / "instruction.md", render_instruction(task))
+    _write_text(out / "environment" / "Dockerfile", render_dockerfile(image))
+    _write_text(out / "environment" / "docker-compose.yaml", render_agent_compose(network_mode, image))
+
+
+def _write_verifier_side(out: Path, task: Task, answers_path: Path, image: str) -> None:
+    """``tests/``: the task as graded, the answers, the verifier's image, compose file and script."""
+    shutil.copytree(task.root, out / "tests" / "task")
+    shutil.copyfile(answers_path, out / "tests" / "answers.json")
+    _write_text(out / "tests" / "Dockerfile", render_verifier_dockerfile(image))
+    _write_text(out / "tests" / "docker-compose.yaml", VERIFIER_COMPOSE)
+    _write_text(out / "tests" / "test.sh", TEST_SH, executable=True)
+
+
+def _write_oracle(out: Path, task: Task, answers: Answers) -> None:
+    (out / "solution").mkdir()
+    _write_text(out / "solution" / "solve.sh", render_solution(task, answers), executable=True)
+
+
 def export_task(
     task_dir: str | Path,
     out_dir: str | Path,
@@ -496,63 +601,37 @@ def export_task(
 
     Resources come from ``profile`` (``local``: what this machine has; ``benchmark``: 8 CPUs, 16 GiB,
     1 GPU); ``cpus``, ``memory_mb`` and ``gpus`` override it one by one. ``image`` defaults to the GPU
-    image when the resources hold a GPU, else to the CPU image."""
-    resources = profile_resources(profile)
-    for key, value in (("cpus", cpus), ("memory_mb", memory_mb), ("gpus", gpus)):
-        if value is not None:
-            resources[key] = value
-    if image is None:
-        image = GPU_IMAGE if resources["gpus"] else CPU_IMAGE
+    image when the resources hold a GPU, else to the CPU image. ``answers``: a file, or a folder searched
+    for the task's (default: ``answers.json`` beside the task directory)."""
+    resources = _resources(profile, {"cpus": cpus, "memory_mb": memory_mb, "gpus": gpus})
+    image = image or (GPU_IMAGE if resources["gpus"] else CPU_IMAGE)
     task = load_task(task_dir)
-    answers_path = Path(answers) if answers else find_answers(task.root)
-    if answers_path is None:
-        raise ExportError(f"no answers: pass --answers (none found beside {task.root})")
-    loaded_answers = load_answers(answers_path)
+    answers_path, loaded_answers = answers_of(task, answers)
     check_answers(task, loaded_answers)
     if answers_path.resolve().is_relative_to(task.root.resolve()):
         raise ExportError(f"{answers_path} lies inside the task directory: answers must be kept apart")
     network_mode, allowed_hosts = network_policy(network, audit_url, list(allow_hosts or []))
+    task_toml = render_task_toml(
+        task,
+        org=org,
+        network_mode=network_mode,
+        allowed_hosts=allowed_hosts,
+        audit_url=audit_url if network == "audited" else None,
+        gpu_types=list(gpu_types or []),
+        agent_timeout_s=agent_timeout_s,
+        **resources,
+    )
     out = Path(out_dir)
-    if out.exists() and any(out.iterdir()):
-        if not overwrite:
-            raise ExportError(f"{out} is not empty (use --force to replace it)")
-        shutil.rmtree(out)
-    (out / "environment").mkdir(parents=True)
-    (out / "tests").mkdir()
-    shutil.copytree(task.root, out / "environment" / "task")
-    shutil.copytree(task.root, out / "tests" / "task")
-    shutil.copyfile(answers_path, out / "tests" / "answers.json")
-    (out / "task.toml").write_text(
-        render_task_toml(
-            task,
-            org=org,
-            network_mode=network_mode,
-            allowed_hosts=allowed_hosts,
-            audit_url=audit_url if network == "audited" else None,
-            gpu_types=list(gpu_types or []),
-            cpus=resources["cpus"],
-            memory_mb=resources["memory_mb"],
-            gpus=resources["gpus"],
-            agent_timeout_s=agent_timeout_s,
-        ),
-        encoding="utf-8",
-    )
-    (out / "instruction.md").write_text(render_instruction(task), encoding="utf-8")
-    (out / "environment" / "Dockerfile").write_text(render_dockerfile(image), encoding="utf-8")
-    (out / "environment" / "docker-compose.yaml").write_text(
-        render_agent_compose(network_mode, image), encoding="utf-8"
-    )
-    (out / "tests" / "Dockerfile").write_text(render_verifier_dockerfile(image), encoding="utf-8")
-    (out / "tests" / "docker-compose.yaml").write_text(VERIFIER_COMPOSE, encoding="utf-8")
-    test_sh = out / "tests" / "test.sh"
-    test_sh.write_text(TEST_SH, encoding="utf-8")
-    test_sh.chmod(0o755)
+    _fresh_folder(out, overwrite)
+    _write_agent_side(out, task, image, network_mode, task_toml)
+    _write_verifier_side(out, task, answers_path, image)
     if oracle:
-        (out / "solution").mkdir()
-        solve = out / "solution" / "solve.sh"
-        solve.write_text(render_solution(task, loaded_answers), encoding="utf-8")
-        solve.chmod(0o755)
-    leaked = _answer_leaks(out, answers_path)
+        _write_oracle(out, task, loaded_answers)
+    try:
+        leaked = _answer_leaks(out, answers_path, task)
+    except ExportError:
+        shutil.rmtree(out)
+        raise
     if leaked:
         shutil.rmtree(out)
         raise ExportError(f"the answers would reach the agent: {', '.join(leaked)}")
@@ -570,34 +649,19 @@ def export_task(
     }
 
 
-def _answer_leaks(out: Path, answers_path: Path) -> list[str]:
-    """Every file outside tests/ and solution/ that is named answers.json or holds a mark of the answers
-    (:mod:`environment.harbor.leaks`): a last check before the export is handed over."""
-    prints = fingerprints(json.loads(answers_path.read_text(encoding="utf-8")))
-    leaks = []
-    for path in sorted(out.rglob("*")):
-        rel = path.relative_to(out)
-        if rel.parts[0] in ("tests", "solution") or not path.is_file():
+def _answer_leaks(out: Path, answers_path: Path, task: Task) -> list[str]:
+    """Every document the agent's side of the export holds (all but tests/ and solution/, archives and
+    compressed files opened) that holds the task's marks (:mod:`environment.leakscan`): a last check before
+    the export is handed over. A file that cannot be read within the scanner's bounds is refused too."""
+    scanner = Scanner([marks_beside(answers_path, task)])
+    found: dict[str, list[str]] = {}
+    for path in sorted(out.iterdir()):
+        if path.name in ("tests", "solution"):
             continue
-        if path.name == "answers.json":
-            leaks.append(f"{rel} (an answers file)")
-        elif found := find_leaks(path.read_bytes().decode("utf-8", errors="replace"), prints):
-            leaks.append(f"{rel} ({'; '.join(found)})")
-    return leaks
-
-
-def export_many(
-    task_dirs: list[Path], out_root: Path, *, answers_dir: Path | None = None, **options: Any
-) -> list[dict[str, Any]]:
-    """Export several tasks into ``out_root/<task_id>/``; answers found beside each task or in
-    ``answers_dir``."""
-    results = []
-    answers_by_id: dict[str, Path] = {}
-    if answers_dir is not None:
-        for path in sorted(Path(answers_dir).rglob("answers.json")):
-            answers_by_id[load_answers(path).task_id] = path
-    for task_dir in task_dirs:
-        task = load_task(task_dir)
-        answers = answers_by_id.get(task.task_id) or find_answers(task.root)
-        results.append(export_task(task_dir, out_root / task.task_id, answers=answers, **options))
-    return results
+        try:
+            findings = scan_path(path, scanner, name=path.name)
+        except ScanLimitError as exc:
+            raise ExportError(f"{exc}: the export cannot check it for the answers; leave it out") from None
+        for finding in findings:
+            found.setdefault(finding.where, []).append(finding.what)
+    return [f"{where} ({'; '.join(whats)})" for where, whats in found.items()]

@@ -1,11 +1,14 @@
 """The trivial-descriptor screen: can one obvious number, computed from the setup alone, solve a task?
 
 A benchmark task should reward judgment, not a shared monotone prior. The screen ranks every group of a
-task by each entry of a panel of descriptor families (:mod:`environment.prior_screen.families`: condition
-columns, molecules and their series, compositions per element, sequences and their mutated sites), in both
+task by each entry of a panel built by principle (:mod:`environment.prior_screen.families`): every
+descriptor a scientist could compute from the setup without the answers, from maintained sources (RDKit's
+whole 2D descriptor list, statistics of mendeleev's elemental properties, Biopython's residue scales per
+site and per substitution, every condition column and every level of a text condition), in both
 directions, and scores each as the *exact expected* task score over random tie-breaks
 (:func:`spu_common.rank_agreement.expected_spearman`: a tied block of the descriptor takes its average
 submitted rank). One entry in one direction is applied to every group of the task, as a prior would be.
+Entries constant within every group, or ranking every group as an earlier entry does, are folded into it.
 
 The verdict is family-wise (:mod:`environment.prior_screen.familywise`): the best entry of the whole panel
 is compared with the panel's own null, the best entry over within-group shuffles of the measured values,
@@ -13,7 +16,8 @@ giving a p-value with its Monte Carlo interval and a verdict ``prior-solvable``,
 or ``undecided``. A task is prior-solvable when that p-value is below 0.05, not when some entry passes the
 single-ranking chance threshold: the best of many entries passes that threshold by chance alone (about a
 third of shuffled-value controls did). Each entry's comparison with the chance threshold
-(``above_chance``, strictly above) stays as information.
+(``above_chance``, strictly above) stays as information. A tool proxy is judged by the same standard
+(:func:`tool_evidence`): the panel with the proxy as one more entry.
 """
 
 from __future__ import annotations
@@ -22,30 +26,31 @@ import json
 from pathlib import Path
 from typing import Any
 
-from environment.prior_screen.families import (
+import numpy as np
+
+from environment.prior_screen.compositions import (
     COMPOSITION_DESCRIPTORS,
-    MOLECULE_DESCRIPTORS,
-    SEQUENCE_DESCRIPTORS,
-    Column,
-    column_kind,
     composition_descriptors,
-    descriptor_columns,
-    molecule_descriptors,
     parse_formula,
-    parse_substitutions,
-    sequence_descriptors,
 )
-from environment.prior_screen.familywise import build_panel, familywise_test, shuffled_answers
+from environment.prior_screen.families import Column, column_kind, descriptor_columns
+from environment.prior_screen.familywise import build_panel, familywise_p, familywise_test, shuffled_answers
+from environment.prior_screen.molecules import MOLECULE_DESCRIPTORS, molecule_descriptors
+from environment.prior_screen.sequences import SEQUENCE_DESCRIPTORS, parse_substitutions, sequence_descriptors
 from spu_common.task import Answers, Task, parse_answers, parse_contract, parse_targets
 
 __all__ = [
     "COMPOSITION_DESCRIPTORS",
     "DIRECTIONS",
     "MOLECULE_DESCRIPTORS",
+    "PANEL_VERSION",
     "SEQUENCE_DESCRIPTORS",
+    "build_panel",
     "column_kind",
     "composition_descriptors",
     "descriptor_columns",
+    "entry_of",
+    "familywise_p",
     "molecule_descriptors",
     "parse_formula",
     "parse_substitutions",
@@ -55,9 +60,13 @@ __all__ = [
     "sequence_descriptors",
     "shuffled_answers",
     "task_from_files",
+    "tool_evidence",
 ]
 
 DIRECTIONS = ("ascending", "descending")
+#: The panel's version: a card's design screen is carried over a rebuild only while it is unchanged (the panel
+#: by principle of issue 47 is 2). Raise it with every change to the families.
+PANEL_VERSION = 2
 
 
 def score_proxy(
@@ -87,17 +96,19 @@ def screen(
 
     ``threshold`` is the single-ranking chance threshold each entry is compared with (``above_chance``);
     ``columns`` and ``notes`` a panel already computed by :func:`descriptor_columns` (the screens of
-    shuffled or re-drawn copies of one task reuse it). Returns ``entries`` (best first: ``name``,
-    ``direction``, ``expected_score``, ``above_chance``, per-group ``expected_rho``), ``best`` (the first
-    entry or None), the family-wise ``prior_verdict``, ``prior_p_value``, ``prior_p_interval``,
-    ``prior_draws``, ``prior_seed``, ``distinct_entries``, ``prior_solvable`` (the verdict is
-    prior-solvable) and ``notes``.
+    shuffled or re-drawn copies of one task reuse it). Returns ``entries``, the distinct entries in both
+    directions (best first: ``name``, ``direction``, ``expected_score``, ``above_chance``,
+    ``same_ranking``: the names of the constant-free entries folded into it, per-group ``expected_rho``),
+    ``best`` (the first entry or None), the family-wise ``prior_verdict``, ``prior_p_value``,
+    ``prior_p_interval``, ``prior_draws``, ``prior_seed``, ``panel_entries`` (entries computed),
+    ``distinct_entries`` (after folding), ``prior_solvable`` (the verdict is prior-solvable) and ``notes``.
     """
     from environment.chance import is_above
 
     if columns is None:
         columns, notes = descriptor_columns(task)
-    panel = build_panel(task, answers, columns)
+    full = build_panel(task, answers, columns)
+    panel, folds = full.folded()
     ascending = panel.scores()
     entries = []
     for i, name in enumerate(panel.names):
@@ -110,6 +121,7 @@ def screen(
                     "direction": direction,
                     "expected_score": score,
                     "above_chance": threshold is not None and is_above(score, threshold),
+                    "same_ranking": folds[name],
                     "groups": [
                         {"group_id": g.group_id, "expected_rho": sign * r}
                         for g, r in zip(task.groups, rhos, strict=True)
@@ -117,14 +129,78 @@ def screen(
                 }
             )
     entries.sort(key=lambda e: (-e["expected_score"], e["name"], e["direction"]))
-    test = familywise_test(panel, seed)
+    test = familywise_test(full, seed)
     return {
         "entries": entries,
         "best": entries[0] if entries else None,
         **test,
+        "panel_entries": len(columns),
         "prior_solvable": test["prior_verdict"] == "prior-solvable",
         "notes": list(notes or []),
     }
+
+
+def tool_evidence(
+    task: Task,
+    answers: Answers,
+    proxies: dict[str, Column],
+    threshold: float,
+    *,
+    seed: int = 0,
+    columns: dict[str, Column] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Whether each measured proxy solves the task by the panel's own standard.
+
+    ``proxies`` maps a proxy's name to its values per experiment, oriented so that ascending is the declared
+    direction (None where it has none: its group is left out, as in the panel). The family is the panel
+    (``columns``, else :func:`descriptor_columns`) with every proxy as one more entry; a proxy's p-value is
+    the chance that the best absolute score of that family over within-group shuffles reaches the proxy's
+    expected score (:func:`environment.prior_screen.familywise.familywise_p`, seeded by ``seed``). A proxy
+    is **tool-solvable** when its score is above the chance ``threshold``, above the best panel entry, and
+    that p-value's whole interval is below 0.05.
+
+    Returns per proxy: ``score``, ``best_panel_score``, ``beats_panel``, ``p_value``, ``p_interval``,
+    ``p_draws``, ``p_side`` (``below``, ``above`` or ``undecided`` against 0.05) and ``tool_solvable``.
+    """
+    from environment.chance import is_above
+
+    if columns is None:
+        columns, _ = descriptor_columns(task)
+    panel = build_panel(task, answers, columns)
+    scores = panel.distinct().scores()
+    best_panel = float(np.abs(scores).max()) if scores.size else 0.0
+    family = build_panel(task, answers, {**columns, **{f"proxy: {n}": v for n, v in proxies.items()}})
+    out = {}
+    for i, name in enumerate(proxies):
+        score = float(family.scores()[len(columns) + i])
+        found = familywise_p(family, score, seed)
+        beats = is_above(score, best_panel)  # a proxy that only ties the best entry does not beat it
+        out[name] = {
+            "score": score,
+            "best_panel_score": best_panel,
+            "beats_panel": beats,
+            "p_value": found["p_value"],
+            "p_interval": found["p_interval"],
+            "p_draws": found["draws"],
+            "p_side": found["side"],
+            "tool_solvable": bool(is_above(score, threshold) and beats and found["side"] == "below"),
+        }
+    return out
+
+
+def entry_of(result: dict[str, Any], name: str, direction: str) -> dict[str, Any] | None:
+    """The entry of a :func:`screen` result that ranks as ``name`` in ``direction`` does: the entry itself,
+    or the entry it was folded into (in the other direction when folded as a mirror image); None when the
+    panel has no such entry or it was constant."""
+    other = "descending" if direction == "ascending" else "ascending"
+    for entry in result["entries"]:
+        if entry["name"] == name and entry["direction"] == direction:
+            return entry
+        if entry["direction"] == direction and name in entry["same_ranking"]:
+            return entry
+        if entry["direction"] == other and f"{name} (reversed)" in entry["same_ranking"]:
+            return entry
+    return None
 
 
 def task_from_files(files: dict[str, bytes], answers: bytes) -> tuple[Task, Answers]:

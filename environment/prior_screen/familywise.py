@@ -65,23 +65,43 @@ class Panel:
         ]
 
     def distinct(self) -> Panel:
-        """The panel without entries that score the same as, or the negation of, an earlier one under every
-        shuffle (the statistic takes the absolute score, so they add nothing to the null)."""
+        """The panel without constant entries and without entries that rank every group as an earlier one
+        does, or as its mirror image (:meth:`folded`)."""
+        return self.folded()[0]
+
+    def folded(self) -> tuple[Panel, dict[str, list[str]]]:
+        """The distinct panel, and for each entry kept the names it folds in (``" (reversed)"`` added to a
+        mirror image).
+
+        An entry constant within every group (or left out of every group) scores 0 under every shuffle, and
+        one whose centred ranks equal an earlier entry's, or their negation, in every group scores the same
+        as it, or its negation, under every shuffle: neither changes the null's best absolute score, so the
+        statistic and the null are those of the distinct entries. The first name in panel order is kept.
+        """
         if not self.names:
-            return self
+            return self, {}
         stacked = np.hstack(self.ranks)
-        signs = np.sign(stacked[np.arange(len(stacked)), np.argmax(np.abs(stacked) > _TIE, axis=1)])
+        moving = np.abs(stacked) > _TIE
+        signs = np.sign(stacked[np.arange(len(stacked)), np.argmax(moving, axis=1)])
         signs[signs == 0] = 1.0
         keys = np.round(stacked * signs[:, None], 9)
-        _, first = np.unique(keys, axis=0, return_index=True)
-        keep = sorted(first)
-        return Panel(
+        _, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+        inverse = np.asarray(inverse).reshape(-1)
+        keep = sorted(int(first[k]) for k in range(len(first)) if moving[first[k]].any())
+        folds: dict[str, list[str]] = {self.names[i]: [] for i in keep}
+        for i, name in enumerate(self.names):
+            kept = self.names[int(first[inverse[i]])]
+            if kept in folds and kept != name:
+                mirrored = signs[i] != signs[int(first[inverse[i]])]
+                folds[kept].append(name + (" (reversed)" if mirrored else ""))
+        panel = Panel(
             [self.names[i] for i in keep],
             [r[keep] for r in self.ranks],
             self.measured,
             self.scale,
             self.denominators,
         )
+        return panel, folds
 
 
 def build_panel(task: Task, answers: Answers, columns: dict[str, dict[str, float | None]]) -> Panel:
@@ -144,18 +164,42 @@ def familywise_test(
     """
     distinct = panel.distinct()
     observed = float(np.abs(distinct.scores()).max()) if distinct.names else 0.0
-    result: dict[str, Any] = {"prior_seed": seed, "distinct_entries": len(distinct.names)}
+    found = familywise_p(panel, observed, seed, alpha=alpha, first_draws=first_draws, max_draws=max_draws)
+    verdict = {"below": "prior-solvable", "above": "not-prior-solvable"}.get(found["side"], "undecided")
+    return {
+        "prior_verdict": verdict,
+        "prior_p_value": found["p_value"],
+        "prior_p_interval": found["p_interval"],
+        "prior_draws": found["draws"],
+        "prior_seed": seed,
+        "distinct_entries": len(distinct.names),
+    }
+
+
+def familywise_p(
+    panel: Panel,
+    observed: float,
+    seed: int = 0,
+    *,
+    alpha: float = ALPHA,
+    first_draws: int = FIRST_DRAWS,
+    max_draws: int = MAX_DRAWS,
+) -> dict[str, Any]:
+    """The chance that the best absolute score of the panel's distinct entries over within-group shuffles
+    reaches ``observed`` (module docstring: rounds of seeded shuffles until the interval excludes
+    ``alpha``).
+
+    Returns ``p_value`` ((b + 1) / (B + 1); None for an empty panel), ``p_interval`` (Clopper-Pearson of
+    b / B), ``draws`` (B) and ``side``: ``below`` or ``above`` when the whole interval is on that side of
+    ``alpha``, ``undecided`` when it still holds ``alpha`` at ``max_draws``. A panel whose distinct entries
+    all score 0, or an ``observed`` of 0 or less, has p-value 1 without drawing.
+    """
+    distinct = panel.distinct()
+    if not panel.names:
+        return {"p_value": None, "p_interval": None, "draws": 0, "side": "above"}
     if not distinct.names or observed <= _TIE:
-        # nothing screened, or a panel that ties within every group: every shuffle scores 0 too
-        p_value = None if not distinct.names else 1.0
-        interval = None if not distinct.names else [1.0, 1.0]
-        return {
-            "prior_verdict": "not-prior-solvable",
-            "prior_p_value": p_value,
-            "prior_p_interval": interval,
-            "prior_draws": 0,
-            **result,
-        }
+        # a panel that ties within every group: every shuffle scores 0 too; a score of 0 is always reached
+        return {"p_value": 1.0, "p_interval": [1.0, 1.0], "draws": 0, "side": "above"}
     rng = np.random.default_rng(seed)
     drawn = hits = 0
     target = first_draws
@@ -164,22 +208,11 @@ def familywise_test(
         hits += int(np.count_nonzero(best >= observed - _TIE))
         drawn = target
         lower, upper = clopper_pearson(hits, drawn)
-        if upper < alpha:
-            verdict = "prior-solvable"
-        elif lower > alpha:
-            verdict = "not-prior-solvable"
-        else:
-            verdict = "undecided"
-        if verdict != "undecided" or drawn >= max_draws:
+        side = "below" if upper < alpha else "above" if lower > alpha else "undecided"
+        if side != "undecided" or drawn >= max_draws:
             break
         target = min(2 * drawn, max_draws)
-    return {
-        "prior_verdict": verdict,
-        "prior_p_value": (hits + 1) / (drawn + 1),
-        "prior_p_interval": [lower, upper],
-        "prior_draws": drawn,
-        **result,
-    }
+    return {"p_value": (hits + 1) / (drawn + 1), "p_interval": [lower, upper], "draws": drawn, "side": side}
 
 
 def shuffled_answers(task: Task, answers: Answers, seed: int) -> Answers:

@@ -205,8 +205,12 @@ def parse_selection(raw: Any, problems: Problems) -> dict[str, Any] | None:
 
 
 def design_digest(design: Design, rows: dict[str, SpecRow], task_id: str) -> str:
-    """A hash of what a design screen depends on: the design, the task id and every row of the pool."""
+    """A hash of what a design screen depends on: the design, the task id, every row of the pool and the
+    screen's panel (its ``PANEL_VERSION``)."""
+    from environment.prior_screen import PANEL_VERSION
+
     data = {
+        "panel": PANEL_VERSION,
         "task_id": task_id,
         "design": {**design.to_dict(), "seed": None},
         "rows": {k: [r.cells, r.value] for k, r in rows.items()},

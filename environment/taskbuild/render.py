@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from environment.anonymize import new_ids
+from environment.taskbuild import paths
 from environment.taskbuild.problems import SPEC_FILE, spec_error
 from environment.taskbuild.spec import Spec, SpecGroup
 from spu_common.contract import looks_like_formula
@@ -283,11 +284,11 @@ def render(spec: Spec) -> Rendered:
         "targets.csv": _targets(spec, layout, renamed).encode("utf-8"),
     }
     for new_rel, p in sorted(input_files.items()):
-        try:
-            files[new_rel] = p.read_bytes()
-        except OSError as exc:
+        try:  # once, from the checked descriptor: a link swapped in since the spec was checked is refused
+            files[new_rel] = paths.read_bytes(spec.root, p.relative_to(spec.root).as_posix())
+        except ValueError as exc:
             raise spec_error(
-                "bad-input", SPEC_FILE, f"cannot read {new_rel}: {exc.strerror}", field="inputs"
+                "bad-input", SPEC_FILE, f"cannot read {new_rel}: {exc}", field="inputs"
             ) from None
     answers = _answers(spec, layout)
     return Rendered(

@@ -7,7 +7,6 @@ import io
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 from environment.taskbuild.problems import Problems
 from spu_common.contract import parse_number, repeated
@@ -26,10 +25,10 @@ class SpecRow:
     source: str
 
 
-def read_rows(path: Path, name: str, setup_fields: list[str], problems: Problems) -> dict[str, SpecRow]:
-    """The rows of the experiments CSV by key; every problem found goes to ``problems``."""
+def read_rows(raw: bytes, name: str, setup_fields: list[str], problems: Problems) -> dict[str, SpecRow]:
+    """The rows of the experiments CSV (its bytes) by key; every problem found goes to ``problems``."""
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         problems.add("csv-encoding", "is not UTF-8 text", file=name)
         return {}

@@ -11,24 +11,27 @@ from typing import Any
 import yaml
 
 from environment.taskbuild.problems import SPEC_FILE, spec_error
+from spu_common import confined
 from spu_common.yamlfiles import StrictLoader, YamlRefused, loads_yaml_strict
 
 MAX_SPEC_BYTES = 1_000_000
 
 
 def read_text(path: Path) -> str:
-    """The text of ``spec.yaml``, refused when unreadable, too large or not UTF-8."""
+    """The text of ``spec.yaml``, read once from its checked descriptor (:mod:`spu_common.confined`: a
+    regular file, no link, sized before it is read); refused when unreadable, too large or not UTF-8."""
     try:
-        size = path.stat().st_size
-        if size > MAX_SPEC_BYTES:
-            raise spec_error(
-                "spec-too-large", SPEC_FILE, f"is {size:,} bytes; the limit is {MAX_SPEC_BYTES:,}"
-            )
-        return path.read_text(encoding="utf-8")
+        data = confined.read_file(path, [path.parent], max_bytes=MAX_SPEC_BYTES, allow_hard_links=True).data
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise spec_error("spec-encoding", SPEC_FILE, "is not UTF-8 text") from None
-    except OSError as exc:
-        raise spec_error("spec-unreadable", str(path), f"cannot be read: {exc.strerror or exc}") from None
+    except confined.Refused as exc:
+        if exc.reason == "too_large":
+            size = f"{exc.size_bytes:,} bytes" if exc.size_bytes is not None else "larger"
+            raise spec_error(
+                "spec-too-large", SPEC_FILE, f"is {size}; the limit is {MAX_SPEC_BYTES:,}"
+            ) from None
+        raise spec_error("spec-unreadable", str(path), f"cannot be read: {exc.message}") from None
 
 
 def load(text: str) -> Any:
@@ -49,7 +52,8 @@ def load(text: str) -> Any:
 
 
 def key_lines(text: str) -> dict[tuple, int]:
-    """Line numbers (1-based) of the keys of spec.yaml: ("task_id",), ("groups", 0), ("groups", 0, "unit")."""
+    """Line numbers (1-based) of the keys of spec.yaml: ("task_id",), ("groups", 0), ("groups", 0, "unit"),
+    ("source_files", "screen")."""
     try:
         root = yaml.compose(text, Loader=StrictLoader)
     except (yaml.YAMLError, YamlRefused):
@@ -65,13 +69,20 @@ def key_lines(text: str) -> dict[tuple, int]:
                 if isinstance(item, yaml.MappingNode):
                     for group_key, _ in item.value:
                         lines[("groups", index, group_key.value)] = group_key.start_mark.line + 1
+        if key.value == "source_files" and isinstance(value, yaml.MappingNode):
+            for name, _ in value.value:
+                lines[("source_files", name.value)] = name.start_mark.line + 1
     return lines
 
 
 def line_of(field_name: str, lines: dict[tuple, int]) -> int | None:
-    """The line of a problem's field (``task_id``, ``groups[2] (g3).members``) in :func:`key_lines`."""
+    """The line of a problem's field (``task_id``, ``groups[2] (g3).members``, ``source_files.NAME``) in
+    :func:`key_lines`."""
     match = re.match(r"groups\[(\d+)\](?: \([^)]*\))?(?:\.(.+))?$", field_name)
     if match:
         index, key = int(match.group(1)), match.group(2)
         return lines.get(("groups", index, key)) or lines.get(("groups", index)) or lines.get(("groups",))
+    if field_name.startswith("source_files."):
+        name = field_name.removeprefix("source_files.")
+        return lines.get(("source_files", name)) or lines.get(("source_files",))
     return lines.get((field_name,))

@@ -11,6 +11,7 @@ from typing import Any
 
 from environment.taskbuild import design as design_mod
 from environment.taskbuild import paths, safeyaml
+from environment.taskbuild import sources as sources_mod
 from environment.taskbuild.problems import SPEC_FILE, Problems, SpecError, spec_error
 from environment.taskbuild.rows import RESERVED_FIELDS, SpecRow, read_rows
 from spu_common.contract import DEFAULT_DIRECTION, TASK_FILES, as_id, weight_problem, weights_problem
@@ -31,7 +32,7 @@ REQUIRED_KEYS = (
     "license",
     "groups",
 )
-OPTIONAL_KEYS = ("inputs", "noise_band", "design", "selection")
+OPTIONAL_KEYS = ("inputs", "noise_band", "design", "selection", "source_files")
 GROUP_REQUIRED = ("group_id", "endpoint", "unit", "members")
 GROUP_OPTIONAL = ("direction", "weight")
 CITATION_KEYS = ("authors", "title", "journal", "year", "doi", "url")
@@ -74,6 +75,9 @@ class Spec:
     #: how the members are drawn from the CSV (:mod:`environment.taskbuild.design`), and the selection record
     design: design_mod.Design | None = None
     selection: dict[str, Any] | None = None
+    #: the pinned source files (:mod:`environment.taskbuild.sources`) and where each row's value was read
+    source_files: dict[str, sources_mod.SourceFile] = field(default_factory=dict)
+    source_refs: dict[str, sources_mod.SourceRef] = field(default_factory=dict)
 
     @property
     def citation_text(self) -> str:
@@ -121,7 +125,14 @@ def load_spec(spec_dir: str | Path) -> Spec:
         elif not (root / csv_name).is_file():
             problems.add("missing-csv", f"{csv_name!r} does not exist beside spec.yaml", field="experiments")
         else:
-            rows = read_rows(root / csv_name, csv_name, setup_fields or [], problems)
+            try:  # once, from the checked descriptor
+                raw = paths.read_bytes(root, csv_name)
+            except ValueError as exc:
+                problems.add("bad-experiments", str(exc), field="experiments")
+            else:
+                rows = read_rows(raw, csv_name, setup_fields or [], problems)
+    source_files = sources_mod.parse_source_files(data.get("source_files"), problems)
+    source_refs = sources_mod.parse_refs(rows, source_files, csv_name or "", problems)
     design = design_mod.parse_design(data.get("design"), rows, identity["noise_band"], problems)
     selection = design_mod.parse_selection(data.get("selection"), problems)
     drawn = _drawn(design, rows, identity["task_id"], problems)
@@ -151,6 +162,8 @@ def load_spec(spec_dir: str | Path) -> Spec:
         input_files=input_files,
         design=design,
         selection=selection,
+        source_files=source_files,
+        source_refs=source_refs,
     )
 
 

@@ -1,7 +1,8 @@
 """``spu view PATH [--port N] [--out FILE.html]``: runs, trajectories and reports in the browser.
 
-Exit codes: 0 the page was written or served, 2 usage error (PATH missing, port taken). A run
-directory that is empty, cut short or malformed is not an error here: the page says what is wrong.
+Exit codes: 0 the page was written or served, 2 usage error (PATH missing, port taken, an --out file spu
+view did not write). A run directory that is empty, cut short or malformed is not an error here: the page
+says what is wrong.
 """
 
 from __future__ import annotations
@@ -35,17 +36,38 @@ def view_cmd(
     answers: Annotated[
         Path | None, typer.Option("--answers", help="answers.json file or directory searched for them.")
     ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace the --out file even if spu view did not write it.")
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print what was done as JSON.")] = False,
 ) -> None:
     """Show agent runs in the browser: timeline of steps and tool calls, drafts, sources, scores."""
     from environment.view.collect import ViewError
-    from environment.view.page import build_page
-    from spu_common.console import echo_json, fail
+    from environment.view.page import build_page, is_view_page
+    from spu_common.console import echo_json, fail, output_rule
     from spu_common.jsonfiles import atomic_write_text
+    from spu_common.outputs import claim_file
 
     def build() -> str:
         return build_page(path, tasks_dir=tasks, answers=answers)[0]
 
+    for given, option in ((tasks, "--tasks"), (answers, "--answers")):
+        if given is not None and not given.exists():
+            raise fail(f"{option} {given} does not exist")
+    if tasks is not None and not tasks.is_dir():
+        raise fail(f"--tasks {tasks} is not a folder: give the folder the tasks lie in")
+    if (
+        answers is not None and answers.is_file()
+    ):  # a file given by name must be answers (a folder is searched)
+        from spu_common.task import TaskError, load_answers
+
+        try:
+            load_answers(answers)
+        except TaskError as exc:
+            raise fail(f"--answers {answers}: {exc}") from None
+    if out is not None:
+        with output_rule():
+            claim_file(out, force=force, ours=is_view_page)
     try:
         text, data = build_page(path, tasks_dir=tasks, answers=answers)
     except ViewError as exc:

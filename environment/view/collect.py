@@ -5,7 +5,8 @@ followed out of PATH), a ``spu report`` output or a ``spu analyze`` output. Repo
 are also picked up inside a runs directory (sub-directories whose names start with ``_``, such as
 ``_report``) and beside it. Runs are graded when the task and its answers can be found
 (:func:`environment.runs.load_tasks_and_answers`: the demo tasks and answers, what a ``spu batch`` into
-the runs directory ran, ``--tasks`` and ``--answers``; else the run's own task directory); without
+the runs directory ran, ``--tasks`` and ``--answers``; else the run's own task directory and the
+``answers.json`` beside it); without
 answers the pages show everything but scores. No file is read through a link that leads out of the
 folder it belongs to.
 """
@@ -25,7 +26,7 @@ from typing import Any
 from environment import runs as run_folders
 from environment.runs import RunFolder, is_run_dir, within
 from environment.view.categories import CATEGORIES
-from environment.view.runs import problem, read_json_file, read_run, readable
+from environment.view.runs import problem, read_in, read_json_file, read_run
 
 #: files that make a directory a ``spu report`` output
 REPORT_FILES = ("summary.json", "report.md")
@@ -55,20 +56,20 @@ def find_runs(root: Path) -> list[RunFolder]:
     return run_folders.find_runs(root, confine=True)
 
 
-def _image(path: Path) -> str:
-    return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+def _image(raw: bytes) -> str:
+    return "data:image/png;base64," + base64.b64encode(raw).decode("ascii")
 
 
-def _table(path: Path, problems: list[dict[str, str]]) -> dict[str, Any] | None:
+def _table(name: str, raw: bytes, problems: list[dict[str, str]]) -> dict[str, Any] | None:
     try:
-        rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8", errors="replace"))))
-    except (OSError, csv.Error) as exc:
-        problems.append(problem("error", path.name, f"cannot be read as CSV: {exc}"))
+        rows = list(csv.reader(io.StringIO(raw.decode("utf-8", errors="replace"))))
+    except csv.Error as exc:
+        problems.append(problem("error", name, f"cannot be read as CSV: {exc}"))
         return None
     if not rows:
         return None
     return {
-        "name": path.name,
+        "name": name,
         "columns": rows[0],
         "rows": rows[1 : MAX_TABLE_ROWS + 1],
         "total": len(rows) - 1,
@@ -76,20 +77,20 @@ def _table(path: Path, problems: list[dict[str, str]]) -> dict[str, Any] | None:
 
 
 def read_outputs(folder: Path, problems: list[dict[str, str]]) -> dict[str, Any]:
-    """A ``spu report`` or ``spu analyze`` output: its markdown, figures and tables (no file read through a
-    link out of ``folder``)."""
+    """A ``spu report`` or ``spu analyze`` output: its markdown, figures and tables (each file read once
+    below ``folder``, through no link)."""
     kind = "report" if is_report_dir(folder) else "analyze"
 
-    def inside(name: str) -> bool:
-        return readable(folder / name, folder, problems, f"{folder.name}/{name}")
+    def inside(name: str) -> bytes | None:
+        return read_in(folder / name, folder, problems, f"{folder.name}/{name}")
 
     markdown = ""
     for name in ("report.md", "summary.md"):
-        if inside(name):
-            markdown = (folder / name).read_text(encoding="utf-8", errors="replace")[:200_000]
+        if (raw := inside(name)) is not None:
+            markdown = raw.decode("utf-8", errors="replace")[:200_000]
             break
-    figures = [{"name": n, "src": _image(folder / n)} for n in FIGURES if inside(n)]
-    tables = [t for n in TABLES if inside(n) and (t := _table(folder / n, problems))]
+    figures = [{"name": n, "src": _image(raw)} for n in FIGURES if (raw := inside(n)) is not None]
+    tables = [t for n in TABLES if (raw := inside(n)) is not None and (t := _table(n, raw, problems))]
     summary = read_json_file(folder / "summary.json", problems, f"{folder.name}/summary.json", folder)
     return {
         "kind": kind,
@@ -117,10 +118,11 @@ def _named_runs(output: Path) -> set[str]:
     ``run``)."""
     names: set[str] = set()
     for table in ("runs.csv", "activities.csv", "drafts.csv"):
-        if not within(output, output / table):
+        raw = read_in(output / table, output, [], table)  # no link followed; problems are not this page's
+        if raw is None:
             continue
         try:
-            with open(output / table, newline="", encoding="utf-8") as handle:
+            with io.StringIO(raw.decode("utf-8"), newline="") as handle:
                 for k, row in enumerate(csv.DictReader(handle)):
                     if k >= 1000:
                         break
@@ -189,6 +191,25 @@ class Grader:
             return task
         return None
 
+    def answers_for(self, task: Any, task_dir: str | None) -> Any:
+        """The answers of ``task``: those found for the runs, else the ``answers.json`` beside the task
+        folder the run names (where ``spu task build`` and the suite keep them)."""
+        from environment.finder import FinderError, find_answers
+        from spu_common.task import TaskError
+
+        if task.task_id in self.answers:
+            return self.answers[task.task_id]
+        beside = Path(task_dir).parent / "answers.json" if task_dir else None
+        if beside is None or not beside.is_file():
+            return None
+        try:
+            found = find_answers(beside).get(task.task_id)
+        except (FinderError, TaskError):
+            return None
+        if found is not None:
+            self.answers[task.task_id] = found.answers
+        return found.answers if found is not None else None
+
     def chance(self, task: Any, answers: Any) -> dict[str, Any]:
         from environment.chance import chance_threshold
 
@@ -205,7 +226,7 @@ class Grader:
         from spu_common.task import TaskError
 
         task = self.task_for(run.get("task_id"), run.get("task_dir"))
-        answers = self.answers.get(task.task_id) if task is not None else None
+        answers = self.answers_for(task, run.get("task_dir")) if task is not None else None
         if task is None or answers is None:
             run["grading"] = (
                 "not graded: "
@@ -215,12 +236,12 @@ class Grader:
             return
         try:
             run["chance"] = self.chance(task, answers)
-            if (path / "rankings.json").is_file() and within(path, path / "rankings.json"):
-                run["score"] = _grade_dict(grade(path / "rankings.json", task, answers))
+            # the bytes read once below the run folder, through no link (never the file by name again)
+            if (submitted := read_in(path / "rankings.json", path, [], "rankings.json")) is not None:
+                run["score"] = _grade_dict(grade(submitted, task, answers))
             for draft in run["drafts"]:
-                if not within(path, path / draft["file"]):
-                    continue
-                draft["score"] = _grade_dict(grade(path / draft["file"], task, answers))
+                if (raw := read_in(path / draft["file"], path, [], draft["file"])) is not None:
+                    draft["score"] = _grade_dict(grade(raw, task, answers))
         except TaskError as exc:
             run["grading"] = f"not graded: {exc}"
             return

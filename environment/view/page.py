@@ -20,6 +20,20 @@ CSP = (
 )
 
 
+#: names the page as spu view's own: ``spu view --out FILE`` replaces a file holding it (spu_common.outputs)
+GENERATOR = '<meta name="generator" content="spu view">'
+
+
+def is_view_page(path: Path) -> bool:
+    """Whether ``path`` is a page ``spu view --out`` wrote (its head names the generator)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return GENERATOR.encode() in head
+
+
 def _static(name: str) -> str:
     return resources.files("environment.view").joinpath("static", name).read_text(encoding="utf-8")
 
@@ -76,7 +90,7 @@ def render_page(data: dict[str, Any]) -> str:
         '<html lang="en"><head><meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{CSP}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{title}</title>\n<style>{_static('page.css')}</style>\n</head>\n<body>\n"
+        f"{GENERATOR}\n<title>{title}</title>\n<style>{_static('page.css')}</style>\n</head>\n<body>\n"
         '<header class="top"><span class="brand">spu view</span>'
         f'<span class="muted">{html.escape(data["title"])}</span><nav id="nav"></nav></header>\n'
         '<main id="app"><p class="muted">Drawing the page…</p>'

@@ -16,6 +16,7 @@ from typing import Any
 from environment import runs
 from environment.runs import RunFolder, within
 from environment.view.categories import category_of
+from spu_common import confined
 
 #: longest tool output, argument or message text kept per step (characters)
 MAX_TEXT = 4000
@@ -43,40 +44,48 @@ def cut(text: Any, limit: int = MAX_TEXT) -> str:
     return f"{head}\n… [{len(text) - len(head) - len(tail):,} characters cut of {len(text):,}] …\n{tail}"
 
 
-def readable(path: Path, root: Path, problems: list[dict[str, str]], where: str) -> bool:
-    """``path`` is a file inside ``root`` once links are resolved; a link out of it is a problem, not read."""
-    if not (path.is_file() or path.is_symlink()):
-        return False
-    if not within(root, path):
-        problems.append(
-            problem(
-                "error",
-                where,
-                "is a link that leads out of the folder shown; not read",
-                "spu view shows only files inside the folder it is given",
+#: the problem of a file reached through a link: spu view follows none
+LINK_PROBLEM = "is a link; spu view follows no link, so nothing out of the folder shown is read; not read"
+
+
+def read_in(path: Path, root: Path, problems: list[dict[str, str]], where: str) -> bytes | None:
+    """The bytes of the file ``path``, read once below ``root`` (:mod:`spu_common.confined`: no link in any
+    part of it, no FIFO waited on, sized first); None for a file that is not there, and None with a problem
+    noted for one that may not be read."""
+    try:
+        return confined.read_file(path, [root], max_bytes=runs.MAX_RUN_FILE_BYTES, allow_hard_links=True).data
+    except confined.Refused as exc:
+        if exc.reason == "missing":
+            return None
+        if exc.reason == "link":
+            problems.append(
+                problem(
+                    "error", where, LINK_PROBLEM, "spu view shows only files inside the folder it is given"
+                )
             )
-        )
-        return False
-    return path.is_file()
+        else:
+            problems.append(problem("error", where, f"cannot be read: {exc.message}"))
+        return None
 
 
 def read_json_file(path: Path, problems: list[dict[str, str]], where: str, root: Path | None = None) -> Any:
     """A JSON file's content, or None with a problem noted (absent files are not a problem here).
 
-    ``root``: the folder the file must lie in after links (default: its own folder). NaN and Infinity,
+    ``root``: the folder it is read below, no link followed (default: its own folder). NaN and Infinity,
     which Python's parser accepts but JSON does not, and nesting too deep to read are problems."""
-    if not readable(path, root or path.parent, problems, where):
+    raw = read_in(path, root or path.parent, problems, where)
+    if raw is None:
         return None
-    value, found = runs.read_json(path)
+    value, found = runs.json_of(raw)
     if found is not None:
         problems.append(problem("error", where, found.message, found.hint))
     return value
 
 
-def read_trajectory(path: Path, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
-    """The records of a run's trajectory (:func:`environment.runs.read_trajectory`), its problems noted:
-    malformed lines are listed together and skipped; a torn last line is a warning."""
-    read = runs.read_trajectory(path)
+def read_trajectory(path: Path, problems: list[dict[str, str]], root: Path) -> list[dict[str, Any]]:
+    """The records of a run's trajectory (:func:`environment.runs.read_trajectory`, read below ``root``),
+    its problems noted: malformed lines are listed together and skipped; a torn last line is a warning."""
+    read = runs.read_trajectory(path, root)
     where = path.name
     bad = [
         p.line for p in read.problems if p.code == "trajectory_malformed" and p.line and p.level == "error"
@@ -351,9 +360,11 @@ def ending(records: list[dict[str, Any]], run_json: Any) -> dict[str, Any]:
 def read_run(run: RunFolder | Path) -> dict[str, Any]:
     """Everything the run page shows, from one run folder (no grading here: see ``Grader``).
 
-    No file is read through a link that leads out of the run folder."""
+    Every file is read once below the folder shown (the runs directory the run was found in), through no
+    link at all (:func:`read_in`)."""
     path = run.path if isinstance(run, RunFolder) else Path(run)
     folder = run if isinstance(run, RunFolder) else RunFolder(path, ())
+    top = folder.top
     problems: list[dict[str, str]] = []
     if not runs.is_run_dir(path):
         problems.append(
@@ -367,8 +378,10 @@ def read_run(run: RunFolder | Path) -> dict[str, Any]:
         )
     records: list[dict[str, Any]] = []
     traj = folder.trajectory()
-    if traj is not None and readable(traj, path, problems, traj.relative_to(path).as_posix()):
-        records = read_trajectory(traj, problems)
+    if traj is not None and traj.is_symlink():
+        problems.append(problem("error", traj.relative_to(path).as_posix(), LINK_PROBLEM))
+    elif traj is not None:
+        records = read_trajectory(traj, problems, top)
         if traj.suffix == ".json":
             problems.append(
                 problem(
@@ -379,17 +392,13 @@ def read_run(run: RunFolder | Path) -> dict[str, Any]:
             )
     elif traj is None and runs.is_run_dir(path):
         problems.append(problem("warning", "trajectory.jsonl", "is missing: no timeline to show"))
-    run_json = read_json_file(path / "run.json", problems, "run.json", path)
+    run_json = read_json_file(path / "run.json", problems, "run.json", top)
     start = next((r for r in records if r.get("type") == "run_start"), {})
     rows = timeline(records, problems)
-    drafts = read_drafts(path, problems)
-    rankings = read_json_file(path / "rankings.json", problems, "rankings.json", path)
-    report = ""
-    if readable(path / "report.md", path, problems, "report.md"):
-        try:
-            report = (path / "report.md").read_text(encoding="utf-8", errors="replace")[:MAX_REPORT]
-        except OSError as exc:
-            problems.append(problem("error", "report.md", f"cannot be read: {exc}"))
+    drafts = read_drafts(path, problems, top)
+    rankings = read_json_file(path / "rankings.json", problems, "rankings.json", top)
+    raw_report = read_in(path / "report.md", top, problems, "report.md")
+    report = raw_report.decode("utf-8", errors="replace")[:MAX_REPORT] if raw_report is not None else ""
     end = ending(records, run_json)
     task_id = (
         start.get("task_id")
@@ -408,7 +417,7 @@ def read_run(run: RunFolder | Path) -> dict[str, Any]:
         "drafts": drafts,
         "rankings": rankings if isinstance(rankings, dict) else None,
         "report_md": report,
-        "sources": read_sources(path, records, problems),
+        "sources": read_sources(path, records, problems, top),
         "problems": problems,
         "members": sorted(p.name for p in members.glob("member-*") if p.is_dir() and within(path, p))
         if members.is_dir() and within(path, members)
@@ -426,15 +435,16 @@ def _orders(data: Any) -> dict[str, list[str]]:
     return out
 
 
-def read_drafts(path: Path, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
+def read_drafts(path: Path, problems: list[dict[str, str]], top: Path) -> list[dict[str, Any]]:
     drafts = []
-    if not within(path, path / "drafts"):
+    if (path / "drafts").is_symlink() or not within(path, path / "drafts"):
         return drafts
     for file in sorted((path / "drafts").glob("draft-*.json")):
         where = f"drafts/{file.name}"
-        if not readable(file, path, problems, where):
-            continue  # a link out of the run
-        data = read_json_file(file, problems, where, path)
+        if file.is_symlink():
+            problems.append(problem("error", where, LINK_PROBLEM))
+            continue
+        data = read_json_file(file, problems, where, top)
         orders = _orders(data)
         if data is not None and not orders:
             problems.append(problem("error", where, "holds no `rankings` with group orders"))
@@ -442,13 +452,13 @@ def read_drafts(path: Path, problems: list[dict[str, str]]) -> list[dict[str, An
     return drafts
 
 
-def _audit_refusals(path: Path, problems: list[dict[str, str]]) -> list[dict[str, Any]]:
+def _audit_refusals(path: Path, problems: list[dict[str, str]], top: Path) -> list[dict[str, Any]]:
     """Refused and failed web calls from the tool server's audit log (``spu-work/audit/audit.jsonl``)."""
-    log = path / "spu-work" / "audit" / "audit.jsonl"
-    if not readable(log, path, problems, "spu-work/audit/audit.jsonl"):
+    raw = read_in(path / "spu-work" / "audit" / "audit.jsonl", top, problems, "spu-work/audit/audit.jsonl")
+    if raw is None:
         return []
     refused = []
-    for rec in read_jsonl_plain(log):
+    for rec in read_jsonl_plain(raw):
         if rec.get("kind") == "http" and rec.get("error") == "url_refused":
             refused.append(
                 {
@@ -473,16 +483,14 @@ def _audit_refusals(path: Path, problems: list[dict[str, str]]) -> list[dict[str
     return refused
 
 
-def read_jsonl_plain(path: Path) -> list[dict[str, Any]]:
-    """JSON objects of a JSON-lines file, skipping anything else (for the audit log's optional detail).
+def read_jsonl_plain(raw: bytes) -> list[dict[str, Any]]:
+    """JSON objects of a JSON-lines file's bytes, skipping anything else (for the audit log's optional
+    detail).
 
     Unlike the audit log's own reader (``spu_common.audit_log``), this never raises: a page must still be
     drawn for a run whose log was cut short; ``sources.json`` says whether the log verified."""
     out = []
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return out
+    text = raw.decode("utf-8", errors="replace")
     for line in text.splitlines():
         try:
             rec = json.loads(line)
@@ -493,9 +501,11 @@ def read_jsonl_plain(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def read_sources(path: Path, records: list[dict[str, Any]], problems: list[dict[str, str]]) -> dict[str, Any]:
+def read_sources(
+    path: Path, records: list[dict[str, Any]], problems: list[dict[str, str]], top: Path
+) -> dict[str, Any]:
     """Searches and sources with their outcome: fetched, withheld by the detector, refused, failed."""
-    data = read_json_file(path / "sources.json", problems, "sources.json", path)
+    data = read_json_file(path / "sources.json", problems, "sources.json", top)
     data = data if isinstance(data, dict) else {}
     items: list[dict[str, Any]] = []
     kinds = {
@@ -535,7 +545,7 @@ def read_sources(path: Path, records: list[dict[str, Any]], problems: list[dict[
                     "seq": flag.get("seq"),
                 }
             )
-    refused = _audit_refusals(path, problems)
+    refused = _audit_refusals(path, problems, top)
     if not refused:
         # without the audit log, the trajectory's failed web calls say what was refused
         for rec in records:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from scaffold.agent.models import PROVIDERS
-from spu_common.console import EXIT_INVALID, echo_json, fail
+from spu_common.console import TaskAlias, TaskArg, echo_json, fail, output_rule, task_argument
 
 if TYPE_CHECKING:
     from scaffold.agent.config import AgentConfig
@@ -38,24 +38,30 @@ def _config(config_file: Path | None, overrides: list[str] | None) -> AgentConfi
         raise fail(str(exc)) from None
 
 
+ForceOpt = Annotated[
+    bool,
+    typer.Option(
+        "--force", help="Replace OUT even if it does not hold a run (an earlier run is replaced anyway)."
+    ),
+]
+
+
 @agent_app.command("run")
 def run_command(
-    task: Annotated[
-        Path, typer.Option("--task", help="Task directory (contract.json, instruction.md, targets.csv).")
-    ],
+    task: TaskArg = None,
     out: Annotated[
-        Path,
+        Path | None,
         typer.Option("-o", "--out", help="Output directory for rankings.json, report.md, trajectory ..."),
-    ],
+    ] = None,
     model: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "--model",
             help=f"PROVIDER:MODEL with PROVIDER one of {', '.join(PROVIDERS)} (replay:FILE replays a "
-            "recording), or module:Class:MODEL for an adapter of your own. Repeat it with --ensemble to mix "
-            "models.",
+            "recording; baseline:ENTRY ranks by an entry of the task's card), or module:Class:MODEL for an "
+            "adapter of your own. Repeat it with --ensemble to mix models.",
         ),
-    ],
+    ] = None,
     base_url: Annotated[
         str | None, typer.Option("--base-url", help="API base URL (vLLM, llama.cpp, OpenRouter ...).")
     ] = None,
@@ -68,21 +74,33 @@ def run_command(
     ensemble: Annotated[
         int, typer.Option("--ensemble", min=1, help="K independent runs and their consensus.")
     ] = 1,
+    force: ForceOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the run record as JSON.")] = False,
+    task_alias: TaskAlias = None,
 ) -> None:
-    """Run the agent on a task. A valid rankings.json is in OUT from the first second to the end, whatever
-    happens."""
+    """Run the agent on a task (TASK). A valid rankings.json is in OUT from the first second to the end,
+    whatever happens. OUT holds one run: an earlier run there is replaced, never appended to; a folder
+    holding anything else is refused unless --force."""
     from scaffold.agent.models import ModelSpec, check_model
+    from scaffold.agent.rundir import RUN_KIND
+    from spu_common.outputs import claim_folder
     from spu_common.task import TaskError, load_task
 
+    task, _ = task_argument(task, task_alias)
+    if out is None:
+        raise fail("missing option -o/--out OUT (the run's folder)")
+    if not model:
+        raise fail("missing option --model PROVIDER:MODEL")
     config = _config(config_file, overrides)
     try:
         loaded = load_task(task)  # the one parse of the task: everything below gets this object
         specs = [ModelSpec.parse(spec) for spec in model]
         for spec in specs:  # a model that cannot work stops here, before any run starts
-            check_model(spec, config.model, base_url=base_url, task_id=loaded.task_id)
+            check_model(spec, config.model, base_url=base_url, task_id=loaded.task_id, task_dir=loaded.root)
     except (TaskError, ValueError) as exc:
         raise fail(str(exc)) from None
+    with output_rule():
+        claim_folder(out, RUN_KIND, force=force, inputs=[task])
     size = max(ensemble, config.ensemble.size)
     if size > 1 or len(specs) > 1:
         _run_ensemble(loaded, out, specs, size, config, base_url, as_json)
@@ -143,24 +161,34 @@ def _run_ensemble(
 
 @agent_app.command("demo")
 def demo_command(
+    slug: Annotated[
+        str | None,
+        typer.Argument(metavar="TASK", help=f"Demo task slug (default: {DEMO_SLUG}).", show_default=False),
+    ] = None,
     out: Annotated[Path, typer.Option("-o", "--out", help="Output directory.")] = Path("spu-demo-run"),
-    slug: Annotated[str, typer.Option("--task", help="Demo task slug.")] = DEMO_SLUG,
     model: Annotated[
         str, typer.Option("--model", help="PROVIDER:MODEL; default: the shipped recording.")
     ] = f"replay:{DEMO_RECORDING}",
     base_url: Annotated[str | None, typer.Option("--base-url")] = None,
     overrides: Annotated[list[str] | None, typer.Option("-c", help="key=value override; repeatable.")] = None,
+    force: ForceOpt = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    slug_alias: Annotated[str | None, typer.Option("--task", hidden=True, help="The same as TASK.")] = None,
 ) -> None:
     """Run the agent on a demo task (by default replaying the shipped recording against the live tools),
     then validate and grade what it wrote against the demo answers."""
     from environment.demo_tasks import DEMO_TASKS, demo_answers_path, demo_task_dir
     from environment.grading import grade
     from scaffold.agent.models import ModelSpec, check_model
+    from scaffold.agent.rundir import RUN_KIND
     from scaffold.agent.runner import exit_code, run_agent
+    from spu_common.outputs import claim_folder
     from spu_common.submission import validate_submission
     from spu_common.task import TaskError, load_answers, load_task
 
+    if slug and slug_alias:
+        raise fail("the task is given twice: as TASK and as --task")
+    slug = slug or slug_alias or DEMO_SLUG
     if slug not in DEMO_TASKS:
         raise fail(f"no demo task {slug!r}; choose one of {DEMO_TASKS}")
     try:  # before the run: an installed package holds no answers (docs/harbor.md)
@@ -170,9 +198,13 @@ def demo_command(
     config = _config(None, overrides)
     task = load_task(demo_task_dir(slug))
     try:  # the shipped recording is the aromatic-acidity run: another demo task needs another model
-        check_model(ModelSpec.parse(model), config.model, base_url=base_url, task_id=task.task_id)
+        check_model(
+            ModelSpec.parse(model), config.model, base_url=base_url, task_id=task.task_id, task_dir=task.root
+        )
     except ValueError as exc:
         raise fail(str(exc)) from None
+    with output_rule():
+        claim_folder(out, RUN_KIND, force=force)
     outcome = run_agent(task, out, model, config, base_url=base_url)
     report = validate_submission(out / "rankings.json", task, recover=False)
     result = grade(out / "rankings.json", task, answers)
@@ -201,10 +233,14 @@ def demo_command(
 
 #: ``--output``: the earlier spelling of ``-o/--out`` (kept for scripts, not shown in the help)
 OutputAlias = Annotated[Path | None, typer.Option("--output", hidden=True)]
+FileForceOpt = Annotated[
+    bool, typer.Option("--force", help="Replace OUT even if it is not a file of this kind.")
+]
 
 
 def _trajectory_records(trajectory: Path) -> list[dict]:
-    """The records of a trajectory.jsonl, or a clear error when it holds none; skipped lines are warned."""
+    """The records of a trajectory.jsonl, or a clear error (exit 2) when it holds none; skipped lines are
+    warned."""
     from environment.runs import read_jsonl
 
     if not trajectory.is_file():
@@ -215,8 +251,7 @@ def _trajectory_records(trajectory: Path) -> list[dict]:
         raise fail(
             f"{trajectory} holds no trajectory records"
             + (f" ({problems[0]})" if problems else "")
-            + ": give the trajectory.jsonl of an agent run",
-            EXIT_INVALID,
+            + ": give the trajectory.jsonl of an agent run"
         )
     for problem in problems:
         typer.echo(f"warning: skipped {problem}", err=True)
@@ -230,27 +265,34 @@ def recording_command(
         Path | None, typer.Option("-o", "--out", help="Where to write the recording (JSONL).")
     ] = None,
     output: OutputAlias = None,
+    force: FileForceOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Extract the model turns of a trajectory as a recording for --model replay:FILE."""
+    from spu_common.jsonfiles import atomic_write_text
+    from spu_common.outputs import claim_file
+
     target = out or output
     if target is None:
         raise fail("give the recording's file with -o/--out FILE")
     records = _trajectory_records(trajectory)
+    with output_rule():
+        claim_file(target, force=force, ours=_is_recording)
     start = next((r for r in records if r.get("type") == "run_start"), {})
     # this run's paths become placeholders, longest first (WORK_DIR lies inside OUT_DIR)
     placeholders = {
         start[key]: "${" + key.upper() + "}" for key in ("work_dir", "task_dir", "out_dir") if start.get(key)
     }
     turns = [r for r in records if r.get("type") == "model_turn"]
-    with open(target, "w", encoding="utf-8") as handle:
-        for r in turns:
-            message = {k: r["message"][k] for k in ("role", "content", "tool_calls") if k in r["message"]}
-            for call in message.get("tool_calls") or []:
-                if isinstance(call.get("arguments"), dict):
-                    call["arguments"] = _placeholders(call["arguments"], placeholders)
-                    call["arguments_raw"] = json.dumps(call["arguments"], ensure_ascii=False)
-            handle.write(json.dumps({"type": "model_turn", "message": message}, ensure_ascii=False) + "\n")
+    lines = []
+    for r in turns:
+        message = {k: r["message"][k] for k in ("role", "content", "tool_calls") if k in r["message"]}
+        for call in message.get("tool_calls") or []:
+            if isinstance(call.get("arguments"), dict):
+                call["arguments"] = _placeholders(call["arguments"], placeholders)
+                call["arguments_raw"] = json.dumps(call["arguments"], ensure_ascii=False)
+        lines.append(json.dumps({"type": "model_turn", "message": message}, ensure_ascii=False) + "\n")
+    atomic_write_text(target, "".join(lines))
     if as_json:
         echo_json({"model_turns": len(turns), "out": str(target)})
     else:
@@ -276,15 +318,29 @@ def atif_command(
         Path | None, typer.Option("-o", "--out", help="Default: trajectory.json beside it.")
     ] = None,
     output: OutputAlias = None,
+    force: FileForceOpt = False,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
 ) -> None:
     """Export a trajectory.jsonl as Harbor's ATIF trajectory.json."""
     from scaffold.agent.trajectory import agent_version, write_atif
+    from spu_common.outputs import claim_file, json_file_with
 
     _trajectory_records(trajectory)
     target = out or output or trajectory.with_name("trajectory.json")
+    is_atif = json_file_with("schema_version", lambda value: str(value).startswith("ATIF"))
+    with output_rule():
+        claim_file(target, force=force, ours=is_atif)
     data = write_atif(trajectory, target, agent_version=agent_version())
     if as_json:
         echo_json({"steps": len(data["steps"]), "out": str(target)})
     else:
         typer.echo(f"{len(data['steps'])} ATIF steps -> {target}")
+
+
+def _is_recording(path: Path) -> bool:
+    """Whether ``path`` is a recording (JSON lines of ``model_turn`` records), as ``recording`` writes."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        return bool(lines) and all(json.loads(line).get("type") == "model_turn" for line in lines if line)
+    except (OSError, ValueError, AttributeError):
+        return False

@@ -22,6 +22,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from spu_common.yamlfiles import YamlRefused, loads_yaml_strict
+
 DEFAULT_CONFIG_FILE = "default_config.yaml"
 
 
@@ -250,11 +252,13 @@ def load_config(file: str | Path | None = None, overrides: list[str] | tuple[str
     if file is not None:
         path = Path(file)
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+            data = loads_yaml_strict(path.read_text(encoding="utf-8")) or {}
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"config file {path} is not UTF-8 text (byte offset {exc.start})") from exc
+        except (yaml.YAMLError, YamlRefused) as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {' '.join(str(exc).split())}") from exc
         if not isinstance(data, dict):
             raise ConfigError(f"config file {path} must hold a mapping at the top level")
         _check_tree(data, f"in {path}")

@@ -31,6 +31,14 @@ from spu_common.submission import (
 )
 from spu_common.task import Task
 
+#: the kind of output folder a run is (spu_common.outputs): `spu agent run` replaces an earlier run of
+#: this kind, `spu batch` redoes an unfinished one
+RUN_KIND = "agent-run"
+
+
+class RunFolderInUse(RuntimeError):
+    """The output folder already holds a run; a second one would be appended to its trajectory."""
+
 
 class RunDir:
     def __init__(self, out: str | Path, task: Task, *, server_workdir: str | Path | None = None) -> None:
@@ -51,7 +59,13 @@ class RunDir:
         self.submission_source = "fallback"
 
     def create(self) -> None:
-        """Make the folders and write the fallback ranking, before anything else can fail."""
+        """Make the folders and write the fallback ranking, before anything else can fail. A folder that
+        already holds a run's trajectory is refused (:class:`RunFolderInUse`): two runs would mix in it
+        (``spu agent run`` replaces an earlier run before it starts, spu_common.outputs)."""
+        if self.trajectory.is_file() and self.trajectory.stat().st_size:
+            raise RunFolderInUse(
+                f"{self.root} already holds a run ({self.trajectory.name}): give an empty output folder"
+            )
         for folder in (self.root, self.drafts, self.scripts, self.work, self.spu_work):
             folder.mkdir(parents=True, exist_ok=True)
         write_submission_atomic(self.rankings, fallback_submission(self.task))

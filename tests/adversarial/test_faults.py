@@ -1,9 +1,10 @@
 """Fault injection with real faults: a SIGKILL under 1,000 queued jobs (then a simulated power cut), a
-read-only job-record folder, a full cache disk, a full and a read-only audit-log disk (small tmpfs mounts
-and read-only bind mounts, made as root). The promises: an acknowledged job id always resolves (never
-``job_not_found``); a failed write is never silent (a ``storage_error`` warning, or the code) and never
-loses the computed result; a full disk never advances the audit log's seal, and the log continues once
-space returns."""
+read-only job-record folder, a full cache disk, a full and a read-only audit-log disk, a read-only folder
+to start the server in (small tmpfs mounts and read-only bind mounts, made as root). The promises: an
+acknowledged job id always resolves (never ``job_not_found``); a failed write is never silent (a
+``storage_error`` warning, or the code) and never loses the computed result; a full disk never advances
+the audit log's seal, and the log continues once space returns; a server that cannot make its folders
+refuses before ``initialize``, or works from the user's state folder."""
 
 from __future__ import annotations
 
@@ -266,3 +267,61 @@ def test_a_cache_entry_written_after_the_reply_warns_when_it_cannot_land(mounts,
     full = ResultCache(mounts.tmpfs(tmp_path / "full", 256))
     fill(full.root.parent)
     assert full.stage("b" * 64, result) == "no space left on device"
+
+
+# -- folders the server cannot make: refused or replaced before initialize ------------------------------
+
+
+async def _system_info_from(start_in: Path, env: dict[str, str], errlog: Path) -> Any:
+    """``spu serve`` started in ``start_in``, driven by the MCP client over stdio: ``system_info``."""
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "spu", "serve"], env=env, cwd=str(start_in)
+    )
+    with open(errlog, "w") as err:
+        async with stdio_client(params, errlog=err) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            return await session.call_tool("system_info", {})
+
+
+def test_a_read_only_start_folder_falls_back_to_the_users_state_folder(spu_env, mounts, tmp_path):
+    """Started in a read-only folder without SPU_WORKDIR (before: ``initialize`` answered, then a traceback
+    and the connection closed on the first tool call): the server works from the XDG state folder and says
+    so in one line."""
+    import asyncio
+
+    start_in = tmp_path / "read-only"
+    start_in.mkdir()
+    mounts.read_only(start_in)
+    env = {k: v for k, v in spu_env.items() if k != "SPU_WORKDIR"}
+    env["XDG_STATE_HOME"] = str(tmp_path / "state")
+    errlog = tmp_path / "stderr.txt"
+    result = asyncio.run(_system_info_from(start_in, env, errlog))
+    fallback = tmp_path / "state" / "spu" / "work"
+    assert not result.is_error and result.structured_content["workdir"] == str(fallback)
+    stderr = errlog.read_text()
+    assert "Traceback" not in stderr
+    (note,) = [line for line in stderr.splitlines() if line.startswith("spu serve:")]
+    assert str(start_in / "spu-work") in note and "Read-only file system" in note and str(fallback) in note
+    assert (fallback / "jobs").is_dir() and not (start_in / "spu-work").exists()
+
+
+@pytest.mark.parametrize("variable", ["SPU_WORKDIR", "SPU_CACHE_DIR"])
+def test_a_named_folder_that_cannot_be_made_is_refused_before_initialize(spu_env, mounts, tmp_path, variable):
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    mounts.read_only(read_only)
+    env = {**spu_env, variable: str(read_only / "folder")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "spu", "serve"],
+        input=(json.dumps(INIT) + "\n").encode(),  # the server must not answer it
+        capture_output=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and proc.stdout == b"", proc.stdout[:300]
+    lines = proc.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"error: {variable}={read_only / 'folder'} cannot be used")
+    assert "Read-only file system" in lines[0] and "Traceback" not in proc.stderr.decode()

@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from scaffold.agent.models import PROVIDERS
+from scaffold.agent.models import PROVIDERS, adapter_class
+from scaffold.agent.models.base import HttpModel
 from scaffold.agent.runner import exit_code, run_agent
 from scaffold.agent.trajectory import read_records
 from spu_common.submission import fallback_submission, validate_submission
@@ -42,7 +43,7 @@ def assert_complete_files(out, task, expected_submission):
     return json.loads((out / "run.json").read_text()), records
 
 
-@pytest.mark.parametrize("provider", [p for p in PROVIDERS if p != "replay"])
+@pytest.mark.parametrize("provider", [p for p in PROVIDERS if issubclass(adapter_class(p), HttpModel)])
 def test_a_run_computes_submits_and_leaves_its_files(
     provider, model_server, demo_task, agent_config, tmp_path
 ):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib.metadata import version
+
 import pytest
 
 from tools_server.chem import tools as T
@@ -65,6 +67,27 @@ def test_lipinski_preset_and_all_preset(ctx):
     assert out.items[1].error.code == "invalid_smiles"
     full = T.chem_descriptors(T.DescriptorInput(molecules=[CAFFEINE], preset="all"), ctx).items[0].descriptors
     assert len(full) > 200 and full["NumHDonors"] == 0
+
+
+def test_physchem_counts_r_and_s_centres_and_floats_keep_ten_significant_digits(ctx):
+    # L-alanine is (S)-2-aminopropanoic acid, D-alanine (R); trans-cyclohexane-1,2-diol as written is (R,R)
+    out = T.chem_descriptors(
+        T.DescriptorInput(molecules=["C[C@H](N)C(=O)O", "C[C@@H](N)C(=O)O", "O[C@@H]1CCCC[C@H]1O"]), ctx
+    )
+    counts = [
+        (i["descriptors"]["stereocenters_r"], i["descriptors"]["stereocenters_s"]) for i in out["items"]
+    ]
+    assert counts == [(0, 1), (1, 0), (2, 0)]
+    from rdkit import Chem
+    from rdkit.Chem import Descriptors
+
+    # a Gasteiger charge, 0.4775395271554559: version 1 reported 0.47754 (six decimals), which ties charges
+    # that differ further down; ten significant digits are what the screen compares (docs/chemistry.md)
+    exact = Descriptors.MaxAbsPartialCharge(Chem.MolFromSmiles(ASPIRIN))
+    named = T.chem_descriptors(T.DescriptorInput(molecules=[ASPIRIN], names=["MaxAbsPartialCharge"]), ctx)
+    assert (
+        named["items"][0]["descriptors"]["MaxAbsPartialCharge"] == float(f"{exact:.10g}") != round(exact, 6)
+    )
 
 
 def test_large_batches_go_to_csv(ctx):
@@ -172,5 +195,7 @@ def test_chemistry_tools_over_mcp(mcp_server):
     assert out["items"][0]["inchikey"] == "BSYNRYMUTXBXSQ-UHFFFAOYSA-N"
     assert out["items"][1]["error"]["code"] == "invalid_smiles"
     assert out["provenance"]["engine"] == "rdkit" and out["provenance"]["device"] == "cpu"
+    # one spelling of the version (on 39e2847: engine_version 2026.09.1 beside engines.rdkit 2026.9.1)
+    assert out["provenance"]["engine_version"] == out["provenance"]["engines"]["rdkit"] == version("rdkit")
     err = mcp_server.call_error("dft_run", {"molecule": "[Rf]"})
     assert err["code"] == "unsupported_element"

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tools_server.molecules import (
+    Molecule,
     MoleculeError,
     cache_key,
     check_elements,
@@ -32,6 +37,38 @@ def test_smiles_gives_3d_with_hydrogens_and_sane_bonds():
     # C-C bond of ethanol after MMFF: 1.51-1.53 Å (typical sp3 C-C length)
     cc = np.linalg.norm(mol.coords_angstrom[0] - mol.coords_angstrom[1])
     assert 1.49 < cc < 1.55
+
+
+def test_a_molecule_without_hydrogen_has_a_formula():
+    """A carbon compound with no hydrogen (CF4, decafluoroazobenzene) raised KeyError 'H' in formula(), and
+    every engine that reports the formula (xtb_run, dft_run, the ML potentials) crashed on it."""
+    assert load_molecule("FC(F)(F)F").formula() == "CF4"
+    assert load_molecule("FC(F)(F)C(F)(F)F").formula() == "C2F6"
+    azo = load_molecule("Fc1c(F)c(F)c(/N=N/c2c(F)c(F)c(F)c(F)c2F)c(F)c1F")
+    assert azo.formula() == "C12F10N2"
+
+
+_ELEMENTS = st.sampled_from(["H", "C", "N", "O", "F", "Si", "P", "S", "Cl", "Br", "I", "B", "Fe", "Na"])
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(counts=st.dictionaries(_ELEMENTS, st.integers(1, 12), min_size=1, max_size=6))
+def test_formula_follows_hills_rule(counts):
+    """Hill's system: with carbon, C first, then H, then the rest alphabetically; without carbon, every
+    element alphabetically; a count of one is not written. Read back, it gives the atoms."""
+    from rdkit.Chem import GetPeriodicTable
+
+    table = GetPeriodicTable()
+    numbers = [table.GetAtomicNumber(el) for el, n in counts.items() for _ in range(n)]
+    mol = Molecule(numbers=numbers, coords_angstrom=np.zeros((len(numbers), 3)))
+    formula = mol.formula()
+    parts = re.fullmatch(r"(?:[A-Z][a-z]?(?:[2-9]|[1-9]\d+)?)+", formula)
+    assert parts, formula
+    found = [(el, int(n) if n else 1) for el, n in re.findall(r"([A-Z][a-z]?)(\d*)", formula)]
+    assert dict(found) == counts and len(found) == len(counts)
+    order = [el for el, _ in found]
+    first = [el for el in ("C", "H") if el in counts] if "C" in counts else []
+    assert order == first + sorted(el for el in counts if el not in first)
 
 
 def test_equal_molecules_give_equal_geometry():

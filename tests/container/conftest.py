@@ -7,7 +7,8 @@ local run with ``-m "not container"``.
 
 The test image is built from ``Dockerfile`` by ``scripts/build-image.sh`` with the extras of
 ``SPU_TEST_IMAGE_EXTRAS`` (default ``chem,web``: what the trials use, the audit service included) and tagged
-``spu-scaffold:test``; Docker's layer cache makes a rebuild after a source change take seconds.
+``spu-scaffold:test`` (or ``SPU_TEST_IMAGE``); Docker's layer cache makes a rebuild after a source change
+take seconds.
 
 The tests share the Docker engine with whatever else runs on it (other Harbor trials included): they name
 their trials with a prefix of their own (``container_helpers.PREFIX``) and touch only compose projects that
@@ -37,7 +38,11 @@ from container_helpers import (
     remove_projects,
 )
 
-TEST_IMAGE = "spu-scaffold:test"
+#: the tag the tests build and use; another tag keeps two checkouts on one engine apart
+TEST_IMAGE = os.environ.get("SPU_TEST_IMAGE", "spu-scaffold:test")
+#: the documented safe mode (docs/harbor.md): the log folders mounted from the host, so that the collect hook
+#: checks them before the host keeps anything (by default Harbor copies /logs/agent before any hook runs)
+SAFE = ("--ek", "auto_mounting=true")
 #: keep the trial's containers, stopped (started again, inspected, then removed by the fixture); no prompts;
 #: no progress display
 KEEP = ("--ek", "keep_containers=true", "-y", "-q")
@@ -107,7 +112,21 @@ def run_trial(tmp_path) -> Iterator:
         assert task.name.startswith(PREFIX), f"export the task with task_dir(): {task.name}"
         jobs = tmp_path / f"jobs-{uuid.uuid4().hex[:8]}"
         proc = subprocess.run(
-            [str(HARBOR), "run", "-p", str(task), "-o", str(jobs), "-e", "docker", "-n", "1", *KEEP, *args],
+            [
+                str(HARBOR),
+                "run",
+                "-p",
+                str(task),
+                "-o",
+                str(jobs),
+                "-e",
+                "docker",
+                "-n",
+                "1",
+                *SAFE,
+                *KEEP,
+                *args,
+            ],
             capture_output=True,
             text=True,
             env=harbor_env(),

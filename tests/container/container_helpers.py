@@ -1,8 +1,7 @@
-"""Helpers of the container tests: Docker and `spu` commands, the trial record, the answers search."""
+"""Helpers of the container tests: Docker and `spu` commands, the trial record, the content scan."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -11,7 +10,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from environment.harbor.leaks import fingerprints
+from shipped_files import every_task_scanner
+
+from environment.leakscan import scan_stream
 
 REPO = Path(__file__).resolve().parents[2]
 HARBOR = REPO / ".harbor-venv" / "bin" / "harbor"
@@ -104,45 +105,42 @@ def project_containers(prefix: str) -> dict[str, list[tuple[str, str]]]:
 
 def remove_projects(prefix: str) -> None:
     """`docker compose down` every project whose name starts with ``prefix``, with the images built for
-    it (the verifier's holds the answers)."""
+    it (the verifier's holds the answers) and its volumes (the audit service's socket folder)."""
     for project in project_containers(prefix):
         subprocess.run(
-            ["docker", "compose", "-p", project, "down", "--rmi", "local", "--remove-orphans", "-t", "0"],
+            [
+                "docker",
+                "compose",
+                "-p",
+                project,
+                "down",
+                "--rmi",
+                "local",
+                "-v",
+                "--remove-orphans",
+                "-t",
+                "0",
+            ],
             capture_output=True,
             timeout=300,
             check=False,
         )
 
 
-def answer_fingerprints(answers_path: Path) -> list[str]:
-    """The strings only the answers hold (environment/harbor/leaks.py, the export's own check): each
-    measured value beside its experiment id (as JSON and as CSV), each source, DOI and author key."""
-    return fingerprints(json.loads(answers_path.read_text(encoding="utf-8"))).fixed
-
-
-#: grep the paths given as arguments (default: every top-level folder but /proc, /sys and /dev) for the
-#: patterns given on standard input
-SEARCH = (
-    'cat > /tmp/.spu-patterns; if [ "$#" = 0 ]; then for d in /*; do case $d in /proc|/sys|/dev) ;; '
-    '*) set -- "$@" "$d";; esac; done; fi; grep -rlF -f /tmp/.spu-patterns --exclude=.spu-patterns "$@"; '
-    "s=$?; rm -f /tmp/.spu-patterns; exit $s"
-)
-
-
-def search_container(container: str, patterns: list[str], paths: list[str] | None = None) -> list[str]:
-    """Files in the container holding one of ``patterns``: under ``paths``, or anywhere but /proc, /sys and
-    /dev."""
-    proc = subprocess.run(
-        ["docker", "exec", "-i", "-u", "0", container, "sh", "-c", SEARCH, "search", *(paths or [])],
-        input="\n".join(patterns) + "\n",
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    # grep: 0 found, 1 none found, 2 unreadable or vanished files (as root: only special files)
-    assert proc.returncode in (0, 1, 2), proc.stderr[-2000:]
-    return [line for line in proc.stdout.splitlines() if line]
+def scan_container(container: str, paths: list[str]) -> list[str]:
+    """What of any task's marks the files under ``paths`` in the container hold (the content scanner,
+    environment/leakscan, on each path copied out as a tar stream by ``docker cp``)."""
+    tops = [
+        p for p in sorted(set(paths)) if not any(p.startswith(q.rstrip("/") + "/") for q in paths if q != p)
+    ]
+    found = []
+    for path in tops:
+        proc = subprocess.Popen(["docker", "cp", f"{container}:{path}", "-"], stdout=subprocess.PIPE)
+        assert proc.stdout is not None
+        found += [f"{f.where}: {f.what}" for f in scan_stream(path, proc.stdout, every_task_scanner())]
+        proc.stdout.close()
+        assert proc.wait(timeout=600) == 0, f"docker cp {container}:{path} failed"
+    return found
 
 
 def changed_paths(container: str) -> list[str]:
@@ -151,18 +149,11 @@ def changed_paths(container: str) -> list[str]:
     return sorted({"/app", *(line[2:] for line in lines if line[:2] in ("A ", "C "))})
 
 
-EVERY_ANSWERS = sorted((REPO / "environment").rglob("answers.json"))
-#: any answers file or task spec folder in a container's filesystem
-FIND_ANSWER_FILES = "find / -xdev \\( -name answers.json -o -path '*/tasks/*/spec/*' \\) -print"
-
-
 def check_sandbox(trial: Trial) -> None:
-    """No answer value in what the trial put into the agent's container (the task under /app and every file
-    the trial added or changed: the image itself is searched once, by test_image_holds_no_answers), no
-    answers file or task spec anywhere in it, and :func:`check_no_network`."""
-    patterns = [p for path in EVERY_ANSWERS for p in answer_fingerprints(path)]
-    assert search_container(trial.agent_container, patterns, changed_paths(trial.agent_container)) == []
-    assert docker("exec", "-u", "0", trial.agent_container, "sh", "-c", FIND_ANSWER_FILES).strip() == ""
+    """No task's marks in what the trial put into the agent's container (the task under /app and every file
+    the trial added or changed: the image's layers are read once, whole, by test_images.py), and
+    :func:`check_no_network`."""
+    assert scan_container(trial.agent_container, changed_paths(trial.agent_container)) == []
     check_no_network(trial)
 
 

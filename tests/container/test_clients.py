@@ -17,14 +17,14 @@ from environment.demo_tasks import demo_answers_path, demo_task_dir
 from tools_server.commands.clients import CLAUDE_HEADLESS_ENV
 
 HERE = Path(__file__).resolve().parent / "clients"
-CLIENTS_IMAGE = "spu-scaffold:test-clients"
 PORT = 8799
 
 
 @pytest.fixture(scope="session")
 def clients_image(test_image) -> str:
     """The test image plus Claude Code and Codex from npm and the scripted servers (cached after the first
-    build)."""
+    build), tagged after the test image (``spu-scaffold:test-clients``)."""
+    clients_image = f"{test_image}-clients"
     docker(
         "build",
         "--network",
@@ -32,11 +32,11 @@ def clients_image(test_image) -> str:
         "--build-arg",
         f"BASE_IMAGE={test_image}",
         "-t",
-        CLIENTS_IMAGE,
+        clients_image,
         str(HERE),
         timeout=1800,
     )
-    return CLIENTS_IMAGE
+    return clients_image
 
 
 def _export_with_server(tmp_path: Path, name: str, image: str, server: str) -> Path:

@@ -1,8 +1,9 @@
-"""A hostile agent inside real Harbor trials (docs/harbor.md, "The boundary"): links, a named pipe and a huge
-file in its output and in the log folders Harbor mounts from the host, writes to the verifier's folders, a
-process left behind that keeps rewriting the submission, and another compose project started beside the
-trial on the same Docker engine. None of it changes the reward, reaches the host or disturbs the other
-project. The agent is tests/container/scripted_agent.py running the scripts below as the agent's user."""
+"""A hostile agent in real Harbor trials (docs/harbor.md, "The boundary"): links, hard links, a named pipe,
+sparse files of 3 GiB and 100 GB and space allocated past a file's end in its output and in the log folders
+Harbor mounts from the host, writes to the verifier's folders, a process left behind that keeps rewriting the
+submission, and another compose project started beside the trial on the same Docker engine. None of it
+changes the reward, costs the host's disk or disturbs the other project. The agent is
+tests/container/scripted_agent.py running the scripts below as the agent's user."""
 
 from __future__ import annotations
 
@@ -35,15 +36,23 @@ out=/app/output
 tried() { echo "$1" >> "$out/attempts.txt"; }
 # the submission: a link to the verifier's answers (they lie at /tests only in the verifier's container)
 ln -s /tests/answers.json "$out/rankings.json"
-# beside it: a link to a system file, a named pipe, a 3 GiB file (sparse), a link to / in a folder
+# beside it: a link to a system file, a named pipe, sparse files of 3 GiB and 100 GB, a link to / in a folder
 ln -s /etc/passwd "$out/passwd.json"
 mkfifo "$out/pipe"
 truncate -s 3G "$out/huge.bin"
+truncate -s 100G "$out/sparse-100g.bin"
 mkdir -p "$out/sub" && ln -s / "$out/sub/root"
-# the same in the folders Harbor mounts from the host's trial folder
+# hard links: two names of its own file, and one of a file it does not own (the kernel refuses that one
+# when fs.protected_hardlinks is on; the hook refuses it whatever the setting)
+echo '{"mine": 1}' > "$out/mine.json" && ln "$out/mine.json" "$out/mine-again.json"
+ln /etc/passwd "$out/passwd-hard" 2>/dev/null && tried "hard-linked /etc/passwd"
+# the same in the folders Harbor mounts from the host's trial folder, and 200 MiB allocated past a file's end
 ln -s /etc/passwd /logs/agent/passwd-link
 mkfifo /logs/agent/pipe
 truncate -s 3G /logs/agent/huge.bin
+truncate -s 100G /logs/agent/sparse-100g.bin
+echo log > /logs/agent/log.txt && ln /logs/agent/log.txt /logs/agent/log-again.txt
+touch /logs/agent/reserved.bin && fallocate --keep-size -l 200MiB /logs/agent/reserved.bin
 ln -s / /logs/artifacts/root-link
 # the verifier's folders
 echo '{"reward": 1.0}' 2>/dev/null > /logs/verifier/reward.json && tried "wrote /logs/verifier/reward.json"
@@ -98,34 +107,64 @@ def _host_entries(folder: Path) -> list[tuple[str, str]]:
     return odd
 
 
-def test_links_pipes_huge_files_and_verifier_writes_change_nothing(test_image, run_trial, tmp_path):
+def _disk_use(folder: Path) -> tuple[int, int]:
+    """(bytes allocated, apparent bytes) of everything under ``folder`` on the host, by ``du``."""
+    real = subprocess.run(["du", "-s", "-B1", str(folder)], capture_output=True, text=True, check=True)
+    apparent = subprocess.run(
+        ["du", "-s", "-B1", "--apparent-size", str(folder)], capture_output=True, text=True, check=True
+    )
+    return int(real.stdout.split()[0]), int(apparent.stdout.split()[0])
+
+
+def test_links_pipes_sparse_files_hard_links_and_verifier_writes_change_nothing(
+    test_image, run_trial, tmp_path
+):
     task = _export("hostile", "enzyme-kinetics", tmp_path, test_image)
-    # the log folders bind-mounted from the host (Harbor's auto_mounting): without it Harbor copies
-    # /logs/agent with `docker compose cp` before any hook of the task runs (docs/harbor.md)
-    mounted = ("--ek", "auto_mounting=true")
-    trial = run_trial(task, *AGENT, *mounted, "--ak", _script(tmp_path, "hostile", HOSTILE_OUTPUT))
+    # in the documented safe mode (the log folders mounted from the host: run_trial's SAFE); without it Harbor
+    # copies /logs/agent with `docker compose cp` before any hook of the task runs (docs/harbor.md)
+    trial = run_trial(task, *AGENT, "--ak", _script(tmp_path, "hostile", HOSTILE_OUTPUT))
     assert trial.result.get("exception_info") is None, trial.result["exception_info"]
     assert "exit status 0" in (trial.trial_dir / "agent" / "script.txt").read_text()
     # the submission was a link: left out at collection, so no submission: -1, with the reason on record
     assert trial.result["verifier_result"]["rewards"]["reward"] == -1.0
     grade = json.loads((trial.trial_dir / "verifier" / "grade.json").read_text())
     assert grade["file_errors"] == ["no submission file at /app/collected/output/rankings.json"]
-    left_out = {i["path"]: i["reason"] for i in grade["collection"]["output"]["left_out"]}
-    assert left_out == {
-        "huge.bin": f"{3 * 2**30} bytes, more than the limit of {64 * 2**20} per file",
-        "passwd.json": "a symbolic link",
-        "pipe": "a named pipe",
-        "rankings.json": "a symbolic link",
-        "sub/root": "a symbolic link",
-    }
-    # every write to the verifier's folders failed: the agent's user could write neither
+    collection = grade["collection"]
+    left_out = {i["path"]: i["kind"] for i in collection["output"]["left_out"]}
     collected = trial.trial_dir / "artifacts" / "app" / "collected" / "output"
-    assert (collected / "attempts.txt").read_text() == "done\n"
-    # nothing but regular files of bounded size reached the host: not from the output, not from the logs
+    attempts = (collected / "attempts.txt").read_text().splitlines()
+    assert left_out == {
+        "huge.bin": "sparse",
+        "sparse-100g.bin": "sparse",
+        "mine.json": "hard_link",
+        "mine-again.json": "hard_link",
+        "passwd.json": "not_regular",
+        "pipe": "not_regular",
+        "rankings.json": "not_regular",
+        "sub/root": "not_regular",
+        **({"passwd-hard": "hard_link"} if "hard-linked /etc/passwd" in attempts else {}),
+    }
+    sparse = next(i for i in collection["output"]["left_out"] if i["path"] == "sparse-100g.bin")
+    assert sparse["apparent_bytes"] == 100 * 2**30 and sparse["allocated_bytes"] == 0
+    # every write to the verifier's folders failed: the agent's user could write neither
+    assert [a for a in attempts if a.startswith("wrote")] == [] and attempts[-1] == "done"
+    # nothing but regular files of bounded size reached the host: not from the output, not from the logs;
+    # the 100 GB sparse files and the 200 MiB allocated past a file's end cost the trial folder nothing
     assert _host_entries(trial.trial_dir) == []
-    cleaned = grade["collection"]["cleaned"]
-    assert {i["path"] for i in cleaned["/logs/agent"]["removed"]} == {"passwd-link", "pipe", "huge.bin"}
-    assert [i["path"] for i in cleaned["/logs/artifacts"]["removed"]] == ["root-link"]
+    allocated, apparent = _disk_use(trial.trial_dir)
+    assert allocated < 16 * 2**20 and apparent < 16 * 2**20, (allocated, apparent)
+    cleaned = collection["cleaned"]["/logs/agent"]
+    assert cleaned["mounted"] is True and collection["warnings"] == []
+    assert {i["path"]: i["kind"] for i in cleaned["removed"]} == {
+        "passwd-link": "not_regular",
+        "pipe": "not_regular",
+        "huge.bin": "sparse",
+        "sparse-100g.bin": "sparse",
+        "log.txt": "hard_link",
+        "log-again.txt": "hard_link",
+        "reserved.bin": "too_large",
+    }
+    assert [i["path"] for i in collection["cleaned"]["/logs/artifacts"]["removed"]] == ["root-link"]
     # the reward file is the verifier's own
     reward = json.loads((trial.trial_dir / "verifier" / "reward.json").read_text())
     assert reward == {"reward": -1.0, "recovered_score": -1.0, "valid": 0}

@@ -1,5 +1,7 @@
-"""The images themselves (docs/docker.md): `Dockerfile.gpu` built on this machine from a local stand-in base
-(its CUDA base image needs a registry), and no image carries the local wheels folder as a dead layer."""
+"""The images themselves (docs/docker.md): every layer of the test image (`docker save`) holds nothing of a
+task folder but its `task/` and no mark of any task (the content scanner, environment/leakscan);
+`Dockerfile.gpu` built on this machine from a local stand-in base (its CUDA base image needs a registry),
+and no image carries the local wheels folder as a dead layer."""
 
 from __future__ import annotations
 
@@ -8,6 +10,10 @@ import os
 import subprocess
 
 from container_helpers import REPO, docker
+from shipped_files import every_task_scanner, outside_task_folders
+
+from environment.leakscan import Limits
+from environment.leakscan.reading import read_stream
 
 GPU_TEST_IMAGE = "spu-scaffold:test-gpu"
 #: the base scripts/setup-docker.sh builds with debootstrap, standing in for nvidia/cuda:12.x-...-ubuntu24.04
@@ -23,6 +29,24 @@ def copied_layers_over(image: str, limit_bytes: int) -> list[str]:
         "history", "--no-trunc", "--human=false", "--format", "{{.Size}}\t{{.CreatedBy}}", image
     ).splitlines()
     return [line[:150] for line in lines if "COPY" in line and int(line.split("\t", 1)[0]) > limit_bytes]
+
+
+def test_every_layer_holds_only_task_folders_and_no_marks(test_image):
+    """``docker save``: every layer, files deleted by a later layer included, as an agent could read them."""
+    proc = subprocess.Popen(["docker", "save", test_image], stdout=subprocess.PIPE)
+    assert proc.stdout is not None
+    names, findings = [], []
+    scanner = every_task_scanner()
+    for name, data in read_stream(test_image, proc.stdout, Limits()):
+        names.append(name)
+        findings += [f"{f.where}: {f.task_id}: {f.what}" for f in scanner.scan(name, data)]
+    assert proc.wait(timeout=600) == 0
+    # the package is there (the suite's task folders among it), and nothing beside a task's task/
+    assert any(
+        n.endswith("site-packages/environment/tasks/chem-fragment-pka-logp/task/targets.csv") for n in names
+    )
+    assert outside_task_folders(names) == []
+    assert findings == []
 
 
 def test_the_test_image_has_no_dead_wheel_layer(test_image):

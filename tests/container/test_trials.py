@@ -9,18 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from container_helpers import (
-    EVERY_ANSWERS,
-    FIND_ANSWER_FILES,
-    REPO,
-    Trial,
-    answer_fingerprints,
-    check_sandbox,
-    docker,
-    search_container,
-    spu,
-    task_dir,
-)
+from container_helpers import REPO, Trial, check_sandbox, docker, spu, task_dir
 
 from environment.demo_tasks import demo_answers_path, demo_task_dir
 
@@ -37,15 +26,11 @@ def _reward(trial: Trial) -> float:
     return trial.result["verifier_result"]["rewards"]["reward"]
 
 
-def test_image_holds_no_answers(test_image):
-    """Every answers file's values and sources, any answers.json, any spec/ folder: none in the image."""
-    patterns = [p for path in EVERY_ANSWERS for p in answer_fingerprints(path)]
-    assert len(EVERY_ANSWERS) >= 3 and len(patterns) > 100
+def test_image_runs_as_spu_without_the_demo_answers(test_image):
+    """The image (its layers are read whole by test_images.py) runs as the non-root user with the package
+    complete, and says where the demo answers are, which it does not hold."""
     cid = docker("run", "-d", "--network", "none", test_image, "sleep", "600").strip()
     try:
-        assert search_container(cid, patterns) == []
-        assert docker("exec", "-u", "0", cid, "sh", "-c", FIND_ANSWER_FILES).strip() == ""
-        # and the image runs as the non-root user with the package complete
         assert docker("exec", cid, "id", "-un").strip() == "spu"
         assert "Usage" in docker("exec", cid, "spu", "--help")
         # the demo needs the demo answers, which the installed package does not hold: it says so

@@ -22,8 +22,24 @@ from spu.cli import main, make_app
 HIDDEN_ALIASES = {
     ("agent", "atif"): {"--output"},
     ("agent", "recording"): {"--output"},
-    ("harbor", "export"): {"--overwrite"},
+    ("harbor", "export"): {"--overwrite", "--task"},
     ("analyze",): {"--answers-dir"},
+    # the task folder is positional (TASK) everywhere; --task, its earlier spelling, stays
+    **{
+        path: {"--task"}
+        for path in [
+            ("validate",),
+            ("grade",),
+            ("chance",),
+            ("consensus",),
+            ("baselines",),
+            ("batch",),
+            ("task", "show"),
+            ("task", "anonymize"),
+            ("agent", "run"),
+            ("agent", "demo"),
+        ]
+    },
 }
 
 
@@ -114,7 +130,7 @@ BAD = [
     ("report {nope}", 2),
     ("consensus {bad} -o {out}", 2),
     ("baselines {empty} --answers {bad}", 2),
-    ("analyze {nope} -o {out}", 1),
+    ("analyze {nope} -o {out}", 2),
     ("analyze {empty} -o {out} --answers {nope}", 2),
     ("view {nope}", 2),
     ("view {empty} --port 99999999", 2),
@@ -124,9 +140,9 @@ BAD = [
     ("config codex --write --path {empty}", 2),
     ("config claude --check --project {empty}", 1),
     ("audit verify {empty}", 2),
-    ("audit summary {bad}", 1),
+    ("audit summary {bad}", 2),
     ("audit summary {empty}", 2),
-    ("audit sources {bad} -o {out}", 1),
+    ("audit sources {bad} -o {out}", 2),
     ("audit summary {nope}", 2),
     ("audit serve --log {out}", 2),  # no token
     ("audit policy check {bad}", 1),
@@ -139,8 +155,8 @@ BAD = [
     ("agent run --task {task} -o {out} --model nope", 2),
     ("agent run --task {task} -o {out} --model openai:x -c nokey", 2),
     ("agent demo --task nope", 2),
-    ("agent atif {bad}", 1),
-    ("agent recording {bad} -o {out}", 1),
+    ("agent atif {bad}", 2),
+    ("agent recording {bad} -o {out}", 2),
     ("agent recording {bad}", 2),  # no -o
     ("harbor export {task} --answers {answers}", 2),  # no -o
     ("harbor export {nope} -o {out}", 2),
@@ -170,14 +186,27 @@ def test_old_spellings_still_work(files, capsys, tmp_path):
     first = tmp_path / "h1"
     status, _, err = spu(capsys, "harbor", "export", files["task"], first, "--answers", files["answers"])
     assert status == 0 and (first / "task.toml").is_file(), err
+    # an earlier export is replaced; a folder holding anything else needs --force (or --overwrite)
     status, _, err = spu(
         capsys, "harbor", "export", files["task"], "-o", first, "--answers", files["answers"]
     )
-    assert status == 2 and "use --force to replace it" in err
-    status, _, err = spu(
-        capsys, "harbor", "export", files["task"], first, "--answers", files["answers"], "--overwrite"
-    )
     assert status == 0, err
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "notes.txt").write_text("mine")
+    status, _, err = spu(capsys, "harbor", "export", files["task"], other, "--answers", files["answers"])
+    assert status == 2 and "or --force to replace what it holds" in err
+    status, _, err = spu(
+        capsys, "harbor", "export", files["task"], other, "--answers", files["answers"], "--overwrite"
+    )
+    assert status == 0 and not (other / "notes.txt").exists(), err
+    # the task folder positional or as --task, in every command that takes one
+    for args in (
+        ["validate", files["task"], first / "x.json"],
+        ["validate", first / "x.json", "--task", files["task"]],
+    ):
+        status, _, err = spu(capsys, *args)
+        assert status == 2 and "x.json does not exist" in err, err
     trajectory = tmp_path / "trajectory.jsonl"
     trajectory.write_text(json.dumps({"type": "run_start", "task_id": "t"}) + "\n")
     status, out, err = spu(capsys, "agent", "atif", trajectory, "--output", tmp_path / "a.json", "--json")

@@ -279,8 +279,10 @@ def test_codex_keys_appended_after_spu_tables_move_back_to_the_top_level(tmp_pat
     assert data["model"] == "my-model" and data["model_provider"] == "local"
     assert data["model_providers"]["local"]["base_url"] == "http://127.0.0.1:8080/v1"
     assert all(v == {"approval_mode": "approve"} for v in data["mcp_servers"]["spu"]["tools"].values())
-    # the block ends by saying where top-level keys go
-    assert config.read_text().rstrip().endswith(clients.CODEX_BLOCK_END.splitlines()[-1])
+    # spu's table is replaced where it stands: the user's table stays after it, the block's end note once
+    text = config.read_text()
+    assert text.index("[mcp_servers.spu]") < text.index("[model_providers.local]")
+    assert text.count(clients.CODEX_BLOCK_END) == 1
 
 
 def test_codex_provider_options_need_a_provider_name(tmp_path, env_with_spu_on_path):
@@ -370,7 +372,7 @@ def test_codex_write_refuses_to_replace_a_top_level_key_silently(tmp_path, env_w
     config.write_text(config.read_text() + 'model = "gpt-appended"\n')
     before = config.read_text()
     res = spu("config", "codex", "--write", cwd=tmp_path, env=env)
-    assert res.returncode == 1 and res.stderr.startswith("error: ")
+    assert res.returncode == 2 and res.stderr.startswith("error: ") and res.stderr.count("\n") == 1
     assert 'model is set twice: `model = "gpt-own"`' in res.stderr and 'model = "gpt-appended"' in res.stderr
     assert config.read_text() == before  # nothing written
     # the same value twice is no conflict: the top-level one stays, once
@@ -390,7 +392,7 @@ def test_codex_check_starts_the_server_as_codex_would(tmp_path, env_with_spu_on_
     env = {**env_with_spu_on_path, "CODEX_HOME": str(home)}
     res = spu("config", "codex", "--check", cwd=tmp_path, env=env)
     assert (
-        res.returncode == 1
+        res.returncode == 2  # a missing input, not a negative verdict
         and "no Codex config at" in res.stderr
         and "spu config codex --write" in res.stderr
     )

@@ -71,4 +71,4 @@ def test_a_final_job_record_is_not_written_again_by_the_pending_submission_write
     store.flush()
     time.sleep(2 * DELAY_S)
     assert (tmp_path / f"{job.job_id}.json").stat().st_ino == written  # not replaced
-    assert store.load(job.job_id)["status"] == "done"
+    assert store.load(job.job_id)[0]["status"] == "done"

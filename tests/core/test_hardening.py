@@ -102,7 +102,7 @@ def test_symlink_leaving_the_roots_is_refused_without_quoting(mcp_server, spu_en
         out = mcp_server.call_ok(tool, {"molecules": [str(link)]})
         item = out["items"][0]
         assert item["ok"] is False and item["error"]["code"] == "invalid_input"
-        assert "outside" in item["error"]["message"] and SECRET not in json.dumps(out)
+        assert "symbolic link" in item["error"]["message"] and SECRET not in json.dumps(out)
 
 
 def test_bad_file_content_is_not_quoted_in_errors(mcp_server, spu_env):
@@ -124,7 +124,7 @@ def test_xtb_refuses_a_symlink_leaving_the_roots(mcp_server, spu_env, tmp_path):
     link.symlink_to(secret)
     result = mcp_server.call("xtb_run", {"molecules": [str(link)]})
     text = json.dumps(result.structured_content) + " ".join(getattr(c, "text", "") for c in result.content)
-    assert SECRET not in text and "outside" in text
+    assert SECRET not in text and "symbolic link" in text
 
 
 def test_provenance_keeps_a_digest_and_a_bounded_preview(mcp_server):

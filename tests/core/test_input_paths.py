@@ -1,5 +1,6 @@
-"""The one path rule: every path-typed field of every tool (plugins included) is resolved and confined in
-the core before any tool code runs; a str field named like a path that is not path-typed fails the lint."""
+"""The one path rule: every path-typed field of every tool (plugins included) is confined in the core before
+any tool code runs (no link followed in any component); a str field named like a path that is not
+path-typed fails the lint."""
 
 from __future__ import annotations
 
@@ -94,6 +95,7 @@ def test_every_path_field_of_every_tool_follows_the_rule(registry, tmp_path):
         (name, field, kind)
         for name, spec in sorted(registry.tools.items())
         for field, kind in path_fields(spec.input_model).items()
+        if kind in ("file", "dir")  # a text that may name a file is checked when the tool reads it
     ]
     found = {(name, field) for name, field, _ in fields}
     # the tools the issue named, and the plugin's nested field, are all path-typed
@@ -118,13 +120,16 @@ def test_every_path_field_of_every_tool_follows_the_rule(registry, tmp_path):
             assert err.value.code == "invalid_input", (name, field, case)
             assert "ATOM" not in err.value.message  # never the file's content
             checked += 1
-        # inside the roots: accepted and handed to the tool resolved
+        # inside the roots: accepted as written (below its root); a link is refused even when it points in
         good = str(work / "inside.pdb") if kind == "file" else str(work)
+        adapter = TypeAdapter(_field_annotation(model, field))
+        assert adapter.validate_python(str(Path(work) / "." / Path(good).relative_to(work))) == good
         via_link = work / f"good_link_{kind}"
         via_link.unlink(missing_ok=True)
         via_link.symlink_to(good)
-        adapter = TypeAdapter(_field_annotation(model, field))
-        assert adapter.validate_python(str(via_link)) == str(Path(good).resolve())
+        with pytest.raises(ToolError) as err:
+            adapter.validate_python(str(via_link))
+        assert err.value.code == "invalid_input" and "symbolic link" in err.value.message
     assert checked >= 9 * 12
 
 
@@ -203,6 +208,12 @@ def test_extra_input_roots_are_honoured(registry, tmp_path, monkeypatch):
         model.model_validate({"pdb_path": str(extra / "x.pdb")})
     monkeypatch.setenv("SPU_INPUT_ROOTS", str(extra))
     assert model.model_validate({"pdb_path": str(extra / "x.pdb")}).pdb_path == str(extra / "x.pdb")
+    # a root may itself be reached through a link, and spelled either way: the links below it are the rule's
+    alias = tmp_path / "alias"
+    alias.symlink_to(extra, target_is_directory=True)
+    monkeypatch.setenv("SPU_INPUT_ROOTS", str(alias))
+    for spelled in (alias / "x.pdb", extra / "x.pdb"):
+        assert model.model_validate({"pdb_path": str(spelled)}).pdb_path == str(extra / "x.pdb")
 
 
 def _is_plain_str(annotation) -> bool:

@@ -28,6 +28,7 @@ class RawServer:
             env=env,
         )
         self.buf = b""
+        self.replies: dict[int, dict[str, Any]] = {}
         self.next_id = 1
         self.request("initialize", INIT["params"])
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -38,19 +39,31 @@ class RawServer:
         self.proc.stdin.flush()
 
     def request(self, method: str, params: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
+        return self.reply(self.ask(method, params), timeout)
+
+    def ask(self, method: str, params: dict[str, Any]) -> int:
+        """Send a request without waiting for its reply; returns its id (for :meth:`reply`)."""
         rid, self.next_id = self.next_id, self.next_id + 1
         self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        return rid
+
+    def reply(self, rid: int, timeout: float = 60) -> dict[str, Any]:
+        """The reply to request ``rid`` (replies to others that come first are kept)."""
         assert self.proc.stdout is not None
         fd = self.proc.stdout.fileno()
         deadline = time.monotonic() + timeout
         while True:
+            if rid in self.replies:
+                return self.replies.pop(rid)
             while b"\n" in self.buf:
                 line, self.buf = self.buf.split(b"\n", 1)
                 message = json.loads(line)
                 if message.get("id") == rid:
                     return message
+                if "id" in message:
+                    self.replies[message["id"]] = message
             left = deadline - time.monotonic()
-            assert left > 0 and select.select([fd], [], [], left)[0], f"no reply to {method}"
+            assert left > 0 and select.select([fd], [], [], left)[0], f"no reply to request {rid}"
             chunk = os.read(fd, 1 << 20)
             assert chunk, "the server closed its output"
             self.buf += chunk

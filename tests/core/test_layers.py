@@ -1,7 +1,8 @@
 """The layers, read from the code's imports (every ``import`` statement, at module level or in a function, and
 every string that imports a module: ``importlib.import_module("a.b")``, ``"a.b:function"``):
 
-* the ground floor (``spu_common``: JSON files, console output, shared error codes) imports no part;
+* the ground floor (``spu_common``: JSON files, console output, shared error codes) imports no part and
+  holds no command: each part owns its commands, and ``spu`` mounts them;
 * the benchmark side (``environment``) imports neither the server nor the agent;
 * the server (``tools_server``) imports neither the agent nor the benchmark side: the task contract and the
   audit log's format it uses live in the ground floor;
@@ -82,6 +83,42 @@ def layer_violations() -> list[str]:
 
 def test_layers_hold():
     assert layer_violations() == []
+
+
+def commands_in(path: Path) -> list[str]:
+    """Where a module makes a command: a Typer app, or a function decorated as a command, a group or a
+    group's callback (``@app.command()``, ``@click.command``, ``@app.callback()``)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Call) and _call_name(node) == "Typer":
+            found.append(f"{path.name}:{node.lineno} makes a Typer")
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for deco in node.decorator_list:
+                target = deco.func if isinstance(deco, ast.Call) else deco
+                name = target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+                if name in ("command", "callback", "group"):
+                    found.append(f"{path.name}:{node.lineno} {node.name} is a command")
+    return sorted(found, key=lambda hit: int(hit.split(":")[1].split()[0]))
+
+
+def test_the_shared_layer_holds_no_command():
+    """``spu_common`` gives commands their output helpers (``console.py``) but holds no command: the audit
+    commands belong to the part that writes the log (``tools_server/web/cli.py``)."""
+    assert [hit for path in sorted((ROOT / "spu_common").rglob("*.py")) for hit in commands_in(path)] == []
+    assert commands_in(ROOT / "tools_server" / "web" / "cli.py")  # the check sees real commands
+
+
+def test_the_command_check_sees_a_command(tmp_path):
+    bad = tmp_path / "cmd.py"
+    bad.write_text(
+        "import typer\napp = typer.Typer()\n@app.command('x')\ndef x():\n    pass\n"
+        "@click.command\ndef y():\n    pass\n"
+    )
+    assert commands_in(bad) == [
+        "cmd.py:2 makes a Typer",
+        "cmd.py:4 x is a command",
+        "cmd.py:7 y is a command",
+    ]
 
 
 def test_the_server_never_imports_the_benchmark_side():

@@ -281,7 +281,7 @@ def test_a_finisher_that_fails_ends_the_job_and_the_slot_lives_on(idle_executor,
     assert job._done.wait(30), "the job never finished"
     assert job.status == "error" and job.error["code"] == "internal_error"
     assert "not writable" in job.error["message"]
-    assert manager.store.load(job.job_id)["status"] == "error"
+    assert manager.store.load(job.job_id)[0]["status"] == "error"
     again = manager.submit(spec, {"seconds": 0.0, "tag": "after"}, lambda j, payload: payload["result"])
     assert again._done.wait(30) and again.result["tag"] == "after"
 

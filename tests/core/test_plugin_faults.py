@@ -80,3 +80,37 @@ def test_spu_doctor_reports_the_broken_plugins_without_a_traceback(plugin_env):
     assert checks["plugin broken_plugin"]["status"] == "fail"
     assert checks["plugin broken_plugin"]["detail"] == "RuntimeError: boom at import"
     assert checks["plugin no_such_plugin_module"]["status"] == "fail"
+
+
+BUGGY = '''
+from pydantic import BaseModel
+from tools_server.plugin import tool
+
+
+class In(BaseModel):
+    n: int
+
+
+@tool(name="buggy_ratio", resource="instant")
+def buggy_ratio(args: In) -> dict:
+    """A plugin's instant tool with a bug: divides by its input."""
+    return {"ratio": 1 / args.n}
+'''
+
+
+def test_a_bug_in_a_plugins_instant_tool_does_not_ask_for_a_job_id(
+    spu_env, tmp_path, monkeypatch, start_mcp_server
+):
+    """An instant tool runs in the server, without a job: its bug answered internal_error with the hint
+    "report it with the job id", an id the model never saw. The hint now names the tool and what to report."""
+    (tmp_path / "buggy_plugin.py").write_text(BUGGY)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ["PYTHONPATH"]]))
+    monkeypatch.setenv("SPU_TOOL_MODULES", "buggy_plugin")
+    server = start_mcp_server(dict(os.environ))
+    assert server.call_ok("buggy_ratio", {"n": 4})["ratio"] == 0.25
+    error = server.call_error("buggy_ratio", {"n": 0})
+    assert error["code"] == "internal_error" and error["message"] == "ZeroDivisionError: division by zero"
+    assert "job" in error["hint"] and "job id" not in error["hint"]
+    assert error["hint"].startswith(
+        "This is a bug in the tool buggy_ratio (module buggy_plugin), which ran in"
+    )

@@ -4,6 +4,7 @@ every other spu command."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 
@@ -50,4 +51,26 @@ def test_a_bad_port_is_a_usage_error(spu_env):
             timeout=60,
         )
         assert out.returncode == 2 and "--port" in out.stderr and "Traceback" not in out.stderr, out.stderr
-        assert "\nerror: argument --port: " in out.stderr and "Try 'spu serve --help' for help." in out.stderr
+        assert out.stderr.startswith("error: argument --port: ") and out.stderr.count("\n") == 1
+        assert "`spu serve --help` shows the usage" in out.stderr
+
+
+def test_a_port_in_use_is_one_error_line_and_exit_2(spu_env):
+    """On 39e2847 uvicorn's own log line and exit status 3, where docs/server.md promises `error:` and 2;
+    the port is now bound before the server starts."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [sys.executable, "-m", "spu", "serve", "--transport", "http", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            env=spu_env,
+            timeout=120,
+        )
+    assert out.returncode == 2, out.stderr
+    assert out.stderr == (
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use; choose another --port "
+        "(0 picks a free one)\n"
+    )

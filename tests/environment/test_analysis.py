@@ -190,7 +190,9 @@ def test_an_atif_step_of_the_wrong_shape_names_the_step(tmp_path):
         read_atif(path)
 
 
-def test_the_cli_exits_1_naming_the_file_and_line(temp_task, tmp_path):
+def test_the_cli_exits_2_naming_the_file_and_line(temp_task, tmp_path):
+    """A trajectory that cannot be read is an input that cannot be read as its kind: exit 2 (it was 1, the
+    code of a negative verdict, which analyze never gives), on one line with its hint."""
     _, _, task_dir, answers_path = temp_task
     runs = tmp_path / "runs"
     path = write_jsonl_run(runs / "r1", "t-temp", [("bash", {"command": "ls"})], final=MEASURED)
@@ -215,9 +217,9 @@ def test_the_cli_exits_1_naming_the_file_and_line(temp_task, tmp_path):
         check=False,
         timeout=120,
     )
-    assert done.returncode == 1
+    assert done.returncode == 2
     assert f"error: [trajectory_malformed] {path}:3:" in done.stderr
-    assert "Traceback" not in done.stderr
+    assert "Traceback" not in done.stderr and done.stderr.count("\n") == 1
 
 
 def test_the_cli_finds_the_tasks_beside_their_answers(temp_task, tmp_path):

@@ -78,9 +78,10 @@ def test_worked_example_builds_and_passes_every_command(tmp_path, monkeypatch):
     assert result.exit_code == 0
     chance = json.loads(result.output)
     doc = DOC.read_text()  # the thresholds the docs quote
-    assert f"{chance['sampled_threshold']:.4f} from 4000 random draws" in doc
     assert f"{chance['chance_threshold']:.4f} exact" in doc and chance["chance_method"] == "exact"
     assert f"power: {chance['power']:.2f} that the mean of 5 runs" in doc
+    assert f"{chance['power_single_run']:.2f} for one run" in doc
+    assert f"80% power takes {chance['runs_for_80pct_power']} runs" in doc
     assert f"needs an expected score of {chance['effect_for_80pct_power']:.3f}" in doc
     assert chance["attainable_max"] == pytest.approx(1.0)
 
@@ -124,7 +125,8 @@ def test_docs_example_error_lines_match_the_builder(tmp_path):
     result = _spu("task", "build", str(spec), "-o", str(tmp_path / "logp"))
     assert result.exit_code == 2
     doc = DOC.read_text(encoding="utf-8")
-    lines = [line.strip() for line in result.output.splitlines()[1:]]
-    assert len(lines) == 2
-    for line in lines:
-        assert line in doc, line
+    (line,) = result.output.splitlines()  # one error line, the problems numbered
+    assert line.startswith(f"error: {spec}: 2 problems: (1) ")
+    assert line.split(": 2 problems: ", 1)[1] in doc  # the example, but for the folder's path
+    problems = re.split(r" \(\d\) ", line)[1:]
+    assert len(problems) == 2

@@ -22,7 +22,9 @@ from typer.testing import CliRunner
 import spu_common.task
 from environment.finder import FinderError, find_answers, find_tasks
 from environment.view.page import build_page
+from scaffold.batch import BATCH_KIND
 from spu.cli import make_app
+from spu_common.outputs import mark
 
 VALUES = {"g": {"e1": 1.0, "e2": 2.0, "e3": 3.0}}
 REVERSED = {"g": {"e1": 3.0, "e2": 2.0, "e3": 1.0}}
@@ -41,8 +43,11 @@ def _suite(root: Path) -> Path:
 
 
 def _runs(root: Path, task_ids=("t-a", "t-b")) -> Path:
-    """One finished run per task in the layout ``spu batch --name cfg`` writes (marked done)."""
+    """One finished run per task in the layout ``spu batch --name cfg`` writes (marked done, in a runs
+    directory marked as the batch's)."""
     runs = root / "runs"
+    runs.mkdir()
+    mark(runs, BATCH_KIND)
     for task_id in task_ids:
         write_jsonl_run(runs / "cfg" / task_id / "run-1", task_id, [("bash", {"command": "ls"})], final=ORDER)
         (runs / "cfg" / task_id / "run-1" / ".batch-done.json").write_text("{}")

@@ -151,3 +151,42 @@ def test_task_show_and_anonymize_commands(tmp_path):
     info = json.loads(shown.output)
     assert info["experiments"] == 16 and [g["n"] for g in info["groups"]] == [8, 8]
     assert runner.invoke(app, ["task", "show", str(tmp_path)]).exit_code == 2
+
+
+def test_the_report_says_how_its_chance_thresholds_were_found(runs_dir, tmp_path):
+    """The demo tasks' thresholds are exact (every order counted): on 39e2847 the header said they came
+    from 4,000 random draws while the table printed the exact ones."""
+    summary = build_report(runs_dir, tmp_path / "out", n_boot=200)
+    assert {t["chance_method"] for t in summary["tasks"]} == {"exact"}
+    assert summary["chance"]["methods"] == {"exact": 3}
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "Chance thresholds (95th percentile of random valid submissions): exact for 3 tasks" in text
+    assert "random valid submissions for" not in text and "4000" not in text
+    for task in summary["tasks"]:
+        assert f"| {task['chance_threshold']:.3f} (exact) |" in text
+
+
+def test_batch_and_a_later_report_print_the_same_intervals(tmp_path, spu_env):
+    """One bootstrap default: `spu batch` reported with 2,000 resamples and `spu report` with 10,000, so
+    re-running `spu report` over a batch's runs changed its intervals."""
+    import shutil
+
+    suite = tmp_path / "suite"
+    for slug in DEMO_TASKS:
+        shutil.copytree(demo_task_dir(slug), suite / slug / "task")
+        shutil.copyfile(demo_answers_path(slug), suite / slug / "answers.json")
+    recording = tmp_path / "done.jsonl"  # names no task: the presented order is each run's submission
+    recording.write_text(json.dumps({"message": {"role": "assistant", "content": "done"}}) + "\n")
+    runs = tmp_path / "runs"
+    done = runner.invoke(
+        app, ["batch", str(suite), "--model", f"replay:{recording}", "-o", str(runs), "-j", "2", "--json"]
+    )
+    assert done.exit_code == 0, done.output
+    batch = json.loads((runs / "_report" / "summary.json").read_text())
+    again = runner.invoke(app, ["report", str(runs), "--answers", str(suite), "--json"])
+    assert again.exit_code == 0, again.output
+    report = json.loads(again.output)
+    assert batch["bootstrap"] == report["bootstrap"] == {"resamples": 10_000, "seed": 0}
+    low, high = report["configurations"][0]["raw_ci"]
+    assert low < high  # three tasks with different scores: an interval the resamples decide
+    assert batch["configurations"][0]["raw_ci"] == report["configurations"][0]["raw_ci"]

@@ -335,6 +335,18 @@ def test_source_identifier_in_a_setup_cell_is_reported(tmp_path):
     assert any("'Zeller'" in w.message and "targets.csv" in w.message for w in result.warnings)
 
 
+def test_the_card_names_the_public_records_a_task_shows(tmp_path):
+    """A key the task shows among its conditions (a variant named in the protein's published numbering) is a
+    recall risk on the card, with the contamination audit offered; a task that shows none has none."""
+    rows = [[key, key.upper(), *rest] for key, _, *rest in ROWS]
+    build_task(write_spec(tmp_path / "spec", rows=rows), tmp_path / "out")
+    risk = json.loads((tmp_path / "out" / "card.json").read_text())["recall_risk"]
+    assert risk["names_shown"] == 7 and risk["examples"] == ["ALPHA", "BRAVO", "CHARLIE", "DELTA", "ECHO"]
+    assert "spu contamination blind with these names masked" in risk["audit"]
+    build_task(write_spec(tmp_path / "plain"), tmp_path / "plain-out")
+    assert "recall_risk" not in json.loads((tmp_path / "plain-out" / "card.json").read_text())
+
+
 def test_rows_in_no_group_are_reported_and_left_out(tmp_path):
     rows = [*ROWS, ("hotel", "compound eight", "25", "9.9", "Table 4, row 1")]
     result = build_task(write_spec(tmp_path / "spec", rows=rows), tmp_path / "out")

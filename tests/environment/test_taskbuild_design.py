@@ -155,6 +155,21 @@ def test_the_design_screen_measures_the_design_s_prior_rate(tmp_path):
     assert [p.code for p in no_design.value.problems] == ["no-design"]
 
 
+def test_a_design_screen_measured_with_another_panel_is_not_carried(tmp_path, monkeypatch):
+    # fails on 39e2847: a rebuild carried the design screen while the design and its pool were unchanged, so a
+    # card kept the prior rate measured with the 12-descriptor panel after the screen's panel grew (issue 47)
+    import environment.prior_screen as prior_screen
+
+    spec = pool_spec(tmp_path / "n", prior=False)
+    first = build_task(spec, tmp_path / "out", design_screen=5)
+    assert first.design_screen is not None
+    build_task(spec, tmp_path / "out")
+    assert json.loads((tmp_path / "out" / CARD_FILE).read_text())["design_screen"] == first.design_screen
+    monkeypatch.setattr(prior_screen, "PANEL_VERSION", prior_screen.PANEL_VERSION + 1)
+    build_task(spec, tmp_path / "out")
+    assert json.loads((tmp_path / "out" / CARD_FILE).read_text())["design_screen"] is None
+
+
 def test_the_selection_record_reaches_the_card_and_spu_baselines(tmp_path):
     # fails on 9a09d4a: a task kept because the screen rejected other draws said so nowhere
     root = pool_spec(tmp_path / "spec", prior=False)
@@ -247,11 +262,33 @@ def test_write_readme_fills_the_generated_blocks_from_the_cards(tmp_path):
     before = task_text
     (suite / "mat-cofeniv-hea-hardness" / "README.md").write_text(README_BLOCKS["task"])
     failed = _spu("baselines", str(suite), "--no-proxies", "--write-readme")
-    assert failed.exit_code == 1
+    assert failed.exit_code == 2
     assert "[readme_block_missing]" in failed.output and "baselines" in failed.output
     assert (suite / "mat-cofeniv-hea-hardness" / "README.md").read_text() == README_BLOCKS["task"] != before
     # a task without a card
     (suite / "mat-lihf-phosphate-conductivity" / CARD_FILE).unlink()
     (suite / "README.md").write_text(README_BLOCKS["suite"])
     missing = _spu("baselines", str(suite), "--no-proxies", "--write-readme")
-    assert missing.exit_code == 1 and "[card_missing]" in missing.output
+    assert missing.exit_code == 2 and "[card_missing]" in missing.output
+
+
+def test_write_readme_on_a_fresh_build_says_what_to_add_before_computing(tmp_path, monkeypatch):
+    """A task fresh from spu task build has no README: --write-readme failed after the baselines had run
+    (29 s) with `[readme_unreadable] .../README.md: No such file or directory` and no hint. The READMEs and
+    cards are now checked first, and the error names the lines to add."""
+    import environment.analysis.baselines
+
+    built = tmp_path / "built"
+    shutil.copytree(FROZEN / "mat-cofeniv-hea-hardness", built)  # task/, answers.json, card.json
+
+    def not_yet(*args, **kwargs):
+        raise AssertionError("the baselines ran before the READMEs were checked")
+
+    monkeypatch.setattr(environment.analysis.baselines, "baselines", not_yet)
+    failed = _spu("baselines", str(built / "task"), "--no-proxies", "--write-readme")
+    assert failed.exit_code == 2, failed.output
+    (line,) = failed.output.splitlines()
+    assert line.startswith(f"error: [readme_missing] {built / 'README.md'} does not exist")
+    assert "(hint: Create it with the lines of its generated blocks" in line
+    assert "<!-- generated: measured (spu baselines --write-readme) -->" in line
+    assert not (built / "README.md").exists()

@@ -41,7 +41,13 @@ def test_images_run_under_harbor_as_non_root(dockerfile):
     assert "# syntax=" not in text
     instructions = _instructions(dockerfile)
     froms = [args for kind, args in instructions if kind == "FROM"]
-    assert froms == ["${BASE_IMAGE} AS src", "${BASE_IMAGE} AS python", "python AS venv", "python"]
+    assert froms == [
+        "${BASE_IMAGE} AS src",
+        "${BASE_IMAGE} AS python",
+        "python AS venv",
+        "venv AS wheel",
+        "python",
+    ]
     # the local wheels (192 MB with torch) are copied only into the venv stage; the image takes the venv
     final = instructions[max(i for i, (kind, _) in enumerate(instructions) if kind == "FROM") :]
     assert not any("docker/wheels" in args for _, args in final)
@@ -57,10 +63,13 @@ def test_images_run_under_harbor_as_non_root(dockerfile):
     assert re.search(r"--interval=(\d+)s", health) and int(re.search(r"--interval=(\d+)s", health)[1]) <= 10
     assert health.endswith('CMD ["/opt/venv/bin/python", "-c", "import spu"]')
     runs = " ".join(a for kind, a in instructions if kind == "RUN")
-    assert "torch==${TORCH_VERSION}" in runs and "pip install -q --no-deps --no-build-isolation ." in runs
+    # the image takes the project's wheel, whose package data is an allow-list (only task/ of a task folder)
+    assert "pip wheel -q --no-deps --no-build-isolation -w /opt/spu-wheel /opt/spu-scaffold" in runs
+    assert "torch==${TORCH_VERSION}" in runs and "pip install -q --no-deps /opt/spu-wheel/" in runs
     assert args["TORCH_VERSION"] == "2.13.0"
     copies = [a for kind, a in instructions if kind == "COPY"]
-    assert "--from=src /src/ ./" in copies and ". /src" in copies
+    assert "--from=src /src/ /opt/spu-scaffold/" in copies and ". /src" in copies
+    assert "--from=wheel /opt/spu-wheel/ /opt/spu-wheel/" in [a for kind, a in final if kind == "COPY"]
     if dockerfile.name == "Dockerfile":
         assert args["BASE_IMAGE"] == "debian:bookworm-slim" and args["SPU_EXTRAS"] == "all"
         assert args["TORCH_INDEX_URL"].endswith("/whl/cpu")

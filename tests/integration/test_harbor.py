@@ -4,8 +4,10 @@ class driven through Harbor's BaseInstalledAgent with a local shell standing in 
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -142,6 +144,8 @@ def test_export_network_policies_and_errors(tmp_path):
     assert audited["allowed_hosts"] == ["audit.internal"]
     env = tomllib.loads((tmp_path / "a" / "task.toml").read_text())["environment"]["env"]
     assert env["SPU_AUDIT_TOKEN"] == "${SPU_AUDIT_TOKEN}"  # resolved on the host at run time, never stored
+    with pytest.raises(ExportError, match=r"is not an http\(s\) URL with a host"):
+        export_task(task, tmp_path / "u", network="audited", audit_url="unix:///run/audit.sock")
     with pytest.raises(ExportError, match="--allow-host needs --network providers, or audited with"):
         export_task(task, tmp_path / "b", network="audited", allow_hosts=["example.org"])
     with pytest.raises(ExportError, match="not empty"):
@@ -150,51 +154,77 @@ def test_export_network_policies_and_errors(tmp_path):
         export_task(tmp_path / "a" / "environment" / "task", tmp_path / "c")
 
 
-def test_export_audited_without_a_url_puts_an_audit_service_beside_the_agent(tmp_path):
+def test_export_audited_without_a_url_gives_the_agent_no_network_but_the_audit_socket(tmp_path):
     result = export_task(demo_task_dir("enzyme-kinetics"), tmp_path / "a", image="img:1", network="audited")
     assert result["network_mode"] == "audited" and result["allowed_hosts"] == []
     compose = yaml.safe_load((tmp_path / "a" / "environment" / "docker-compose.yaml").read_text())
     main, service = compose["services"]["main"], compose["services"]["spu-audit"]
-    # the agent's only network is internal and shared with the audit service alone, which has a way out
-    assert main["networks"] == ["spu-audit-internal"] and main["dns"] == ["127.0.0.1"]
-    assert service["networks"] == ["spu-audit-internal", "spu-audit-egress"]
-    assert compose["networks"] == {"spu-audit-internal": {"internal": True}, "spu-audit-egress": {}}
-    assert service["image"] == "img:1" and service["command"][:3] == ["spu", "audit", "serve"]
+    # the agent's container has no network at all; it shares with the audit service only the socket's
+    # folder, read-only on its side
+    assert main["network_mode"] == "none" and "networks" not in main and "dns" not in main
+    assert main["volumes"] == [
+        {"type": "volume", "source": "spu-audit-socket", "target": "/run/spu-audit", "read_only": True}
+    ]
+    assert service["volumes"] == ["spu-audit-socket:/run/spu-audit"]
+    assert compose["volumes"]["spu-audit-socket"]["driver_opts"]["type"] == "tmpfs"
+    # the audit service alone has a network, its way out
+    assert service["networks"] == ["spu-audit-egress"] and compose["networks"] == {"spu-audit-egress": {}}
+    assert service["image"] == "img:1"
+    assert service["command"] == [
+        *("spu", "audit", "serve", "--socket", "/run/spu-audit/audit.sock"),
+        *("--log", "/srv/spu/audit/audit.jsonl"),
+    ]
     assert service["environment"]["SPU_AUDIT_TOKEN"].startswith("${SPU_AUDIT_TOKEN:?")  # never stored
     config = tomllib.loads((tmp_path / "a" / "task.toml").read_text())
-    assert config["environment"]["env"]["SPU_AUDIT_URL"] == "http://spu-audit:8765"
+    assert config["environment"]["env"]["SPU_AUDIT_URL"] == "unix:///run/spu-audit/audit.sock"
     assert config["environment"]["env"]["SPU_AUDIT_TOKEN"] == "${SPU_AUDIT_TOKEN}"
+    server = config["environment"]["mcp_servers"][0]
+    assert "SPU_AUDIT_URL=unix:///run/spu-audit/audit.sock" in server["args"]
     # the log and its key are collected from the audit service's own container after the trial
     assert config["artifacts"] == ["/app/collected", {"source": "/srv/spu/audit", "service": "spu-audit"}]
     assert config["environment"]["network_mode"] == "public"  # Harbor's egress images are not needed
 
 
-def _spoiled_copy(tmp_path: Path, name: str, text: str) -> Path:
+def test_export_finds_the_answers_by_task_id_in_a_folder(tmp_path):
+    """--answers may be a folder (environment.finder's rules): the file with the task's id is taken."""
+    suite = REPO / "environment" / "tasks"
+    result = export_task(suite / "chem-fragment-pka-logp" / "task", tmp_path / "a", answers=suite)
+    copied = json.loads((tmp_path / "a" / "tests" / "answers.json").read_text())
+    assert result["task_id"] == copied["task_id"] == "chem-fragment-pka-logp"
+    with pytest.raises(ExportError, match="no answers for task 'demo-enzyme-kinetics' in"):
+        export_task(demo_task_dir("enzyme-kinetics"), tmp_path / "b", answers=suite)
+
+
+def _spoiled_copy(tmp_path: Path, name: str, text: str | bytes) -> Path:
     task = tmp_path / f"task-{name}"
     shutil.copytree(REPO / "environment" / "tasks" / "chem-fragment-pka-logp" / "task", task)
-    (task / name).write_text(text)
+    (task / name).write_bytes(text if isinstance(text, bytes) else text.encode())
     return task
 
 
 @pytest.mark.parametrize(
     ("name", "text", "found"),
     [
-        # a value beside its id, in the forms a note or a table takes, at the precision written
-        ("notes.md", "Measured: b2c6: 4.09\n", "the measured value of b2c6 beside its id ('b2c6: 4.09')"),
+        # values in any format: tests/environment/test_leakscan.py generates them; one written as stored
         (
-            "table.md",
-            "| id | logP |\n|---|---|\n| c012 | 3.98 |\n",
-            "the measured value of c012 beside its id",
+            "notes.md",
+            "Measured: b2c6: 4.09, c012 3.98 and 'aa24' = 3.21\n",
+            "the measured values of 3 of the 3",
         ),
-        ("values.json", '{"b2c6": 4.090}', "the measured value of b2c6 beside its id"),
         (
             "source.txt",
             "see SAMPL6 repository physical_properties/logP/experimental_data/logP_experimental_"
             "values.csv, Molecule ID SM02, logP mean (SEM 0.03), pH-metric octanol logP",
             "the source 'SAMPL6",
         ),
-        ("cite.md", "Data: DOI 10.1007/S10822-018-0168-0.", "the DOI 10.1007/s10822-018-0168-0"),
+        ("cite.md", "Data: DOI 10.1007/S10822-018-0168-0.", "the DOI '10.1007/s10822-018-0168-0'"),
         ("keys.csv", "molecule\npka-w-sm01\n", "the author key 'pka-w-sm01'"),
+        # weak keys (the task holds 9 of the 100 logp-sm##: 3.5 bits each) count only together
+        (
+            "keys.txt.gz",
+            gzip.compress(b"logp-sm02 logp-sm04, logp-sm07 logp-sm09 logp-sm11 logp-sm12", mtime=0),
+            "6 weak",
+        ),
     ],
 )
 def test_export_refuses_a_file_that_holds_the_answers(tmp_path, name, text, found):
@@ -204,7 +234,9 @@ def test_export_refuses_a_file_that_holds_the_answers(tmp_path, name, text, foun
     task = _spoiled_copy(tmp_path, name, text)
     with pytest.raises(ExportError, match="the answers would reach the agent") as info:
         export_task(task, tmp_path / "out", answers=answers)
-    assert f"environment/task/{name} ({found}" in str(info.value)
+    # named by the file (a compressed one with ! for what it holds) and what it holds
+    said = str(info.value)
+    assert re.search(rf"environment/task/{re.escape(name)}!? \({re.escape(found)}", said), said
     assert not (tmp_path / "out").exists()  # nothing is left behind for a run to pick up
 
 
@@ -364,8 +396,8 @@ def test_installed_agent_runs_reference_agent_and_leaves_atif(tmp_path, spu_env)
 
 @needs_harbor
 def test_installed_agent_reads_only_regular_log_files_on_the_host(tmp_path, spu_env):
-    # /logs/agent is a host folder the agent's container writes into: a link there must not make the host
-    # read a file of its own, and a pipe must not hang it
+    # /logs/agent is a host folder the agent's container writes into: a link (symbolic or hard) there must
+    # not make the host read a file of its own, and a pipe must not hang it
     env = _harbor_env(spu_env)
     elsewhere = tmp_path / "host-file.json"
     elsewhere.write_text(json.dumps({"final_metrics": {"total_prompt_tokens": 7}, "exit_status": "done"}))
@@ -379,6 +411,11 @@ def test_installed_agent_reads_only_regular_log_files_on_the_host(tmp_path, spu_
     assert _harbor_json(["context", str(regular)], env)["n_input_tokens"] == 7
     context = _harbor_json(["context", str(hostile)], env, timeout=120)
     assert context["n_input_tokens"] is None and context["metadata"] is None
+    # a hard link of a host file (the same inode under a second name) is not read either
+    linked = tmp_path / "linked"
+    linked.mkdir()
+    os.link(elsewhere, linked / "trajectory.json")
+    assert _harbor_json(["context", str(linked)], env)["n_input_tokens"] is None
 
 
 @needs_harbor

@@ -1,11 +1,10 @@
-"""The distributed artifacts hold no answers: the wheel and the sdist built from the repository carry no
-answers.json, no task spec (spec/ holds the measured values and their sources) and no measured value of a
-suite task. The grader reads answers from the repository or a path given (docs/harbor.md)."""
+"""The distributed artifacts hold nothing of a task folder but its ``task/``, and no mark of any task: the
+wheel and the sdist built from the repository's tracked files (pyproject.toml's package-data is an
+allow-list; MANIFEST.in drops what a stale manifest would add), read whole by the content scanner
+(environment/leakscan). The grader reads answers from the repository or a path given (docs/harbor.md)."""
 
 from __future__ import annotations
 
-import json
-import re
 import shutil
 import subprocess
 import sys
@@ -14,48 +13,25 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from shipped_files import REPO, every_task_scanner, outside_task_folders, shipped_task_files
 
-REPO = Path(__file__).resolve().parents[2]
-ANSWERS = sorted((REPO / "environment").rglob("answers.json"))
-
-
-def _fingerprints() -> list[bytes]:
-    """Each measured value beside its experiment id (JSON and CSV) and each value's source citation."""
-    found = set()
-    for path in ANSWERS:
-        for group in json.loads(path.read_text(encoding="utf-8"))["groups"]:
-            for eid, value in group["values"].items():
-                found |= {f'"{eid}": {json.dumps(value)}'.encode(), f"{eid},{value}".encode()}
-            found |= {s.encode() for s in (group.get("sources") or {}).values() if len(s) >= 24}
-        # the source study's DOIs: the agent must not be able to tell which study a task comes from
-        data = json.loads(path.read_text(encoding="utf-8"))
-        found |= {
-            d.rstrip(".),;").encode()
-            for d in re.findall(r"10\.\d{4,9}/[^\s\"',;]+", json.dumps(data.get("citation")))
-        }
-    return sorted(found)
+from environment.leakscan import scan_path
 
 
-def _offences(members: dict[str, bytes]) -> list[str]:
-    patterns = _fingerprints()
-    bad = []
-    for name, data in members.items():
-        parts = name.split("/")
-        suite_notes = "environment/tasks/" in name and parts[-1] in ("README.md", "baselines.json")
-        if parts[-1] == "answers.json" or "spec" in parts[:-1] or suite_notes:
-            bad.append(name)
-        elif any(p in data for p in patterns):
-            bad.append(f"{name} (holds an answer)")
-    return bad
+def _tracked_copy(into: Path) -> Path:
+    """The repository's tracked files, as a release builds from them."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True, timeout=60
+    ).stdout.split(b"\0")
+    for name in filter(None, (n.decode() for n in listed)):
+        if (REPO / name).is_file() and not (REPO / name).is_symlink():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, into / name)
+    return into
 
 
-@pytest.mark.slow
-def test_wheel_and_sdist_hold_no_answers(tmp_path):
-    assert len(ANSWERS) >= 3  # the repository keeps them (demo and suite tasks)
-    wheel_dir, sdist_dir = tmp_path / "wheel", tmp_path / "sdist"
-    # setuptools packs what an earlier build left in build/lib too: start clean
-    shutil.rmtree(REPO / "build", ignore_errors=True)
-    proc = subprocess.run(
+def _build(source: Path, out: Path) -> tuple[Path, Path]:
+    for command in (
         [
             sys.executable,
             "-m",
@@ -65,59 +41,70 @@ def test_wheel_and_sdist_hold_no_answers(tmp_path):
             "--no-build-isolation",
             "-q",
             "-w",
-            str(wheel_dir),
+            str(out),
             ".",
         ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+        [sys.executable, "-c", f"from setuptools import build_meta as b; b.build_sdist({str(out)!r})"],
+    ):
+        proc = subprocess.run(command, cwd=source, capture_output=True, text=True, timeout=600, check=False)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    (wheel,) = out.glob("*.whl")
+    (sdist,) = out.glob("*.tar.gz")
+    return wheel, sdist
+
+
+@pytest.mark.slow
+def test_wheel_and_sdist_ship_only_task_folders_and_no_marks(tmp_path):
+    source = _tracked_copy(tmp_path / "src")
+    # a manifest an earlier build left (the sdist reads it back): the task folders' other files are dropped
+    stale = source / "spu_scaffold.egg-info"
+    stale.mkdir()
+    (stale / "SOURCES.txt").write_text(
+        "environment/tasks/chem-fragment-pka-logp/card.json\nenvironment/tasks/chem-fragment-pka-logp/answers.json\n"
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    sdist_dir.mkdir()
-    proc = subprocess.run(
-        [sys.executable, "-c", f"from setuptools import build_meta as b; b.build_sdist({str(sdist_dir)!r})"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (wheel,) = wheel_dir.glob("*.whl")
-    (sdist,) = sdist_dir.glob("*.tar.gz")
+    wheel, sdist = _build(source, tmp_path / "dist")
     with zipfile.ZipFile(wheel) as zf:
-        wheel_members = {n: zf.read(n) for n in zf.namelist()}
+        wheel_names = zf.namelist()
     with tarfile.open(sdist) as tf:
-        sdist_members = {
-            m.name.split("/", 1)[1]: tf.extractfile(m).read() for m in tf.getmembers() if m.isfile()
-        }
-    # what the package needs is there: the demo tasks (without answers) and the suite's built tasks
-    for members in (wheel_members, sdist_members):
-        assert "environment/demo_tasks/aromatic-acidity/task/targets.csv" in members
-        assert "environment/tasks/chem-fragment-pka-logp/task/targets.csv" in members
-    assert "spu/cli.py" in wheel_members and "pyproject.toml" in sdist_members
-    assert _offences(wheel_members) == []
-    assert _offences(sdist_members) == []
+        sdist_names = [m.name.split("/", 1)[1] for m in tf.getmembers() if m.isfile()]
+    assert outside_task_folders(wheel_names) == []
+    assert outside_task_folders(sdist_names) == []
+    # all of each task/ ships, the suite's protein and site files included; and the package itself
+    shipped = shipped_task_files()
+    assert (
+        len(shipped) > 5 * 44
+        and "environment/tasks/bio-kinase-inhibitor-potency/task/proteins/p38.pdb" in shipped
+    )
+    assert sorted(set(shipped) - set(wheel_names)) == []
+    assert sorted(set(shipped) - set(sdist_names)) == []
+    assert "spu/cli.py" in wheel_names and "pyproject.toml" in sdist_names
+    # read whole, whatever the names: no author key, source identifier or value of any task
+    assert scan_path(wheel, every_task_scanner()) == []
+    assert scan_path(sdist, every_task_scanner()) == []
 
 
-def test_the_check_finds_an_answer():
-    """The offence check itself: a spec file, an answers file and a copied value are each found."""
-    path = ANSWERS[0]
-    group = json.loads(path.read_text(encoding="utf-8"))["groups"][0]
-    eid, value = next(iter(group["values"].items()))
-    members = {
-        "environment/tasks/x/spec/spec.yaml": b"",
-        "environment/demo_tasks/x/answers.json": b"{}",
-        "pkg/data.json": f'{{"{eid}": {json.dumps(value)}}}'.encode(),
-        "pkg/ok.json": b"{}",
-    }
-    assert _offences(members) == [
-        "environment/tasks/x/spec/spec.yaml",
-        "environment/demo_tasks/x/answers.json",
-        "pkg/data.json (holds an answer)",
+def test_the_allow_list_rule():
+    """The rule the artifact tests apply to names, on the paths a wheel, an sdist and an image give."""
+    assert (
+        outside_task_folders(
+            [
+                "environment/tasks/t/task/targets.csv",
+                "environment/tasks/t/task/proteins/a.pdb",
+                "spu_scaffold-0.1.0/environment/demo_tasks/__init__.py",
+                "img!/layer.tar!/opt/venv/lib/python3.11/site-packages/environment/demo_tasks/__pycache__/__init__.cpython-311.pyc",
+                "environment/taskbuild/card.py",
+            ]
+        )
+        == []
+    )
+    bad = [
+        "environment/tasks/t/card.json",
+        "environment/tasks/README.md",
+        "environment/tasks/t/spec/experiments.csv",
+        "environment/demo_tasks/d/answers.json",
+        "img!/layer.tar!/opt/venv/lib/python3.11/site-packages/environment/tasks/t/baselines.json",
     ]
+    assert outside_task_folders(bad) == bad
 
 
 def test_demo_answers_missing_from_an_install_say_where_to_get_them(tmp_path, monkeypatch):

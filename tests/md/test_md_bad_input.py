@@ -53,3 +53,20 @@ def test_an_element_openmm_does_not_know_is_unsupported_element(md_ctx):
     with pytest.raises(ToolError) as err:
         _run(md_ctx, components=[{"smiles": "[Og]", "count": 5}])
     assert err.value.code == "unsupported_element" and "Og" in err.value.message
+
+
+def test_md_analyze_on_files_mdtraj_cannot_parse_is_invalid_input(spu_env, tmp_path):
+    """A topology PDB with no atom made mdtraj raise IndexError, an internal_error before (found by the
+    racing-links test, tests/core/test_input_races.py)."""
+    from pathlib import Path
+
+    from tools_server.core.context import ToolContext
+    from tools_server.md.tools import MdAnalyzeInput, md_analyze
+
+    work = Path(spu_env["SPU_WORKDIR"])
+    (work / "traj.dcd").write_text("not a trajectory\n")
+    (work / "top.pdb").write_text("not a structure\n")
+    args = MdAnalyzeInput(trajectory_path=str(work / "traj.dcd"), topology_path=str(work / "top.pdb"))
+    with pytest.raises(ToolError) as err:
+        md_analyze(args, ToolContext("md_analyze", "t"))
+    assert err.value.code == "invalid_input" and "Could not read the trajectory" in err.value.message

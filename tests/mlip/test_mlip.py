@@ -3,6 +3,7 @@ package's real loader, and SevenNet-0 (weights shipped in its wheel) as the phys
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -144,7 +145,7 @@ def test_langevin_md_writes_frames(tiny_mace, ctx):
     assert all(s.temperature_k > 0 for s in md.series)
 
 
-def test_conformers_from_an_sdf_are_optimised_and_ranked(tiny_mace, tmp_path):
+def test_conformers_from_an_sdf_are_optimised_and_ranked(tiny_mace):
     """Ranking plumbing on a multi-record SDF like xtb_conformers' artifact (the model is random, so only the
     bookkeeping is checked: order, relative energies, Boltzmann weights, the SDF in ranked order)."""
     from rdkit import Chem
@@ -152,7 +153,7 @@ def test_conformers_from_an_sdf_are_optimised_and_ranked(tiny_mace, tmp_path):
 
     mol = Chem.AddHs(Chem.MolFromSmiles("CCCO"))
     ids = AllChem.EmbedMultipleConfs(mol, numConfs=3, randomSeed=5)
-    src = tmp_path / "confs.sdf"
+    src = Path(os.environ["SPU_WORKDIR"]) / "confs.sdf"  # a file tools may read
     writer = Chem.SDWriter(str(src))
     for cid in ids:
         writer.write(mol, confId=cid)
@@ -175,11 +176,11 @@ def test_conformers_from_an_sdf_are_optimised_and_ranked(tiny_mace, tmp_path):
     assert [float(r.GetProp("relative_energy_kcal_mol")) for r in records] == pytest.approx(rel, abs=1e-3)
 
 
-def test_conformers_of_other_molecules_are_refused(tiny_mace, tmp_path):
+def test_conformers_of_other_molecules_are_refused(tiny_mace):
     from rdkit import Chem
     from rdkit.Chem import AllChem
 
-    src = tmp_path / "mixed.sdf"
+    src = Path(os.environ["SPU_WORKDIR"]) / "mixed.sdf"  # a file tools may read
     writer = Chem.SDWriter(str(src))
     for smi in ("CCO", "CCN"):
         m = Chem.AddHs(Chem.MolFromSmiles(smi))
@@ -190,4 +191,4 @@ def test_conformers_of_other_molecules_are_refused(tiny_mace, tmp_path):
         mlip_conformers(
             MlipConformersInput(molecule=str(src), engine="mace_off", model=tiny_mace), ToolContext("c", "c")
         )
-    assert err.value.code == "invalid_input"
+    assert err.value.code == "invalid_input" and "not conformers of one molecule" in err.value.message

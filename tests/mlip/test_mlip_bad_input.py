@@ -39,7 +39,9 @@ def test_sevennet_refuses_an_element_outside_its_type_map(spu_env, ctx):
     assert err.value.code == "unsupported_element" and "Og" in err.value.message
 
 
-def test_conformers_from_an_sdf_with_atoms_at_one_point_are_refused(tiny_mace, ctx, tmp_path):
+def test_conformers_from_an_sdf_with_atoms_at_one_point_are_refused(tiny_mace, ctx, spu_env):
+    from pathlib import Path
+
     from rdkit import Chem
     from rdkit.Chem import AllChem
     from rdkit.Geometry import Point3D
@@ -48,7 +50,7 @@ def test_conformers_from_an_sdf_with_atoms_at_one_point_are_refused(tiny_mace, c
     AllChem.EmbedMolecule(mol, randomSeed=1)
     for k in (0, 1, 2):  # RDKit itself refuses NaN in a molfile; coincident atoms it reads
         mol.GetConformer().SetAtomPosition(k, Point3D(1.0, 2.0, 3.0))
-    path = tmp_path / "bad.sdf"
+    path = Path(spu_env["SPU_WORKDIR"]) / "bad.sdf"  # a file tools may read: under the work directory
     with Chem.SDWriter(str(path)) as writer:
         writer.write(mol)
     with pytest.raises(ToolError) as err:

@@ -197,3 +197,23 @@ def test_a_two_fragment_smiles_is_two_molecules_side_by_side(ctx):
     interaction_kcal = (pair.energy_hartree - 2 * water.energy_hartree) * 627.5095
     assert abs(interaction_kcal) < 2.0
     assert any("2 disconnected fragments" in w for w in pair.warnings)
+
+
+@pytest.mark.parametrize(
+    ("smiles", "formula"),
+    [("FC(F)(F)F", "CF4"), ("Fc1c(F)c(F)c(/N=N/c2c(F)c(F)c(F)c(F)c2F)c(F)c1F", "C12F10N2")],
+)
+def test_a_molecule_without_hydrogen_runs(ctx, smiles, formula):
+    """xtb_run crashed (engine_crashed, KeyError 'H') on any carbon compound without hydrogen, such as the
+    perfluorinated azobenzene of the photoswitch task: the Hill formula of the result assumed an H. The
+    energy is tblite's own at the same geometry (the fixed-seed 3D build of the SMILES)."""
+    from scipy.constants import physical_constants
+
+    from tools_server.molecules import load_molecule
+
+    item = _one(ctx, molecules=[smiles])
+    assert item.formula == formula
+    mol = load_molecule(smiles)
+    bohr = mol.coords_angstrom / (physical_constants["Bohr radius"][0] * 1e10)
+    assert item.energy_hartree == pytest.approx(_raw_energy("tblite", mol.numbers, bohr), abs=1e-7)
+    assert item.gap_ev > 0

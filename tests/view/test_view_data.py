@@ -327,3 +327,27 @@ def test_answers_beside_the_tasks_spu_batch_ran_are_found(tmp_path):
     (tmp_path / "runs" / "_batch" / "cfg.json").write_text(json.dumps({"tasks": [str(task_dir)]}))
     assert batch_answers(tmp_path / "runs") == [task_dir.parent / "answers.json"]
     assert batch_answers(tmp_path / "elsewhere") == []
+
+
+def test_one_run_is_graded_with_the_answers_beside_its_task(demo_run, tmp_path):
+    """`spu view RUN` on a run of a task kept as `spu task build` and the suite keep it (`answers.json`
+    beside the task folder) said "not graded: no answers"; the answers beside the run's task are found."""
+    from environment.demo_tasks import demo_answers_path, demo_task_dir
+
+    task_dir = tmp_path / "suite" / "acid" / "task"
+    shutil.copytree(demo_task_dir("aromatic-acidity"), task_dir)
+    contract = task_dir / "contract.json"
+    contract.write_text(contract.read_text().replace("demo-aromatic-acidity", "acid-copy"))
+    answers = demo_answers_path("aromatic-acidity").read_text().replace("demo-aromatic-acidity", "acid-copy")
+    (task_dir.parent / "answers.json").write_text(answers)
+    run = tmp_path / "run"
+    shutil.copytree(demo_run, run)
+    start = json.loads((run / "trajectory.jsonl").read_text().splitlines()[0])
+    for name in ("trajectory.jsonl", "run.json", "rankings.json"):
+        text = (run / name).read_text().replace("demo-aromatic-acidity", "acid-copy")
+        (run / name).write_text(text.replace(json.dumps(start["task_dir"])[1:-1], str(task_dir)))
+    for draft in (run / "drafts").glob("*.json"):
+        draft.write_text(draft.read_text().replace("demo-aromatic-acidity", "acid-copy"))
+    graded = collect(run)["runs"][0]
+    assert "grading" not in graded, graded.get("grading")
+    assert graded["score"]["score"] == collect(demo_run)["runs"][0]["score"]["score"]

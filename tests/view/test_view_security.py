@@ -1,4 +1,4 @@
-"""`spu view` against hostile folders and requests: links out of the folder shown are not followed,
+"""`spu view` against hostile folders and requests: no link below the folder shown is followed,
 NaN and deeply nested JSON give a page that says what is wrong (both modes), and the served page answers
 only on loopback, to its own Host, with the token of this start."""
 
@@ -65,7 +65,7 @@ def test_links_out_of_the_folder_are_not_followed(demo_run, outside, tmp_path):
     assert SECRET not in decode_all(html) and SECRET not in html
     assert [r["label"] for r in data["runs"]] == ["cfg/demo-aromatic-acidity/run-1"]
     assert data["outputs"] == [] or all(not o["tables"] for o in data["outputs"])
-    where = {p["where"] for p in all_problems(data) if "leads out of the folder" in p["message"]}
+    where = {p["where"] for p in all_problems(data) if "is a link" in p["message"]}
     assert "report.md" in where and "drafts" not in {r["label"] for r in data["runs"]}
 
 
@@ -77,7 +77,7 @@ def test_a_run_whose_files_all_link_out_is_shown_empty(outside, tmp_path):
     (run / "trajectory.jsonl").symlink_to("/etc/passwd")
     html, data = build_page(run)
     assert SECRET not in decode_all(html) and "root:" not in decode_all(html)
-    where = {p["where"] for p in all_problems(data) if "leads out of the folder" in p["message"]}
+    where = {p["where"] for p in all_problems(data) if "is a link" in p["message"]}
     assert {"rankings.json", "run.json", "sources.json", "trajectory.jsonl"} <= where
 
 

@@ -1,9 +1,17 @@
-"""RDKit descriptor presets and the unit of each reported value."""
+"""RDKit descriptor presets and the unit of each reported value.
+
+Values are reported to ``SIGNIFICANT_DIGITS`` significant digits (:func:`_clean`): what a float descriptor
+carries beyond that is the order of a floating-point sum, and a fixed number of decimals would tie small
+values that differ (partial charges, BCUT terms) and split values that agree.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+#: Significant digits of every reported float (the screen of ``spu baselines`` compares at the same).
+SIGNIFICANT_DIGITS = 10
 
 #: name -> unit for the curated presets (RDKit's own descriptor names are kept as written).
 UNITS: dict[str, str] = {
@@ -21,6 +29,8 @@ UNITS: dict[str, str] = {
     "fraction_csp3": "fraction",
     "formal_charge": "e",
     "stereocenters": "count (assigned and unassigned)",
+    "stereocenters_r": "count (assigned centres with the CIP label R)",
+    "stereocenters_s": "count (assigned centres with the CIP label S)",
     "lipinski_hbd": "count (N-H and O-H, Lipinski's definition)",
     "lipinski_hba": "count (N and O atoms, Lipinski's definition)",
     "lipinski_violations": "count of Ro5 rules broken (MW > 500, logP > 5, HBD > 5, HBA > 10)",
@@ -51,8 +61,19 @@ def _physchem() -> dict[str, Callable[[Any], Any]]:
         "stereocenters": lambda m: len(
             Chem.FindMolChiralCenters(m, includeUnassigned=True, useLegacyImplementation=False)
         ),
+        "stereocenters_r": lambda m: _cip_count(m, "R"),
+        "stereocenters_s": lambda m: _cip_count(m, "S"),
         "qed": lambda m: __import__("rdkit.Chem.QED", fromlist=["qed"]).qed(m),
     }
+
+
+def _cip_count(mol: Any, label: str) -> int:
+    """Assigned stereocentres whose CIP label is ``label`` (``R`` or ``S``)."""
+    from rdkit import Chem
+
+    return sum(
+        1 for _, found in Chem.FindMolChiralCenters(mol, useLegacyImplementation=False) if found == label
+    )
 
 
 def _lipinski(m: Any) -> dict[str, Any]:
@@ -99,14 +120,20 @@ def compute(mol: Any, preset: str, names: list[str] | None = None) -> dict[str, 
 
 
 def _clean(value: Any) -> Any:
-    """A descriptor's value as plain Python: booleans and integers as they are, anything else a float
-    (NaN where RDKit gives no number; the result's type carries it as null)."""
+    """A descriptor's value as plain Python: booleans and integers as they are, anything else a float to
+    ``SIGNIFICANT_DIGITS`` significant digits, ``None`` where RDKit gives no finite number (the result's type
+    carries it as null)."""
+    import math
+
     if isinstance(value, bool | int):
         return value
     try:
-        return round(float(value), 6)
+        f = float(value)
     except (TypeError, ValueError):
-        return float("nan")
+        return None
+    if not math.isfinite(f):
+        return None
+    return float(f"{f:.{SIGNIFICANT_DIGITS}g}")
 
 
 def units_for(preset: str, names: list[str] | None) -> dict[str, str]:
@@ -132,6 +159,8 @@ def _physchem_keys() -> tuple[str, ...]:
         "fraction_csp3",
         "formal_charge",
         "stereocenters",
+        "stereocenters_r",
+        "stereocenters_s",
         "qed",
     )
 

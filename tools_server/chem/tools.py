@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from tools_server.molecules import MoleculeText
 from tools_server.plugin import (
     BatchResult,
     FiniteOrNull,
@@ -24,7 +25,7 @@ from tools_server.plugin import (
     tool,
 )
 
-MoleculeList = list[str]
+MoleculeList = list[MoleculeText]
 _MOL_DESC = (
     "Molecules: SMILES, molblock, XYZ text, or a path to an .sdf/.mol/.xyz file (an earlier tool's artifact; "
     "'file.sdf#3' picks record 3, counting from 0)."
@@ -125,6 +126,22 @@ def _keys(molecules: list[str]) -> list[str]:
     return [cache_key(m) for m in molecules]
 
 
+def _item_keys(molecules: list[str]) -> list[str]:
+    """:func:`_keys` for a tool that reports a molecule over the size limits as an item error, not as the
+    call's: such a molecule is keyed by its text."""
+    import hashlib
+
+    from tools_server.molecules import MoleculeError, cache_key
+
+    keys = []
+    for text in molecules:
+        try:
+            keys.append(cache_key(text))
+        except MoleculeError:
+            keys.append("raw:" + hashlib.sha256(text.strip().encode()).hexdigest())
+    return keys
+
+
 def _error_item(index: int, exc: Exception) -> dict[str, Any]:
     from tools_server.molecules import MoleculeError
 
@@ -157,9 +174,9 @@ def _parse_all(
 
 
 def _set_rdkit_engine(ctx: ToolContext) -> None:
-    from rdkit import rdBase
-
-    ctx.set_engine("rdkit", rdBase.rdkitVersion, device="cpu")
+    # the installed distribution's version, as the provenance's `engines` table spells it (rdBase's own
+    # string pads the month: 2026.09.1 beside 2026.9.1)
+    ctx.set_engine("rdkit", device="cpu")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -239,7 +256,7 @@ def parse_one(index: int, mol: Any, warnings: list[str]) -> ParseItem:
     idempotent=True,
     engines=("rdkit",),
     time_limit_s=600,
-    canonicalize=lambda a: {"molecules": [m.strip() for m in a.molecules]},
+    canonicalize=lambda a: {"molecules": _item_keys(a.molecules)},
     title="Parse and check molecules",
 )
 def chem_parse(args: ParseInput, ctx: ToolContext) -> ParseResult:
@@ -271,8 +288,8 @@ class DescriptorInput(BaseModel):
     preset: Literal["physchem", "lipinski", "all"] = Field(
         "physchem",
         description="physchem: MW, exact mass, Crippen logP, TPSA, HBD/HBA, rotatable bonds, rings, Fsp3, "
-        "charge, stereocentres, QED; lipinski: rule-of-five and Veber terms; all: every RDKit descriptor "
-        "(~210).",
+        "charge, stereocentres (all, R, S), QED; lipinski: rule-of-five and Veber terms; all: every RDKit "
+        "descriptor (~210).",
     )
     names: list[str] | None = Field(
         None,
@@ -287,6 +304,7 @@ def _descriptor_key(args: DescriptorInput) -> dict[str, Any]:
 
 @tool(
     name="chem_descriptors",
+    version="2",
     resource="cpu",
     read_only=True,
     idempotent=True,
@@ -297,11 +315,12 @@ def _descriptor_key(args: DescriptorInput) -> dict[str, Any]:
 )
 def chem_descriptors(args: DescriptorInput, ctx: ToolContext) -> DescriptorsResult:
     """Compute RDKit descriptors for up to 10,000 molecules. Presets: `physchem` (mol_weight_g_mol,
-    exact_mass_da, logp_crippen, tpsa_a2 in Å², hbd, hba, rotatable_bonds, rings, fraction_csp3, qed ...),
-    `lipinski` (rule-of-five terms and violations, Veber), `all` (every RDKit descriptor under its RDKit
-    name), or explicit RDKit descriptor `names`. Output: `units` (per field), one item per molecule with
-    `descriptors`; per-item errors (ok=false, error.code). Large tables are written to `table_csv` with a
-    preview inline. logp_crippen is Wildman-Crippen, not PubChem's XLogP3."""
+    exact_mass_da, logp_crippen, tpsa_a2 in Å², hbd, hba, rotatable_bonds, rings, fraction_csp3,
+    stereocenters with stereocenters_r and stereocenters_s by CIP label, qed ...), `lipinski` (rule-of-five
+    terms and violations, Veber), `all` (every RDKit descriptor under its RDKit name), or explicit RDKit
+    descriptor `names`. Output: `units` (per field), one item per molecule with `descriptors` (floats to 10
+    significant digits); per-item errors (ok=false, error.code). Large tables are written to `table_csv` with
+    a preview inline. logp_crippen is Wildman-Crippen, not PubChem's XLogP3."""
     from tools_server.chem import descriptors
     from tools_server.plugin import table_result
 

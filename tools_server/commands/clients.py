@@ -7,12 +7,11 @@ tools plus the server's own), the longest call from :data:`~tools_server.core.wa
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -304,30 +303,32 @@ def _string_env(env: Any) -> dict[str, str]:
 
 
 # -- Codex ------------------------------------------------------------------------------------------------
+#
+# The user's config.toml is edited through tomlkit, a TOML library that keeps comments, order and spelling:
+# spu's server table is found in whichever valid spelling the file uses (a [table] header, quoted or dotted
+# keys, an inline table, sub-tables anywhere in the file), replaced where it stands, and every other key
+# is left as it was. The result is parsed again and compared with what it must hold before anything is
+# written: a file that would not parse, or would say anything else, is never written.
 
 
-def codex_toml(
-    tools: list[str] | None = None, env: dict[str, str] | None = None, kept: Iterable[str] = ()
-) -> str:
-    """spu's tables for Codex's config.toml. ``env``: the server's variables (default :func:`server_env`);
-    ``kept``: lines of the user's own keys in ``[mcp_servers.spu]``, written after spu's."""
+def codex_toml(tools: list[str] | None = None, env: dict[str, str] | None = None) -> str:
+    """spu's tables for Codex's config.toml. ``env``: the server's variables (default :func:`server_env`)."""
     command, _ = server_command()
     tools = all_tool_names() if tools is None else tools
     env = server_env() if env is None else env
     lines = [
         f"[mcp_servers.{SERVER_NAME}]",
-        f"command = {json.dumps(command[0])}",
-        f"args = {json.dumps(command[1:])}",
+        f"command = {_toml_value(command[0])}",
+        f"args = {_toml_value(command[1:])}",
         "# codex exec stops with an error instead of running without the tools when the server fails",
         "required = true",
         f"startup_timeout_sec = {CODEX_STARTUP_TIMEOUT_S}",
         f"# above the longest call: job_wait with the largest wait_s ({WAIT_S_MAX:g} s)",
         f"tool_timeout_sec = {CODEX_TOOL_TIMEOUT_S}",
-        *kept,
     ]
     if env:
         lines.append(f"[mcp_servers.{SERVER_NAME}.env]")
-        lines += [f"{k} = {json.dumps(v)}" for k, v in env.items()]
+        lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in env.items()]
     # codex exec cannot ask for approval: every tool of the server is approved (derived from the registry)
     for name in tools:
         lines += [f"[mcp_servers.{SERVER_NAME}.tools.{name}]", 'approval_mode = "approve"']
@@ -340,10 +341,8 @@ CODEX_BLOCK_END = (
     "# end of spu's tables: a key written below lands in the table above; top-level keys (model,\n"
     "# model_provider ...) go at the top of the file, before the first [table]"
 )
-#: the keys spu writes in its server table (the user's other keys there are kept)
-_SPU_SERVER_KEYS = {"command", "args", "required", "startup_timeout_sec", "tool_timeout_sec"}
-_KEY = re.compile(r"^\s*([A-Za-z0-9_.\"-]+?)\s*=")
-_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
+#: the approval key of a tool table; any other key found in spu's tool tables was appended after them
+_APPROVAL = "approval_mode"
 
 
 @dataclass(frozen=True)
@@ -357,60 +356,73 @@ class CodexProvider:
     wire_api: str = "responses"
     env_key: str | None = None
 
-    def top_level(self) -> list[str]:
-        lines = [f"model = {json.dumps(self.model)}"] if self.model else []
-        return [*lines, f"model_provider = {json.dumps(self.name)}"]
+    def top_level(self) -> dict[str, str]:
+        keys = {"model": self.model} if self.model else {}
+        return {**keys, "model_provider": self.name}
 
-    def table(self) -> list[str]:
+    def table(self) -> dict[str, str]:
         if not self.base_url:
-            return []
-        lines = [
-            f"[model_providers.{self.name}]",
-            f"name = {json.dumps(self.name)}",
-            f"base_url = {json.dumps(self.base_url)}",
-            f"wire_api = {json.dumps(self.wire_api)}",
-        ]
-        return lines + ([f"env_key = {json.dumps(self.env_key)}"] if self.env_key else [])
+            return {}
+        keys = {"name": self.name, "base_url": self.base_url, "wire_api": self.wire_api}
+        return keys | ({"env_key": self.env_key} if self.env_key else {})
 
 
 class CodexConfigError(ValueError):
-    """The Codex config cannot be written without losing one of the user's settings."""
+    """The Codex config cannot be written without losing or changing one of the user's settings."""
 
 
 @dataclass
 class CodexWrite:
-    """A Codex config with spu's tables written: ``moved``, keys that had landed in spu's tables and are
-    back at the top level; ``replaced``, top-level lines the provider options replaced (``old -> new``)."""
+    """A Codex config with spu's tables written: ``moved``, keys that had landed in spu's tool tables and
+    are back at the top level (dotted paths); ``replaced``, top-level keys the provider options replaced
+    (``old -> new``)."""
 
     text: str
     moved: list[str] = field(default_factory=list)
     replaced: list[str] = field(default_factory=list)
 
 
-def _is_spu_table(name: str) -> bool:
-    return name == f"mcp_servers.{SERVER_NAME}" or name.startswith(f"mcp_servers.{SERVER_NAME}.")
+def _leaves(value: dict[str, Any], prefix: tuple[str, ...] = ()) -> dict[tuple[str, ...], Any]:
+    """``{path: value}`` for every non-table value under ``value``."""
+    out: dict[tuple[str, ...], Any] = {}
+    for key, item in value.items():
+        if isinstance(item, dict):
+            out |= _leaves(item, (*prefix, key))
+        else:
+            out[(*prefix, key)] = item
+    return out
 
 
-def _value(line: str) -> Any:
-    """The value a ``key = value`` line sets (None when it does not parse on its own)."""
+def _lookup(data: dict[str, Any], path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return None
+        data = data[key]
+    return data
+
+
+def _set_path(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    """Set ``value`` at ``path`` in a plain dict or a tomlkit container, making the tables on the way."""
+    for key in path[:-1]:
+        if key not in data:
+            data[key] = {}
+        data = data[key]
+    data[path[-1]] = value
+
+
+def _dotted(path: tuple[str, ...]) -> str:
+    return ".".join(path)
+
+
+def parse_toml(text: str) -> dict[str, Any]:
+    """``text`` parsed by the standard library's TOML reader (the reference here; tomlkit edits); a
+    :class:`CodexConfigError` naming the line when it is not TOML."""
     import tomllib
 
     try:
-        return tomllib.loads(line)
-    except tomllib.TOMLDecodeError:
-        return None
-
-
-def _string_table(lines: list[str]) -> dict[str, str]:
-    """A table's ``key = "string"`` entries (an env table holds nothing else Codex can use)."""
-    found: dict[str, str] = {}
-    for line in lines:
-        parsed = _value(line)
-        if isinstance(parsed, dict) and len(parsed) == 1:
-            ((key, value),) = parsed.items()
-            if isinstance(value, str):
-                found[key] = value
-    return found
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise CodexConfigError(f"not valid TOML ({exc}); fix it, or move it away, and rerun") from None
 
 
 def write_codex_config(
@@ -420,85 +432,219 @@ def write_codex_config(
     task_roots: Iterable[Path] = (),
     provider: CodexProvider | None = None,
 ) -> CodexWrite:
-    """``text`` (a Codex config.toml) with spu's tables written at the end and ``provider`` at the top.
+    """``text`` (a Codex config.toml) with spu's server table replaced where it stands (added at the end
+    when absent) and ``provider`` at the top.
 
-    Nothing of the user's is lost: other tables and top-level keys stay; in spu's server table the user's
-    own keys stay and its ``env`` variables are merged with spu's (the ``SPU_INPUT_ROOTS`` folders of
+    Nothing of the user's is lost: other tables, keys and comments stay where they are; in spu's table the
+    user's own keys stay and its ``env`` variables are merged with spu's (the ``SPU_INPUT_ROOTS`` folders of
     both kept). A key that had landed inside spu's tool tables (appended after them, so TOML read it as
-    part of the last one) moves back to the top level; when the top level already sets it to another
-    value, :class:`CodexConfigError` says so and nothing is written."""
-    given = provider.top_level() if provider is not None else []
-    given_keys = {_KEY.match(line).group(1) for line in given}
+    part of the last one) moves back to the top level; when the top level already sets it to another value,
+    :class:`CodexConfigError` says so. :class:`CodexConfigError` too when ``text`` is not TOML, or when the
+    file cannot be rewritten to hold exactly the settings it must (checked by parsing the result)."""
+    import tomlkit
 
-    def provider_sets(key: str) -> bool:  # a top-level key, table or dotted key the provider options write
-        own = f"model_providers.{provider.name}" if provider is not None else None
-        return key in given_keys or (own is not None and (key == own or key.startswith(own + ".")))
+    data = parse_toml(text)
+    try:
+        tomlkit.parse(text)
+    except tomlkit.exceptions.TOMLKitError as exc:  # valid TOML the editing library cannot keep as written
+        raise CodexConfigError(
+            f"the TOML editor cannot read this file ({exc}): add spu's table by hand from `spu config codex`"
+        ) from None
+    servers = data.get("mcp_servers", {})
+    if not isinstance(servers, dict):
+        raise CodexConfigError("mcp_servers is not a table; fix it and rerun")
+    old = servers.get(SERVER_NAME)
+    old = old if isinstance(old, dict) else {}
+    own_provider = ("model_providers", provider.name) if provider is not None else None
+    given = provider.top_level() if provider is not None else {}
 
-    top: list[str] = []
-    tables: list[tuple[str, list[str]]] = []  # (table name, its lines including the header)
-    for line in text.splitlines():
-        header = _HEADER.match(line)
-        if header:
-            tables.append((header.group(1).replace(" ", ""), [line]))
-        elif not tables:
-            top.append(line)
-        else:
-            tables[-1][1].append(line)
-    server, env_table = f"mcp_servers.{SERVER_NAME}", f"mcp_servers.{SERVER_NAME}.env"
-    kept: list[str] = []
-    old_env: dict[str, str] = {}
-    hoisted: dict[str, str] = {}  # key -> line, for keys that landed in spu's tool tables
-    for name, lines in tables:
-        for line in lines[1:]:
-            key = _KEY.match(line)
-            if key is None:
-                continue
-            if name == server and key.group(1) not in _SPU_SERVER_KEYS:
-                kept.append(line.strip())
-            elif name.startswith(f"{server}.tools.") and key.group(1) != "approval_mode":
-                hoisted[key.group(1)] = line.strip()
-        if name == env_table:
-            old_env = _string_table(lines[1:])
-    top_keys = {m.group(1): line for line in top if (m := _KEY.match(line))}
-    for key, line in list(hoisted.items()):
-        if provider_sets(key):
-            del hoisted[key]  # the provider options set it explicitly
-        elif key in top_keys:
-            if _value(top_keys[key]) != _value(line):
-                raise CodexConfigError(
-                    f"{key} is set twice: `{top_keys[key].strip()}` at the top of the file and `{line}` "
-                    f"written after spu's tables (where TOML reads it as part of spu's last tool table, "
-                    "so Codex ignores it); delete the one you do not want and rerun"
-                )
-            del hoisted[key]  # the same value twice: the top-level one stays
+    def provider_sets(path: tuple[str, ...]) -> bool:  # a key the provider options write explicitly
+        return (len(path) == 1 and path[0] in given) or (
+            own_provider is not None and path[:2] == own_provider and bool(provider.table())
+        )
+
+    hoisted = _hoisted_keys(data, old, provider_sets)
+    block = _spu_block(old, all_tool_names() if tools is None else tools, task_roots)
+    block_text = tomlkit.dumps(block)
+    new_spu = parse_toml(block_text)["mcp_servers"][SERVER_NAME]
+
+    expected = dict(data)
+    expected["mcp_servers"] = {**servers, SERVER_NAME: new_spu}
     replaced = [
-        f"{top_keys[k].strip()} -> {line}"
-        for line in given
-        if (k := _KEY.match(line).group(1)) in top_keys and top_keys[k].strip() != line
+        f"{key} = {_toml_value(data[key])} -> {key} = {_toml_value(value)}"
+        for key, value in given.items()
+        if key in data and data[key] != value
     ]
+    edits = [*hoisted.items(), *(((k,), v) for k, v in given.items())]
+    if own_provider is not None:
+        edits += [((*own_provider, k), v) for k, v in provider.table().items()]
+    for path, value in edits:
+        expected = _with(expected, path, value)
+
+    def attempt(place: str) -> str:
+        """The file with spu's table placed by ``place``: ``merge`` (key by key into the table where it
+        stands), ``regroup`` (a new table in its group), ``inline`` (inside an inline table), ``end``."""
+        doc = tomlkit.parse(text)
+        parent = doc.get("mcp_servers")
+        if place == "merge":
+            _merge_into(parent[SERVER_NAME], new_spu)
+        elif place in ("regroup", "inline", "end") and parent is not None and SERVER_NAME in parent:
+            del parent[SERVER_NAME]
+        if place == "regroup":
+            parent[SERVER_NAME] = tomlkit.parse(block_text)["mcp_servers"][SERVER_NAME]
+        elif place == "inline":
+            parent[SERVER_NAME] = _inline(new_spu)
+        for path, value in edits:
+            _set_path(doc, path, value)
+        edited = tomlkit.dumps(doc)
+        if place == "end":  # a [header] there opens a table of its own, whatever stands above it
+            return f"{edited.rstrip()}\n\n{block_text}" if edited.strip() else block_text
+        return edited
+
+    current = tomlkit.parse(text).get("mcp_servers")
+    inline_parent = isinstance(current, tomlkit.items.InlineTable)
+    if inline_parent:  # a table written inline takes no [header]: spu's goes inside it
+        places = ["merge" if SERVER_NAME in servers else "inline"]
+    elif isinstance(servers.get(SERVER_NAME), dict):
+        inline_spu = isinstance(current[SERVER_NAME], tomlkit.items.InlineTable)
+        places = ["regroup", "end"] if inline_spu else ["merge", "regroup", "end"]
+    else:
+        places = ["end"]
+    problems = []
+    for place in places:
+        try:
+            candidate = attempt(place)
+            if parse_toml(candidate) == expected:
+                return CodexWrite(candidate, [_dotted(p) for p in hoisted], replaced)
+            problems.append(f"{place}: the result holds other settings")
+        except (CodexConfigError, tomlkit.exceptions.TOMLKitError, TypeError, KeyError, ValueError) as exc:
+            problems.append(f"{place}: {exc}")
+    raise CodexConfigError(
+        "spu's table could not be written without changing the file's other settings "
+        f"({'; '.join(problems)}): write [mcp_servers.spu] by hand from `spu config codex`"
+    )
+
+
+def _hoisted_keys(
+    data: dict[str, Any], old: dict[str, Any], provider_sets: Callable[[tuple[str, ...]], bool]
+) -> dict[tuple[str, ...], Any]:
+    """Keys that landed in spu's tool tables (written after them, so TOML read them as part of the last one)
+    and go back to their place: ``{path: value}``, without those the provider options set and those already
+    set to the same value; :class:`CodexConfigError` for one set to another value at its place."""
+    hoisted: dict[tuple[str, ...], Any] = {}
+    old_tools = old.get("tools") if isinstance(old.get("tools"), dict) else {}
+    for table in old_tools.values():
+        if isinstance(table, dict):
+            rest = {k: v for k, v in table.items() if k != _APPROVAL}
+            hoisted |= {path: value for path, value in _leaves(rest).items() if not provider_sets(path)}
+    for path, value in list(hoisted.items()):
+        here = _lookup(data, path)
+        if here is None:
+            continue
+        if here != value:
+            raise CodexConfigError(
+                f"{_dotted(path)} is set twice: `{_dotted(path)} = {_toml_value(here)}` at its place in the "
+                f"file and `{path[-1]} = {_toml_value(value)}` written after spu's tables (where TOML reads "
+                "it as part of spu's last tool table, so Codex ignores it); delete the one you do not want "
+                "and rerun"
+            )
+        del hoisted[path]  # the same value twice: the one in its place stays
+    return hoisted
+
+
+def _spu_block(old: dict[str, Any], tools: list[str], task_roots: Iterable[Path]) -> Any:
+    """spu's table as a tomlkit document (with its comments): ours, over the user's ``old`` table, whose
+    own keys stay, whose ``env`` is merged with ours (the ``SPU_INPUT_ROOTS`` folders of both kept) and whose
+    approvals of tools spu no longer has stay."""
+    import tomlkit
+
     new_env = server_env(task_roots)
+    old_env = {k: v for k, v in (old.get("env") or {}).items() if isinstance(v, str)}
     env = {**old_env, **new_env}
     if roots := join_roots(old_env.get(INPUT_ROOTS), new_env.get(INPUT_ROOTS)):
         env[INPUT_ROOTS] = roots
-    block = codex_toml(tools, env, kept)
+    block = tomlkit.parse(codex_toml(tools, env))
+    ours = block["mcp_servers"][SERVER_NAME]
+    for key, value in old.items():  # the user's own keys stay (ours win)
+        if key == "env" and isinstance(value, dict):
+            if kept := {k: v for k, v in value.items() if k not in env}:  # values that are not text
+                ours.setdefault("env", {}).update(kept)
+        elif key == "tools" and isinstance(value, dict):
+            for name, table in value.items():
+                if name not in tools and isinstance(table, dict) and _APPROVAL in table:
+                    ours.setdefault("tools", {})[name] = {_APPROVAL: table[_APPROVAL]}
+        elif key not in ours:
+            ours[key] = value
+    return block
 
-    kept_tables = [lines for name, lines in tables if not _is_spu_table(name) and not provider_sets(name)]
-    top = [line for line in top if not ((key := _KEY.match(line)) and provider_sets(key.group(1)))]
-    parts = ["\n".join(top).strip("\n"), "\n".join([*hoisted.values(), *given])]
-    parts += ["\n".join(lines).strip("\n") for lines in kept_tables]
-    if provider is not None and provider.table():
-        parts.append("\n".join(provider.table()))
-    parts.append(block.strip("\n"))
-    return CodexWrite("\n\n".join(p for p in parts if p) + "\n", list(hoisted), replaced)
+
+def _merge_into(table: Any, new: dict[str, Any]) -> None:
+    """Make the tomlkit ``table`` hold exactly ``new``, key by key where its keys stand (tables inside an
+    inline table are written inline)."""
+    import tomlkit
+
+    inline = isinstance(table, tomlkit.items.InlineTable)
+    for key, value in new.items():
+        if isinstance(value, dict) and isinstance(table.get(key), dict):
+            _merge_into(table[key], value)
+        elif key not in table or table[key] != value:
+            table[key] = _inline(value) if inline else value
+    for key in [k for k in table if k not in new]:
+        del table[key]
+
+
+def _with(data: dict[str, Any], path: tuple[str, ...], value: Any) -> dict[str, Any]:
+    """A copy of ``data`` with ``value`` at ``path`` (the tables on the way copied, not shared)."""
+    head, rest = path[0], path[1:]
+    inner = data.get(head)
+    return {**data, head: _with(inner if isinstance(inner, dict) else {}, rest, value) if rest else value}
+
+
+def _inline(value: Any) -> Any:
+    """``value`` with every table as an inline table (for a table that sits inside an inline table)."""
+    import tomlkit
+
+    if not isinstance(value, dict):
+        return value
+    table = tomlkit.inline_table()
+    for key, item in value.items():
+        table[key] = _inline(item)
+    return table
+
+
+def _toml_key(key: str) -> str:
+    """A key as TOML writes it: bare when it can be, else quoted."""
+    import tomlkit
+
+    return tomlkit.key(key).as_string()
+
+
+def _toml_value(value: Any) -> str:
+    """A value as TOML writes it (``"text"``, ``1``, ``true``)."""
+    import tomlkit
+
+    return tomlkit.item(value).as_string()
+
+
+class MarkedSectionError(ValueError):
+    """A file's generated section is not one well-formed start ... end pair."""
 
 
 def upsert_marked_section(text: str, section: str, start: str, end: str) -> str:
-    """``text`` with the block between ``start`` and ``end`` replaced by ``section`` (appended if absent)."""
+    """``text`` with the block between ``start`` and ``end`` replaced by ``section`` (appended if absent).
+    :class:`MarkedSectionError` when the markers are not one start line followed by one end line (a
+    section cut by hand): replacing it could delete the user's text."""
     block = f"{start}\n{section.strip()}\n{end}\n"
+    starts, ends = text.count(start), text.count(end)
     i, j = text.find(start), text.find(end)
-    if i >= 0 and j > i:
-        rest = text[j + len(end) :].lstrip("\n")
-        return text[:i] + block + ("\n" + rest if rest else "")
-    if not text:
-        return block
-    return text + ("\n" if text.endswith("\n") else "\n\n") + block
+    if (starts, ends) == (0, 0):
+        if not text:
+            return block
+        return text + ("\n" if text.endswith("\n") else "\n\n") + block
+    if (starts, ends) != (1, 1) or j < i:
+        raise MarkedSectionError(
+            f"the spu section's markers are not one start line followed by one end line ({starts} start, "
+            f"{ends} end); remove the section by hand (from {start[:30]}... to {end}) and rerun"
+        )
+    rest = text[j + len(end) :].lstrip("\n")
+    return text[:i] + block + ("\n" + rest if rest else "")

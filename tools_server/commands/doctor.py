@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import json
 import os
 import signal
-import subprocess
 import sys
 import textwrap
-import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed, wait
@@ -32,6 +31,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools_server.commands.doctor_runner import (
+    Zygote,
+    ZygoteGone,
+    imports_of,
+    kill_all,
+    run_fresh,
+    shared_imports,
+)
 from tools_server.core.domain import DoctorCheck
 
 MARKER = "SPU-DOCTOR-RESULT:"
@@ -60,6 +67,8 @@ class CheckResult:
     version: str | None = None
     wall_s: float = 0.0
     facts: dict[str, Any] = field(default_factory=dict)
+    #: reused from the last run (the environment's fingerprint and the check's code unchanged)
+    cached: bool = False
 
 
 CORE_CHECKS: tuple[DoctorCheck, ...] = (
@@ -118,7 +127,9 @@ def engine_checks(registry: Any = None) -> list[DoctorCheck]:
 
 
 def plugin_results(registry: Any) -> list[CheckResult]:
-    """One failed check per plugin the server could not load (it skips them; the other tools work)."""
+    """One failed check per plugin the server could not load (it skips them; the other tools work), with
+    the fix where it was named: an entry point is fixed in the package that declares it, a module in
+    ``SPU_TOOL_MODULES``."""
     return [
         CheckResult(
             f"plugin {e['plugin']}",
@@ -126,10 +137,22 @@ def plugin_results(registry: Any) -> list[CheckResult]:
             "fail",
             True,
             e["error"],
-            "fix the plugin, or remove it from SPU_TOOL_MODULES (or uninstall its package)",
+            _plugin_fix(e),
         )
         for e in registry.load_errors
     ]
+
+
+def _plugin_fix(error: dict[str, str]) -> str:
+    if error["source"] == "SPU_TOOL_MODULES":
+        return "fix the module, or remove it from SPU_TOOL_MODULES"
+    dist = error.get("distribution")
+    if dist:
+        return (
+            f"the installed package {dist} declares this entry point: reinstall it (pip install "
+            f"--force-reinstall {dist}) or, if you do not use it, uninstall it (pip uninstall {dist})"
+        )
+    return "the installed package that declares this entry point is broken: reinstall or uninstall it"
 
 
 def check_names(checks: list[DoctorCheck] | None = None) -> list[str]:
@@ -152,55 +175,39 @@ def _last_error_line(stderr: str, stdout: str) -> str:
     return "no output"
 
 
-#: the check processes running now (killed, with everything they started, when doctor is interrupted)
-_RUNNING: set[subprocess.Popen] = set()
-_RUNNING_LOCK = threading.Lock()
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    """Kill a check's process group (its session: the check and whatever it started)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-
-
-def run_engine_check(check: DoctorCheck, *, gpu: bool, timeout_s: float, required: bool) -> CheckResult:
-    """Run one check in a fresh interpreter; a crash, hang or wrong number is a failure, never an
-    exception."""
-    code = _PRELUDE + textwrap.dedent(check.code)
+def run_engine_check(
+    check: DoctorCheck, *, gpu: bool, timeout_s: float, required: bool, zygote: Zygote | None = None
+) -> CheckResult:
+    """Run one check in a process of its own (forked from ``zygote`` when it imports what the zygote
+    preloaded, else a fresh interpreter: :mod:`~tools_server.commands.doctor_runner`); a crash, hang or
+    wrong number is a failure, never an exception."""
+    check_code = textwrap.dedent(check.code)
+    code = _PRELUDE + check_code
     env = dict(os.environ, SPU_DOCTOR_GPU="1" if gpu else "0", PYTHONUNBUFFERED="1")
     result = CheckResult(check.name, check.what, "fail", required, "", check.fix)
     limit = check.timeout_s if check.timeout_s and check.timeout_s > timeout_s else timeout_s
     started = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", code],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    with _RUNNING_LOCK:
-        _RUNNING.add(proc)
-    try:
-        stdout, stderr = proc.communicate(timeout=limit)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        proc.communicate()
-        result.wall_s = round(time.monotonic() - started, 2)
-        result.detail = f"timed out after {limit:g} s (import or computation hangs)"
-        return result
-    finally:
-        with _RUNNING_LOCK:
-            _RUNNING.discard(proc)
+    warm = zygote is not None and not check.gpu_only and bool(imports_of(check_code) & set(zygote.preload))
+    finished = None
+    if warm:
+        assert zygote is not None
+        with contextlib.suppress(ZygoteGone):
+            finished = zygote.run(code, env, limit)
+    if finished is None:
+        finished = run_fresh(code, env, limit)
     result.wall_s = round(time.monotonic() - started, 2)
+    if finished.returncode is None:
+        result.detail = f"timed out after {limit:g} s (import or computation hangs)"
+        result.facts = {"timed_out": True}
+        return result
+    stdout, stderr = finished.stdout, finished.stderr
     facts = None
     for line in stdout.splitlines():
         if line.startswith(MARKER):
             facts = json.loads(line[len(MARKER) :])
-    if proc.returncode < 0:
-        result.detail = f"crashed with {_signal_name(proc.returncode)} ({_last_error_line(stderr, '')})"
-    elif proc.returncode != 0 or facts is None:
+    if finished.returncode < 0:
+        result.detail = f"crashed with {_signal_name(finished.returncode)} ({_last_error_line(stderr, '')})"
+    elif finished.returncode != 0 or facts is None:
         message = _last_error_line(stderr, stdout)
         if "ModuleNotFoundError" in message or "ImportError" in message:
             result.detail = f"not installed or not importable: {message}"
@@ -428,14 +435,37 @@ def run_doctor(
     jobs: int | None = None,
     gpus: list[dict[str, str]] | None = None,
     on_result: Callable[[CheckResult], None] | None = None,
+    fresh: bool = False,
 ) -> dict[str, Any]:
-    """All checks; returns ``{"ok", "profile", "gpu", "checks": [...]}`` (``ok``: no required check
-    failed). The checks run at once, ``jobs`` at a time (default :func:`default_jobs`), those slowest in
-    the last run first; ``on_result`` is called with each result as it comes, in this thread."""
+    """All checks; returns ``{"ok", "profile", "gpu", "checks": [...], "cached": N, "fingerprint"}``
+    (``ok``: no required check failed). The quick checks (GPU, folders, weights, executor) come first; the
+    engine checks run at once, ``jobs`` at a time (default :func:`default_jobs`), those slowest in the last
+    run first, forked from a warm zygote where they share imports. An engine check's result is reused
+    from the last run when the environment's fingerprint (:func:`environment_fingerprint`) and the
+    check's code are unchanged and ``fresh`` is false; ``on_result`` is called with each result as it
+    comes, in this thread."""
     from tools_server.core import hardware
 
     if profile not in PROFILES:
         raise ValueError(f"profile must be one of {PROFILES}")
+    results: list[CheckResult] = []
+
+    def done(result: CheckResult) -> None:
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+
+    found_gpus = hardware.gpus() if gpus is None else gpus
+    has_gpu = bool(found_gpus)
+    local: dict[str, Callable[[], CheckResult]] = {
+        "gpu": functools.partial(gpu_check, found_gpus),
+        "dirs": dirs_check,
+        "weights": weights_check,
+        "executor": functools.partial(executor_check, timeout_s=min(timeout_s, 20.0)),
+    }
+    if not only:  # shown before the engines are even listed (loading the domains takes a moment)
+        for check_fn in local.values():
+            done(check_fn())
     from tools_server.core.registry import load_registry
 
     registry = load_registry()
@@ -444,50 +474,34 @@ def run_doctor(
     unknown = sorted(set(only or []) - set(names))
     if unknown:
         raise ValueError(f"unknown check(s) {', '.join(unknown)}; known: {', '.join(names)}")
-    found_gpus = hardware.gpus() if gpus is None else gpus
-    has_gpu = bool(found_gpus)
     wanted = set(only or names)
-    results: list[CheckResult] = []
-
-    def done(result: CheckResult) -> None:
-        results.append(result)
-        if on_result is not None:
-            on_result(result)
-
-    if "gpu" in wanted:
-        done(gpu_check(found_gpus))
-    tasks: list[Callable[[], CheckResult]] = []
+    if only:
+        for name in (n for n in local if n in wanted):
+            done(local[name]())
+    fingerprint = environment_fingerprint(found_gpus)
+    cached = {} if fresh else _cached_results(fingerprint)
+    reused = 0
     last = _last_times()
     # the slowest first (in the last run; before one, those that declare a long time limit), so the run
     # ends about when its slowest check does
     slowest_first = sorted(
         (c for c in checks if c.name in wanted), key=lambda c: -last.get(c.name, c.timeout_s or 0.0)
     )
+    to_run: list[tuple[DoctorCheck, bool]] = []
     for check in slowest_first:
         if check.gpu_only and not has_gpu:
             done(CheckResult(check.name, check.what, "skip", False, "no GPU", None))
             continue
         required = check.profile == "core" or (check.profile == "all" and profile == "all") or check.gpu_only
-        tasks.append(
-            functools.partial(run_engine_check, check, gpu=has_gpu, timeout_s=timeout_s, required=required)
-        )
-    local = {"dirs": dirs_check, "weights": weights_check}
-    local["executor"] = functools.partial(executor_check, timeout_s=min(timeout_s, 20.0))
-    tasks = [local[name] for name in local if name in wanted] + tasks  # quick ones: shown at once
-    with ThreadPoolExecutor(max_workers=max(1, jobs or default_jobs())) as pool:
-        futures = [pool.submit(task) for task in tasks]
-        try:
-            for future in as_completed(futures):
-                done(future.result())
-        except KeyboardInterrupt:  # Ctrl-C: no check is left running (each runs in its own session)
-            pool.shutdown(wait=False, cancel_futures=True)
-            while not all(f.done() for f in futures):  # until no thread is left to start a check
-                with _RUNNING_LOCK:
-                    for proc in _RUNNING:
-                        _kill(proc)
-                wait(futures, timeout=0.1)
-            raise
-    _remember_times({**last, **{r.name: r.wall_s for r in results if r.status != "skip"}})
+        hit = cached.get(_check_key(check, has_gpu, required))
+        if hit is not None:
+            reused += 1
+            done(CheckResult(**{**hit, "cached": True}))
+        else:
+            to_run.append((check, required))
+    ran = _run_engine_checks(to_run, has_gpu, timeout_s, jobs, done)
+    _remember_times({**last, **{r.name: r.wall_s for r in ran if r.status != "skip"}})
+    _save_results(fingerprint, cached, ran, has_gpu, {c.name: c for c, _ in to_run})
     order = {name: i for i, name in enumerate(names)}
     results.sort(key=lambda r: order[r.name])
     results += plugin_results(registry)
@@ -497,8 +511,146 @@ def run_doctor(
         "profile": profile,
         "gpu": has_gpu,
         "python": sys.version.split()[0],
+        "cached": reused,
+        "fingerprint": fingerprint,
         "checks": [asdict(r) for r in results],
     }
+
+
+def _run_engine_checks(
+    to_run: list[tuple[DoctorCheck, bool]],
+    has_gpu: bool,
+    timeout_s: float,
+    jobs: int | None,
+    done: Callable[[CheckResult], None],
+) -> list[CheckResult]:
+    """Run the checks at once, ``jobs`` at a time, forked from one zygote where they share imports."""
+    codes = [textwrap.dedent(check.code) for check, _ in to_run if not check.gpu_only]
+    preload = [m for m in shared_imports(codes) if m.split(".")[0] not in sys.stdlib_module_names]
+    zygote = Zygote(preload, dict(os.environ)) if preload else None
+    ran: list[CheckResult] = []
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, jobs or default_jobs())) as pool:
+            run = functools.partial(run_engine_check, gpu=has_gpu, timeout_s=timeout_s, zygote=zygote)
+            futures = [pool.submit(run, check, required=required) for check, required in to_run]
+            try:
+                for future in as_completed(futures):
+                    ran.append(future.result())
+                    done(ran[-1])
+            except KeyboardInterrupt:  # Ctrl-C: no check is left running (each runs in its own session)
+                pool.shutdown(wait=False, cancel_futures=True)
+                while not all(f.done() for f in futures):  # until no thread is left to start a check
+                    kill_all()
+                    wait(futures, timeout=0.1)
+                raise
+    finally:
+        if zygote is not None:
+            zygote.close()
+    return ran
+
+
+#: environment variables that change what a check finds (where weights are, which GPU, which plugins,
+#: which libraries load)
+FINGERPRINT_ENV = (
+    "SPU_WEIGHTS_DIR",
+    "SPU_WEIGHTS_DOWNLOAD",
+    "SPU_DISABLE_GPU",
+    "SPU_TOOL_MODULES",
+    "CUDA_VISIBLE_DEVICES",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "OMP_NUM_THREADS",
+)
+
+
+def environment_fingerprint(gpus: list[dict[str, str]]) -> str:
+    """A key of everything an engine check's verdict depends on but its code: the interpreter, every
+    installed distribution and its version, the GPUs and driver, the variables in :data:`FINGERPRINT_ENV`,
+    the weights folder's files (names, sizes, times), and the project's own modules (their sizes and
+    times: a check may import them). Costs tens of milliseconds: no engine is imported."""
+    from importlib import metadata
+
+    from tools_server.core import settings
+
+    digest = hashlib.sha256()
+
+    def add(*parts: object) -> None:
+        digest.update(json.dumps(parts, default=str).encode())
+
+    add(sys.executable, sys.version, sys.path)
+    add(sorted({(d.metadata["Name"] or "", d.version) for d in metadata.distributions()}))
+    add(sorted((g.get("name", ""), g.get("driver", ""), g.get("memory", "")) for g in gpus))
+    add({name: os.environ.get(name) for name in FINGERPRINT_ENV})
+    add(_tree_stat(settings.weights_dir()))
+    add(_tree_stat(Path(__file__).resolve().parents[1], suffix=".py"))
+    return digest.hexdigest()
+
+
+def _tree_stat(root: Path, suffix: str | None = None) -> list[tuple[str, int, int]]:
+    """(relative path, size, modification time) of every file under ``root`` (links not followed)."""
+    out = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            if suffix is None or name.endswith(suffix):
+                path = Path(folder, name)
+                with contextlib.suppress(OSError):
+                    st = path.lstat()
+                    out.append((str(path.relative_to(root)), st.st_size, st.st_mtime_ns))
+    return sorted(out)
+
+
+def _check_key(check: DoctorCheck, gpu: bool, required: bool) -> str:
+    """A check's entry in the result cache: its name, code and what it was run as."""
+    text = json.dumps([check.name, check.code, check.timeout_s, check.profile, gpu, required])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _results_file() -> Path:
+    from tools_server.core import settings
+
+    return settings.cache_dir() / "doctor-results.json"
+
+
+def _cached_results(fingerprint: str) -> dict[str, dict[str, Any]]:
+    """The last run's engine results by check key, when the environment's fingerprint is unchanged."""
+    try:
+        data = json.loads(_results_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict) or data.get("fingerprint") != fingerprint:
+        return {}
+    fields = set(CheckResult.__dataclass_fields__)
+    results = data.get("results")
+    if not isinstance(results, dict):
+        return {}
+    return {
+        key: value
+        for key, value in results.items()
+        if isinstance(value, dict) and set(value) <= fields and {"name", "status"} <= set(value)
+    }
+
+
+def _save_results(
+    fingerprint: str,
+    kept: dict[str, dict[str, Any]],
+    ran: list[CheckResult],
+    gpu: bool,
+    by_name: dict[str, DoctorCheck],
+) -> None:
+    """Keep this run's engine results for the next (a check that timed out is not kept: under load it may
+    pass next time); a cache folder that cannot be written only costs the next run its speed."""
+    from spu_common.jsonfiles import atomic_write_json
+
+    results = dict(kept)
+    for result in ran:
+        check = by_name.get(result.name)
+        if check is None or result.facts.get("timed_out") or result.status == "skip":
+            continue
+        entry = {k: v for k, v in asdict(result).items() if k != "cached"}
+        results[_check_key(check, gpu, result.required)] = entry
+    with contextlib.suppress(OSError):
+        atomic_write_json(_results_file(), {"fingerprint": fingerprint, "results": results})
 
 
 def _times_file() -> Path:

@@ -29,23 +29,30 @@ def doctor(
         int | None,
         typer.Option("-j", "--jobs", min=1, help="Checks run at once (default: one more than the cores)."),
     ] = None,
+    fresh: Annotated[
+        bool,
+        typer.Option("--fresh", help="Run every engine check again, even where nothing changed since."),
+    ] = False,
 ) -> None:
     """What works on this machine: every engine does a tiny real computation in its own process (a crash
     or hang cannot take doctor down), plus the GPU, CUDA libraries, work/cache/weights directories. Each
-    check is printed as it finishes. Exit 1 when a required check fails."""
+    check is printed as it finishes. An engine's result is reused from the last run while nothing it
+    depends on changed (installed packages, GPU and driver, weights folder, settings): --fresh runs them
+    all. Exit 1 when a required check fails."""
+    if not as_json:  # before any import that takes time: the user sees doctor start at once
+        typer.echo("spu doctor: checking the engines, GPU and folders of this machine ...")
     from rich.console import Console
 
     from tools_server.commands.doctor import run_doctor
 
     console = Console(highlight=False)
-    if not as_json:
-        console.print("[bold]spu doctor[/]: checking the engines, GPU and folders of this machine ...")
     try:
         summary = run_doctor(
             profile=profile,
             only=only,
             timeout_s=timeout,
             jobs=jobs,
+            fresh=fresh,
             on_result=None if as_json else lambda r: _print_check(console, asdict(r)),
         )
     except ValueError as exc:
@@ -66,6 +73,8 @@ def _print_check(console, check: dict) -> None:
     optional = " (optional)" if not check["required"] and check["status"] not in ("ok", "skip") else ""
     version = f" {check['version']}" if check["version"] else ""
     seconds = f" ({check['wall_s']:.1f} s)" if check["wall_s"] >= 0.1 else ""
+    if check["cached"]:
+        seconds = " (unchanged since the last run)"
     console.print(
         f"[{_STYLE[check['status']]}]{check['status']:<4}[/] [bold]{escape(check['name'])}[/]{optional}"
         f"{escape(version)}: {escape(check['detail'])}{seconds}"
@@ -78,6 +87,11 @@ def _print_summary(console, summary: dict) -> None:
     console.print(
         f"Python {summary['python']}, profile {summary['profile']}, GPU {'yes' if summary['gpu'] else 'no'}"
     )
+    if summary["cached"]:
+        console.print(
+            f"{summary['cached']} engine result(s) reused: nothing they depend on changed since the last run "
+            "(spu doctor --fresh runs them again)"
+        )
     fixes = [c for c in summary["checks"] if c["status"] in ("fail", "warn") and c["fix"]]
     if fixes:
         console.print("[bold]How to fix:[/]")

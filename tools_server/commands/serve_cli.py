@@ -82,7 +82,7 @@ class _Parser(argparse.ArgumentParser):
 
 def usage_error(message: str) -> NoReturn:
     """What every ``spu`` command prints on a usage error, and exit status 2."""
-    print(f"Usage: {PROG} [OPTIONS]\nTry '{PROG} --help' for help.\n\nerror: {message}", file=sys.stderr)
+    print(f"error: {message} (`{PROG} --help` shows the usage)", file=sys.stderr)
     raise SystemExit(EXIT_USAGE)
 
 
@@ -124,11 +124,25 @@ def main(argv: list[str]) -> None:
     if (why := refusal(opts.transport, opts.host, opts.token, opts.allowed_host)) is not None:
         print(f"error: {why}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
+    from tools_server.core.settings import FolderError, prepare_folders
+
+    try:  # before initialize is answered: a server that cannot keep its files refuses now, not later
+        note = prepare_folders()
+    except FolderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    if note is not None:
+        print(f"spu serve: {note}", file=sys.stderr)
     wire = None
     if opts.transport == "stdio":
         from tools_server.core.framing import StdioWire
 
         wire = StdioWire(answer_initialize=True)  # answers initialize while the imports below run
+    from tools_server.core.bind import CannotListen
     from tools_server.core.server import run
 
-    run(opts.transport, opts.host, opts.port, opts.token, opts.allowed_host, wire)
+    try:
+        run(opts.transport, opts.host, opts.port, opts.token, opts.allowed_host, wire)
+    except CannotListen as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None

@@ -6,7 +6,9 @@ before it imports the MCP SDK, and the HTTP app reads them to build its ``Host``
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import socket
 
 from tools_server.core.http_guard import TOKEN_ADVICE, token_problem
 
@@ -40,3 +42,23 @@ def refusal(transport: str, host: str, token: str | None, allowed_hosts: list[st
                 "(e.g. --allowed-host spu.example.org)"
             )
     return None
+
+
+class CannotListen(RuntimeError):
+    """The address cannot be bound (taken, or not this machine's): a usage error, said in one line."""
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` and listening, bound before the server starts so a taken port
+    is one clear error (:class:`CannotListen`) instead of the web server's log line and exit status."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        hint = "; choose another --port (0 picks a free one)" if exc.errno == errno.EADDRINUSE else ""
+        raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}{hint}") from None
+    sock.listen(128)
+    return sock

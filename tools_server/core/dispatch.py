@@ -22,6 +22,7 @@ from tools_server.core.execute import run_tool, validation_error
 from tools_server.core.finite import check_finite_arguments
 from tools_server.core.jobs import Job, JobManager
 from tools_server.core.limits import check_arguments
+from tools_server.core.paths import InputReads, keyed_by_content, path_fields, recording_reads
 from tools_server.core.registry import Registry, ToolSpec, load_registry
 from tools_server.core.waits import parse_wait_s
 
@@ -91,16 +92,19 @@ class Dispatcher:
                 return result
             payload = {"result": result, "wall_s": time.perf_counter() - started}
             return self._finish(spec, params, params, {}, payload, None, "server")
-        # a canonicalizer may read a molecule file (up to 50 MiB): off the event loop when an argument
-        # names one (the hand-off to a thread costs about 0.2 ms, a tenth of a small xTB call's overhead)
-        if spec.canonicalize is None:
-            canonical = params
+        # the key reads the files the arguments name (a molecule file up to 50 MiB, a trajectory up to 2 GiB):
+        # off the event loop when an argument names one (the hand-off to a thread costs about 0.2 ms, a
+        # tenth of a small xTB call's overhead)
+        if spec.canonicalize is None and not (spec.cacheable and _has_path_fields(spec)):
+            canonical, key_reads = params, InputReads()
         elif _names_files(params):
-            canonical = await anyio.to_thread.run_sync(_canonical_input, spec, args, params)
+            canonical, key_reads = await anyio.to_thread.run_sync(_canonical_input, spec, args, params)
         else:
-            canonical = _canonical_input(spec, args, params)
+            canonical, key_reads = _canonical_input(spec, args, params)
         engines = self.registry.engine_versions(spec.engines)
-        key = cache_key(spec.name, spec.version, canonical, engines) if spec.cacheable else None
+        # a key is made of the bytes read: a file the key could not read leaves the call uncached
+        cacheable = spec.cacheable and not key_reads.refused
+        key = cache_key(spec.name, spec.version, canonical, engines) if cacheable else None
         if key is not None and (hit := self.cache.get(key, spec.name, spec.version)) is not None:
             provenance = hit.setdefault("provenance", {})
             provenance["cache"] = "hit"
@@ -114,7 +118,12 @@ class Dispatcher:
         def finish(job_id: str | None, payload: dict[str, Any], device: str) -> dict[str, Any]:
             result = self._finish(spec, params, canonical, engines, payload, job_id, device)
             problem = None
-            if key is not None and spec.is_job:
+            # cached only under the digests of the bytes the tool read: a file edited between the key and
+            # the tool's read (or one the key does not cover) leaves the result uncached
+            unkeyed = set(payload.get("inputs_sha256") or ()) - set(key_reads.digests)
+            if key is not None and unkeyed:
+                result["warnings"] = [*result.get("warnings", []), UNKEYED_WARNING]
+            elif key is not None and spec.is_job:
                 try:  # the executor's thread: on disk before the caller is woken
                     self.cache.put(key, result)
                 except OSError as exc:
@@ -264,6 +273,17 @@ def params_preview(value: Any, depth: int = 0) -> Any:
     return value
 
 
+#: The warning of a result not cached because the tool read bytes its cache key was not made from.
+UNKEYED_WARNING = (
+    "an input file changed while the call ran (or the tool read a file its cache key does not cover): the "
+    "result is for the bytes the tool read, and it was not cached"
+)
+
+
+def _has_path_fields(spec: ToolSpec) -> bool:
+    return any(kind in ("file", "dir") for kind in path_fields(spec.input_model).values())
+
+
 #: Above this many strings in the arguments the check for file names is itself left to a thread.
 NAME_CHECK_STRINGS = 32
 
@@ -294,12 +314,15 @@ def _names_files(params: dict[str, Any]) -> bool:
     return False
 
 
-def _canonical_input(spec: ToolSpec, args: Any, params: dict[str, Any]) -> Any:
-    """The cache-key input (a domain's error raised while computing it, a molecule over the size limits,
-    is a :class:`ToolError` and answers the call)."""
-    if spec.canonicalize is None:
-        return params
-    return spec.canonicalize(args)
+def _canonical_input(spec: ToolSpec, args: Any, params: dict[str, Any]) -> tuple[Any, InputReads]:
+    """The cache-key input, and the files read to make it: the tool's key function, else the arguments with
+    every path-typed one keyed by the bytes of its file (:func:`~tools_server.core.paths.keyed_by_content`).
+    A domain's error raised meanwhile (a molecule over the size limits) is a :class:`ToolError` and answers
+    the call."""
+    with recording_reads() as reads:
+        if spec.canonicalize is None:
+            return keyed_by_content(spec.input_model, params), reads
+        return spec.canonicalize(args), reads
 
 
 def fit_budget(tool: str, result: dict[str, Any], stem: str) -> dict[str, Any]:

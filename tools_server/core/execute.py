@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from tools_server.core.context import ProgressSink, ToolContext
 from tools_server.core.errors import ToolError
+from tools_server.core.paths import recording_reads
 from tools_server.core.registry import ToolSpec, tools_in_module
 
 
@@ -40,7 +41,8 @@ def run_tool(
     gpu: bool = False,
     memory_limit_mb: int | None = None,
 ) -> dict[str, Any]:
-    """Validate ``params``, call the tool and return ``{result, warnings, engine, wall_s}``.
+    """Validate ``params``, call the tool and return ``{result, warnings, engine, wall_s, inputs_sha256}``
+    (the digests of the input files the tool read, which its cache key must cover).
 
     Raises :class:`ToolError` for anything the caller should see as an error result.
     """
@@ -58,6 +60,13 @@ def run_tool(
         time_limit_s=spec.time_limit_s,
     )
     start = time.perf_counter()
-    result = spec.call(args, ctx)
+    with recording_reads() as reads:
+        result = spec.call(args, ctx)
     wall_s = time.perf_counter() - start
-    return {"result": result, "warnings": ctx.warnings, "engine": ctx.engine, "wall_s": wall_s}
+    return {
+        "result": result,
+        "warnings": ctx.warnings,
+        "engine": ctx.engine,
+        "wall_s": wall_s,
+        "inputs_sha256": sorted(set(reads.digests)),
+    }

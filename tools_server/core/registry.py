@@ -361,16 +361,18 @@ class Registry:
         for spec, domain in specs:
             self.add(spec, domain)
 
-    def load(self, source: str, name: str, load: Callable[[], None]) -> None:
+    def load(self, source: str, name: str, load: Callable[[], None], distribution: str | None = None) -> None:
         """Run ``load`` (adding one plugin); when it fails, skip the plugin and keep the error (``source``:
-        where it was named, ``name``: what) for ``system_info`` and ``spu doctor``, and log it."""
+        where it was named, ``name``: what, ``distribution``: the installed package that declares an entry
+        point) for ``system_info`` and ``spu doctor``, and log it."""
         try:
             load()
         except (Exception, SystemExit) as exc:  # a plugin's import may raise anything, even SystemExit
             log.error("skipping the plugin %s (%s): %s: %s", name, source, type(exc).__name__, exc)
-            self.load_errors.append(
-                {"source": source, "plugin": name, "error": f"{type(exc).__name__}: {exc}"[:2000]}
-            )
+            error = {"source": source, "plugin": name, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+            if distribution:
+                error["distribution"] = distribution
+            self.load_errors.append(error)
 
     def get(self, name: str) -> ToolSpec:
         spec = self.tools.get(name)
@@ -441,7 +443,10 @@ def load_registry(*, entry_points: bool = True) -> Registry:
                 else:
                     raise TypeError(f"{ep.value} is neither a Domain nor a module")
 
-            registry.load(f"{ENTRY_POINT_GROUP} entry point {ep.name}", ep.value, add)
+            dist = getattr(ep, "dist", None)
+            registry.load(
+                f"{ENTRY_POINT_GROUP} entry point {ep.name}", ep.value, add, dist.name if dist else None
+            )
     for module in filter(None, (m.strip() for m in os.environ.get("SPU_TOOL_MODULES", "").split(","))):
         registry.load("SPU_TOOL_MODULES", module, lambda module=module: registry.add_named_module(module))
     return registry

@@ -20,7 +20,7 @@ from mcp.types import CallToolResult, ListToolsResult, TextContent, Tool, ToolAn
 
 from tools_server import __version__
 from tools_server.core import toollist
-from tools_server.core.bind import is_loopback, is_wildcard
+from tools_server.core.bind import is_loopback, is_wildcard, listening_socket
 from tools_server.core.dispatch import Dispatcher
 from tools_server.core.errors import ToolError, storage_error
 from tools_server.core.framing import MAX_FRAME_BYTES, StdioWire, refuse_http_body, serve_stdio
@@ -158,12 +158,25 @@ class SpuServer:
             error = storage_error(exc) if isinstance(exc, OSError) else None
             if error is None:
                 log.exception("tool %s failed", name)
-                error = ToolError("internal_error", f"{type(exc).__name__}: {exc}")
+                error = ToolError(
+                    "internal_error", f"{type(exc).__name__}: {exc}", hint=_bug_hint(self, name)
+                )
             return error_result(error)
         return CallToolResult(
             content=[TextContent(type="text", text=json.dumps(result, default=str))],
             structured_content=result,
         )
+
+
+def _bug_hint(server: SpuServer, tool: str) -> str:
+    """The hint of a bug in a tool run in the server itself (instant and network tools): it has no job, so
+    the hint names what to report and to whom instead of a job id."""
+    spec = server.dispatcher.registry.tools.get(tool)
+    where = f" (module {spec.module})" if spec is not None else ""
+    return (
+        f"This is a bug in the tool {tool}{where}, which ran in the server without a job: report it to the "
+        "tool's authors with its arguments and this message (the server's log holds the traceback)."
+    )
 
 
 def _host_entries(name: str, port: int) -> list[str]:
@@ -213,22 +226,22 @@ def run(
     allowed_hosts: list[str] | None = None,
     wire: StdioWire | None = None,
 ) -> None:
-    """Serve until the client leaves. ``wire``: stdin/stdout already taken (see ``serve_cli``)."""
+    """Serve until the client leaves. ``wire``: stdin/stdout already taken (see ``serve_cli``). Over HTTP the
+    address is bound first: :class:`~tools_server.core.bind.CannotListen` when it is taken."""
+    sock = listening_socket(host, port) if transport == "http" else None
     server = SpuServer()
     server.preload()
     try:
-        if transport == "stdio":
+        if sock is None:
             anyio.run(serve_stdio, server.mcp, wire)
         else:
             import uvicorn
 
-            uvicorn.run(
-                http_app(server, host, port, token, allowed_hosts),
-                host=host,
-                port=port,
-                log_level="warning",
-                **uvicorn_options(),
+            bound = sock.getsockname()[1]  # the port picked when ``port`` is 0
+            config = uvicorn.Config(
+                http_app(server, host, bound, token, allowed_hosts), log_level="warning", **uvicorn_options()
             )
+            uvicorn.Server(config).run(sockets=[sock])
     finally:
         server.dispatcher.jobs.shutdown()
         server.dispatcher.cache.flush()

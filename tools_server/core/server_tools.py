@@ -13,6 +13,7 @@ import platform
 import sys
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from pydantic import BaseModel, Field
 
 from tools_server import __version__
@@ -130,7 +131,8 @@ async def job_wait(args: JobWaitInput, dispatcher: Dispatcher) -> dict[str, Any]
     """Wait up to wait_s seconds for a job and return its result, or {status, job_id, progress, eta_s} with
     status queued or running while it is not finished. Works for jobs started before a server restart
     (their stored result)."""
-    return await dispatcher.await_job(dispatcher.jobs.lookup(args.job_id), args.wait_s)
+    job = await anyio.to_thread.run_sync(dispatcher.jobs.lookup, args.job_id)  # may read its record
+    return await dispatcher.await_job(job, args.wait_s)
 
 
 class JobIdInput(BaseModel):
@@ -139,18 +141,20 @@ class JobIdInput(BaseModel):
 
 async def job_cancel(args: JobIdInput, dispatcher: Dispatcher) -> JobCancelResult:
     """Cancel a queued or running job; its worker process and everything it started are killed."""
-    job = dispatcher.jobs.lookup(args.job_id)
+    job = await anyio.to_thread.run_sync(dispatcher.jobs.lookup, args.job_id)  # may read its record
     if job.done:
         note = "The job had already finished."
         return JobCancelResult(job_id=args.job_id, status=job.status, cancelled=False, note=note)
-    dispatcher.jobs.cancel(args.job_id)
+    await anyio.to_thread.run_sync(dispatcher.jobs.cancel, args.job_id)
     await dispatcher.jobs.wait(job, 10)
     return JobCancelResult(job_id=args.job_id, status=job.status, cancelled=job.status == "cancelled")
 
 
 async def jobs(args: NoInput, dispatcher: Dispatcher) -> JobList:
     """List recent jobs (newest first) with status, progress and timing; results are fetched with job_wait."""
-    return JobList(jobs=dispatcher.jobs.listing())
+    # the records are read off the event loop
+    listing = await anyio.to_thread.run_sync(dispatcher.jobs.listing)
+    return JobList(**listing)
 
 
 SERVER_TOOLS: tuple[ToolSpec, ...] = (

@@ -12,6 +12,52 @@ import platformdirs
 from tools_server.core.errors import ToolError
 
 
+class FolderError(Exception):
+    """A folder the server needs cannot be made; the message is the one line ``spu serve`` prints."""
+
+
+def _make(path: Path) -> str | None:
+    """Why ``path`` cannot be made a folder (None when it is one now)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None if path.is_dir() else "not a directory"
+
+
+def prepare_folders() -> str | None:
+    """Make the folders the server needs, before it answers anyone: the work directory with its ``jobs``
+    folder, and the cache directory. The default work directory (``./spu-work``, when ``SPU_WORKDIR`` is not
+    set) that cannot be made falls back to the user's state folder (``$XDG_STATE_HOME/spu/work``), and
+    ``SPU_WORKDIR`` is set to it so the workers agree; the note to print is returned. A folder named by
+    ``SPU_WORKDIR`` or ``SPU_CACHE_DIR`` that cannot be made, or a fallback that cannot be made either, is a
+    :class:`FolderError`. (A folder that exists but refuses writes later is a ``storage_error`` warning on
+    the results, not a refusal to start.)"""
+    note = None
+    work = workdir(create=False)
+    why = _make(work / "jobs")
+    if why is not None and os.environ.get("SPU_WORKDIR"):
+        raise FolderError(
+            f"SPU_WORKDIR={work} cannot be used ({why}); point SPU_WORKDIR at a folder the server can write"
+        )
+    if why is not None:
+        fallback = Path(platformdirs.user_state_dir("spu")) / "work"
+        if (again := _make(fallback / "jobs")) is not None:
+            raise FolderError(
+                f"the work folder {work} cannot be made ({why}), nor {fallback} ({again}); set SPU_WORKDIR "
+                "to a folder the server can write"
+            )
+        os.environ["SPU_WORKDIR"] = str(fallback)
+        note = f"the work folder {work} cannot be made ({why}); using {fallback} (set SPU_WORKDIR to choose)"
+    cache = Path(os.environ.get("SPU_CACHE_DIR") or platformdirs.user_cache_dir("spu")).absolute()
+    if (why := _make(cache)) is not None:
+        named = "SPU_CACHE_DIR=" if os.environ.get("SPU_CACHE_DIR") else "the cache folder "
+        raise FolderError(
+            f"{named}{cache} cannot be used ({why}); set SPU_CACHE_DIR to a folder the server can write"
+        )
+    return note
+
+
 def workdir(*, create: bool = True) -> Path:
     """Artifacts, job records and (embedded mode) the audit log: ``SPU_WORKDIR`` or ``./spu-work``."""
     path = Path(os.environ.get("SPU_WORKDIR") or "spu-work").absolute()

@@ -97,16 +97,19 @@ def reference_ligand_coords(spec: str, records: list[dict[str, Any]]) -> tuple[A
     if Path(spec).suffix.lower() in (".sdf", ".mol", ".mol2", ".pdb"):
         from rdkit import Chem
 
-        from tools_server.plugin import readable_file
+        from tools_server.plugin import read_input
 
-        path = readable_file(spec, kind="molecule")  # the one path rule (under the roots, sized)
-        suffix = path.suffix.lower()
+        read = read_input(spec, kind="molecule")  # the one path rule: read once, from its checked descriptor
+        text = read.data.decode("utf-8", errors="replace")
+        suffix = read.path.suffix.lower()
         if suffix == ".mol2":
-            mol = Chem.MolFromMol2File(str(path), removeHs=False)
+            mol = Chem.MolFromMol2Block(text, removeHs=False)
         elif suffix == ".pdb":
-            mol = Chem.MolFromPDBFile(str(path), removeHs=False)
+            mol = Chem.MolFromPDBBlock(text, removeHs=False)
         else:
-            mol = next(iter(Chem.SDMolSupplier(str(path), removeHs=False)), None)
+            supplier = Chem.SDMolSupplier()
+            supplier.SetData(text, removeHs=False)
+            mol = next(iter(supplier), None)
         if mol is None or mol.GetNumConformers() == 0:
             raise ToolError("invalid_input", f"Could not read a 3D reference ligand from {spec!r}.")
         pos = mol.GetConformer().GetPositions()

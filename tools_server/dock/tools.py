@@ -9,12 +9,27 @@ from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
-from tools_server.plugin import Item, ResultModel, StructurePath, ToolContext, ToolError, ToolResult, tool
+from tools_server.molecules import MoleculeText
+from tools_server.plugin import (
+    Item,
+    ResultModel,
+    StructurePath,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    file_key,
+    file_reference,
+    read_input,
+    tool,
+)
 
 _LIGAND_DESC = (
     "SMILES (protonated as written: give the charge state you want, e.g. 'CC(=O)[O-]'), a molblock, or an "
     ".sdf/.mol path ('file.sdf#k' = record k)"
 )
+
+#: ``box_ligand``: a residue name, or a path to a molecule file of the reference ligand
+ReferenceLigand = file_reference("molecule")
 
 
 class Pose(ResultModel):
@@ -48,13 +63,13 @@ class DockResult(ToolResult):
 
 
 class DockInput(BaseModel):
-    ligands: list[str] = Field(..., min_length=1, max_length=50, description=_LIGAND_DESC)
+    ligands: list[MoleculeText] = Field(..., min_length=1, max_length=50, description=_LIGAND_DESC)
     receptor_path: StructurePath | None = Field(
         None, max_length=4096, description="PDB or mmCIF file of the protein (e.g. a pdb_lookup artifact)"
     )
     receptor_text: str | None = Field(None, max_length=5_000_000, description="PDB text instead of a file")
     ph: float = Field(7.4, ge=0, le=14, description="pH for the receptor hydrogens (PDBFixer)")
-    box_ligand: str | None = Field(
+    box_ligand: ReferenceLigand | None = Field(
         None,
         max_length=4096,
         description="box around a reference ligand: its residue name in the receptor file ('STI', 'STI:A', "
@@ -93,12 +108,13 @@ class DockInput(BaseModel):
 
 
 def _key(args: DockInput) -> dict[str, Any]:
-    from tools_server.molecules import file_fingerprint
+    from tools_server.molecules import cache_key
 
     data = args.model_dump()
-    data["receptor_path"] = file_fingerprint(args.receptor_path)
+    data["ligands"] = [cache_key(text) for text in args.ligands]
+    data["receptor_path"] = file_key(args.receptor_path, kind="structure")
     if args.box_ligand and Path(args.box_ligand).suffix:
-        data["box_ligand"] = file_fingerprint(args.box_ligand)
+        data["box_ligand"] = file_key(args.box_ligand, kind="molecule")
     return data
 
 
@@ -149,11 +165,8 @@ def dock(args: DockInput, ctx: ToolContext) -> DockResult:
     )
     work = ctx.artifact_dir
 
-    if args.receptor_path is not None:
-        raw_path = Path(args.receptor_path).expanduser()
-        if not raw_path.is_file():
-            raise ToolError("invalid_input", f"No receptor file at {args.receptor_path!r}.")
-        raw_text = raw_path.read_text(errors="replace")
+    if args.receptor_path is not None:  # read once, from the checked descriptor; prepared from that text
+        raw_text = read_input(args.receptor_path, kind="structure").data.decode("utf-8", errors="replace")
     else:
         raw_text = args.receptor_text or ""
     records = engine.pdb_records(raw_text) if not raw_text.lstrip().startswith("data_") else []
@@ -181,9 +194,7 @@ def dock(args: DockInput, ctx: ToolContext) -> DockResult:
         engine.check_box(box, protein_xyz)
 
     ctx.progress(0.02, "preparing the receptor")
-    cleaned, receptor_pdbqt, report = engine.prepare_receptor(
-        args.receptor_path, args.receptor_text, args.ph, work
-    )
+    cleaned, receptor_pdbqt, report = engine.prepare_receptor(None, raw_text, args.ph, work)
     clean_records = engine.pdb_records(cleaned.read_text())
     receptor_heavy = np.asarray([r["xyz"] for r in clean_records if r["element"] != "H"], dtype=float)
     if box is None:

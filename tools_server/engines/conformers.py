@@ -150,11 +150,20 @@ def conformer_set(
     bonds; ``prune_rms`` Å apart, MMFF-relaxed with ``relax``)."""
     from rdkit import Chem
 
-    from tools_server.molecules import MoleculeError, check_geometry, check_structure, load_molecule
+    from tools_server.molecules import (
+        MoleculeError,
+        check_geometry,
+        check_structure,
+        detect_format,
+        load_molecule,
+        read_file_text,
+    )
 
     path = Path(text.strip()).expanduser() if "\n" not in text and len(text) < 4096 else None
-    if path is not None and path.suffix.lower() == ".sdf" and path.is_file():
-        records = [m for m in Chem.SDMolSupplier(str(path), removeHs=False) if m is not None]
+    if path is not None and path.suffix.lower() == ".sdf" and detect_format(text) == "file":
+        supplier = Chem.SDMolSupplier()
+        supplier.SetData(read_file_text(text.strip())[0], removeHs=False)  # read once, from its descriptor
+        records = [m for m in supplier if m is not None]
         for k, m in enumerate(records):  # each record's coordinates, before anything reads them further
             numbers = [a.GetAtomicNum() for a in m.GetAtoms()]
             check_structure(numbers, m.GetConformer().GetPositions(), f"coordinates of record {k}")

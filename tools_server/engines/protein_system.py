@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from tools_server.plugin import ToolError
+from tools_server.plugin import ToolError, read_input
 
 
 @dataclass
@@ -39,10 +38,11 @@ def load_fixer(pdb_path: str | None, pdb_text: str | None) -> Any:
                 if is_cif
                 else PDBFixer(pdbfile=io.StringIO(pdb_text))
             )
-        path = Path(pdb_path or "")
-        if not path.is_file():
-            raise ToolError("invalid_input", f"No structure file at {pdb_path!r}.")
-        return PDBFixer(filename=str(path))
+        read = read_input(pdb_path or "", kind="structure")  # once, from the checked descriptor
+        text = read.data.decode("utf-8", errors="replace")
+        if read.path.suffix.lower() in (".cif", ".mmcif"):
+            return PDBFixer(pdbxfile=io.StringIO(text))
+        return PDBFixer(pdbfile=io.StringIO(text))
     except ToolError:
         raise
     except Exception as exc:

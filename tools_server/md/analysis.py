@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tools_server.plugin import ToolError
+from tools_server.plugin import ToolError, private_copy
 
 #: Per-residue lists longer than this go to a CSV artifact only.
 MAX_INLINE_RESIDUES = 300
@@ -13,12 +13,21 @@ NM2_PS_TO_1E5_CM2_S = 1e3
 
 
 def load_trajectory(trajectory_path: str, topology_path: str, stride: int) -> Any:
+    """The trajectory, read by mdtraj from private copies of both files (mdtraj opens files by name)."""
     import mdtraj
 
-    try:
-        return mdtraj.load(trajectory_path, top=topology_path, stride=stride)
-    except (OSError, ValueError, TypeError) as exc:
-        raise ToolError("invalid_input", f"Could not read the trajectory: {exc}") from exc
+    with (
+        private_copy(trajectory_path, kind="trajectory") as trajectory,
+        private_copy(topology_path, kind="structure") as topology,
+    ):
+        try:
+            return mdtraj.load(str(trajectory), top=str(topology), stride=stride)
+        except MemoryError:
+            raise
+        except Exception as exc:  # mdtraj's parsers raise anything on a malformed file (IndexError, KeyError)
+            raise ToolError(
+                "invalid_input", f"Could not read the trajectory: {type(exc).__name__}: {exc}"
+            ) from exc
 
 
 def select(traj: Any, selection: str) -> Any:

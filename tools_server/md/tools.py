@@ -8,8 +8,15 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from tools_server.molecules import file_fingerprint
-from tools_server.plugin import StructurePath, ToolContext, ToolError, ToolResult, TrajectoryPath, tool
+from tools_server.plugin import (
+    StructurePath,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    TrajectoryPath,
+    file_key,
+    tool,
+)
 
 MAX_ATOMS = 300_000
 
@@ -109,14 +116,14 @@ class MdRunInput(BaseModel):
 
 def _md_run_cache_key(args: MdRunInput) -> dict[str, Any]:
     data = args.model_dump()
-    data["pdb_path"] = file_fingerprint(args.pdb_path)
+    data["pdb_path"] = file_key(args.pdb_path, kind="structure")
     return data
 
 
 def _md_analyze_cache_key(args: MdAnalyzeInput) -> dict[str, Any]:
     data = args.model_dump()
-    data["trajectory_path"] = file_fingerprint(args.trajectory_path)
-    data["topology_path"] = file_fingerprint(args.topology_path)
+    data["trajectory_path"] = file_key(args.trajectory_path, kind="trajectory")
+    data["topology_path"] = file_key(args.topology_path, kind="structure")
     return data
 
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, Field
 
 from tools_server.engines.conformers import ConformerSearchResult, SearchInput
 from tools_server.engines.task import TaskItem
+from tools_server.molecules import MoleculeText
 from tools_server.plugin import BatchResult, ResultModel, ToolContext, ToolError, tool
 
 Engine = Literal["ani2x", "aimnet2", "mace_off", "sevennet"]
@@ -75,7 +76,7 @@ class MlipConformersResult(ConformerSearchResult):
 
 
 class MlipInput(BaseModel):
-    molecules: list[str] = Field(..., min_length=1, max_length=1000, description=_MOL_DESC)
+    molecules: list[MoleculeText] = Field(..., min_length=1, max_length=1000, description=_MOL_DESC)
     engine: Engine = Field("aimnet2", description=_ENGINE_DESC)
     model: str | None = Field(
         None,
@@ -305,7 +306,7 @@ def mlip_run(args: MlipInput, ctx: ToolContext) -> MlipResult:
 
 
 class MlipConformersInput(SearchInput):
-    molecule: str = Field(
+    molecule: MoleculeText = Field(
         ...,
         description="SMILES or molblock (conformers embedded with RDKit ETKDG), or a multi-record .sdf path "
         "of conformers of one molecule (e.g. the sdf artifact of xtb_conformers; every record is used)",
@@ -322,10 +323,7 @@ class MlipConformersInput(SearchInput):
 
 def _conformers_key(args: MlipConformersInput) -> dict[str, Any]:
     data = args.model_dump()
-    path = Path(args.molecule)
-    if path.suffix.lower() == ".sdf" and path.is_file():
-        st = path.stat()
-        data["molecule"] = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    data["molecule"] = _mol_key([args.molecule])[0]  # a file by the SHA-256 of its bytes
     data["weights"] = _weights_stamp(args.engine, args.model)
     return data
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-from tools_server.plugin import ToolError
+from tools_server.plugin import ToolError, read_input
 
 AMINO_ACIDS = {
     "ALA", "ARG", "ASN", "ASP", "CYS", "GLN", "GLU", "GLY", "HIS", "ILE", "LEU", "LYS", "MET", "PHE",
@@ -19,11 +18,8 @@ def read_structure(pdb_path: str | None, pdb_text: str | None, work_dir: Path, n
     """A PDB file on disk holding the input (mmCIF is refused: PROPKA reads PDB). Raises ToolError."""
     if (pdb_path is None) == (pdb_text is None):
         raise ToolError("invalid_input", "Give exactly one of pdb_path or pdb_text.")
-    if pdb_path is not None:
-        path = Path(os.path.expanduser(pdb_path))
-        if not path.is_file():
-            raise ToolError("invalid_input", f"No structure file at {pdb_path!r}.")
-        text = path.read_text(errors="replace")
+    if pdb_path is not None:  # read once, from the checked descriptor
+        text = read_input(pdb_path, kind="structure").data.decode("utf-8", errors="replace")
     else:
         text = pdb_text or ""
     if text.lstrip().startswith("data_"):

@@ -67,10 +67,10 @@ class ProteinPkaInput(BaseModel):
 
 
 def _key(args: ProteinPkaInput) -> dict[str, Any]:
-    from tools_server.molecules import file_fingerprint
+    from tools_server.plugin import file_key
 
     data = args.model_dump()
-    data["pdb_path"] = file_fingerprint(args.pdb_path)
+    data["pdb_path"] = file_key(args.pdb_path, kind="structure")
     return data
 
 

@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from tools_server.molecules import MoleculeText
+
 _MOL_DESC = (
     "SMILES (3D built with ETKDG + MMFF), XYZ text (Å), molblock with 3D coordinates and explicit H, or a "
     "path "
@@ -15,7 +17,7 @@ _MOL_DESC = (
 
 
 class DftInput(BaseModel):
-    molecule: str = Field(..., description=_MOL_DESC)
+    molecule: MoleculeText = Field(..., description=_MOL_DESC)
     task: Literal["energy", "optimize", "tddft", "frequencies"] = Field(
         "energy",
         description="energy; optimize (geomeTRIC); tddft (vertical excitations at the given "

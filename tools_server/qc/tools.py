@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from tools_server.engines.conformers import SearchInput
+from tools_server.molecules import MoleculeText
 from tools_server.plugin import ToolContext, ToolError, tool
 from tools_server.qc.inputs import _MOL_DESC, DftInput
 from tools_server.qc.results import DftResult, XtbConformerRow, XtbConformersResult, XtbResult
@@ -29,7 +30,7 @@ def _mol_keys(molecules: list[str]) -> list[str]:
 
 
 class XtbInput(BaseModel):
-    molecules: list[str] = Field(..., min_length=1, max_length=10_000, description=_MOL_DESC)
+    molecules: list[MoleculeText] = Field(..., min_length=1, max_length=10_000, description=_MOL_DESC)
     task: Literal["energy", "optimize", "frequencies"] = Field(
         "energy",
         description="energy: single point; optimize: geomeTRIC minimisation; frequencies: tight "
@@ -186,7 +187,7 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> XtbResult:
 
 
 class XtbConformerInput(SearchInput):
-    molecule: str = Field(
+    molecule: MoleculeText = Field(
         ...,
         description="One molecule with bonds: SMILES, molblock or SDF path (a multi-record SDF of conformers "
         "of one molecule is used as the conformer set).",

@@ -7,7 +7,6 @@ Spearman with average ranks for ties. All three run in the server (``instant``) 
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
@@ -19,7 +18,9 @@ from tools_server.plugin import (
     SubmissionPath,
     ToolError,
     ToolResult,
-    readable_file,
+    allowed_roots,
+    hard_links_allowed,
+    read_input,
     tool,
 )
 
@@ -128,14 +129,10 @@ class CheckInput(BaseModel):
 
 
 def _load_task(task_dir: str):
-    from spu_common.contract import TASK_FILES
     from spu_common.task import TaskError, load_task
 
-    for name in TASK_FILES:  # each file the loader reads is sized (and confined) first
-        if (path := Path(task_dir) / name).exists():
-            readable_file(path, kind="task")
-    try:
-        return load_task(task_dir)
+    try:  # each file read once below the allowed roots, under the tool server's path rule
+        return load_task(task_dir, roots=allowed_roots(), allow_hard_links=hard_links_allowed())
     except TaskError as exc:
         raise ToolError(
             "invalid_input",
@@ -220,7 +217,9 @@ def ranking_check(args: CheckInput) -> CheckResult:
     from spu_common.submission import validate_submission
 
     task = _load_task(args.task_dir)
-    data: Any = Path(args.draft_path) if args.draft_path is not None else args.draft
+    data: Any = (
+        read_input(args.draft_path, kind="submission").data if args.draft_path is not None else args.draft
+    )
     report = validate_submission(data, task)
     groups: list[GroupCheck] = []
     warnings: list[RankingWarning | str] = []

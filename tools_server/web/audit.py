@@ -60,11 +60,14 @@ from filelock import FileLock, Timeout
 from spu_common.audit_log import (
     GENESIS,
     Seal,
+    find_rotated,
     parse_seal,
     read_records,
     record_hash,
     record_hash_ok,
     record_mac,
+    rotation_fields,
+    rotation_of,
     seal_path,
     utc_now,
 )
@@ -149,6 +152,8 @@ class AuditLog:
         #: a recovery record that a full disk kept from being written (written before the next record)
         self._pending_recovery: dict[str, Any] | None = None
         self._local = threading.local()
+        #: the log's descriptor while it is checked and appended to (under the locks)
+        self._fd = -1
 
     # -- deadlines -------------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -233,7 +238,9 @@ class AuditLog:
     def _full_check(self, fh, size: int, seal: Seal | None) -> _State:
         if size == 0:
             if seal is not None and seal.count > 0:
-                self._refuse(f"the log is empty but its seal counts {seal.count} records (truncated)")
+                return self._rotated_or_refuse(
+                    fh, size, seal, f"the log is empty but its seal counts {seal.count} records (truncated)"
+                )
             return _State.empty()
         if seal is None:
             self._refuse(f"the seal file is missing but the log holds {size} bytes")
@@ -242,18 +249,105 @@ class AuditLog:
             state = self._sealed_by_chain(fh, seal)
         else:
             if size < seal.size:
-                self._refuse(
+                return self._rotated_or_refuse(
+                    fh,
+                    size,
+                    seal,
                     f"the log holds {size} bytes but its seal covers {seal.size} ({seal.count} records): "
-                    "it was truncated"
+                    "it was truncated",
                 )
             digest = _hash_prefix(fh, seal.size)
             if digest is None or digest.hexdigest() != seal.sha256:
-                self._refuse(
+                return self._rotated_or_refuse(
+                    fh,
+                    size,
+                    seal,
                     f"the log's first {seal.count} records are not those its seal covers (a record was "
-                    "edited, removed, moved or inserted)"
+                    "edited, removed, moved or inserted)",
                 )
             state = _State(seal.size, seal.count, seal.head, digest)
         return self._after_seal(fh, state, size) if size > state.size else state
+
+    # -- rotation --------------------------------------------------------------------------------------
+    def _rotated_or_refuse(self, fh, size: int, seal: Seal, why: str) -> _State:
+        """The log no longer holds what its seal covers: a rotation when a file beside it does (the new
+        log is empty, or begins with the rotation record naming it), else refused with ``why``."""
+        state = self._after_rotation(fh, size, seal) if seal.size is not None and seal.count > 0 else None
+        if state is None:
+            self._refuse(why)
+            raise AssertionError  # unreachable
+        return state
+
+    def _after_rotation(self, fh, size: int, seal: Seal) -> _State | None:
+        archive = find_rotated(self.path, seal.size or 0, seal.sha256 or "")
+        if archive is None:
+            return None
+        self._keep_seal(archive, self._seal_bytes() or b"")
+        if size == 0:  # renamed or copied away: the new log begins by naming it
+            return self._write(_State.empty(), rotation_fields(archive.name, seal, "writer"))
+        # the rotation record is already written (its writer stopped before the seal update)
+        fh.seek(0)
+        try:
+            named = rotation_of(json.loads(fh.readline().decode("utf-8")))
+            state = self._chain(fh, _State.empty(), size)
+        except (ValueError, AttributeError, _BadLine):
+            return None
+        if named is None or state.count != 1 or named != Seal(seal.count, seal.head, seal.size, seal.sha256):
+            return None
+        return state
+
+    def _keep_seal(self, archive: Path, data: bytes) -> None:
+        """Give ``archive`` the seal that covered it (``data``), unless it has one; fsynced."""
+        try:
+            fd = os.open(seal_path(archive), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return
+        except OSError as exc:
+            raise self._storage_error(exc) from None
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(seal_path(archive))
+            raise self._storage_error(exc) from None
+        finally:
+            os.close(fd)
+
+    def rotate(self) -> dict[str, Any] | None:
+        """Rename the log to ``LOG.<UTC time>`` (its seal copied beside it) and start a new one whose first
+        record names it (``rotation``). The log must pass its check first (a damaged log is not rotated:
+        ``audit_log_invalid``). Returns the archive's path, record count and head hash; None for a log
+        without records (nothing is renamed)."""
+        with self._locked():
+            with self._opened() as fh:
+                state = self._current(fh)
+                if self._pending_recovery is not None:
+                    state = self._write(state, self._pending_recovery)
+                    self._pending_recovery = None
+                if state.count == 0:
+                    return None
+                sealed = state.seal_for()
+                data = sealed.to_bytes(self.key)
+                archive = self._archive_path()
+                try:
+                    self._write_seal(data, self._seal_bytes())  # the seal covers the last record
+                    os.rename(self.path, archive)
+                except OSError as exc:
+                    raise self._storage_error(exc) from None
+                self._keep_seal(archive, data)
+            self._state = None
+            with self._opened():
+                self._write(_State.empty(), rotation_fields(archive.name, sealed, "spu audit rotate"))
+        return {"archive": str(archive), "count": sealed.count, "head": sealed.head}
+
+    def _archive_path(self) -> Path:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        for n in range(1, 1000):
+            candidate = self.path.with_name(f"{self.path.name}.{stamp}" + (f"-{n}" if n > 1 else ""))
+            if not candidate.exists() and not seal_path(candidate).exists():
+                return candidate
+        raise FileExistsError(f"no free archive name for {self.path.name}")
 
     def _sealed_by_chain(self, fh, seal: Seal) -> _State:
         """Parse the chain from the start up to the sealed record (a seal without size and SHA-256)."""
@@ -376,7 +470,7 @@ class AuditLog:
     def _cut(self, keep: int, torn: bytes) -> None:
         """A writer died inside ``write`` (or before its seal): cut the bytes after ``keep``, and keep the
         recovery record to append next."""
-        os.truncate(self.path, keep)
+        os.ftruncate(self._fd, keep)
         self._pending_recovery = {
             "kind": "recovery",
             "dropped_bytes": len(torn),
@@ -393,24 +487,18 @@ class AuditLog:
         line = (canonical_json(record) + "\n").encode("utf-8")
         new = state.extended(line, record["hash"])
         seal = new.seal_for().to_bytes(self.key)
+        fd = self._fd  # the descriptor the log was checked on: a rename meanwhile cannot split the two
         try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            _write_all(fd, line)
+            if self.fsync:
+                os.fsync(fd)
+            self._write_seal(seal, state.seal if state.seal is not None else self._seal_bytes())
         except OSError as exc:
+            with contextlib.suppress(OSError):  # the record never counted: the log is as it was
+                os.ftruncate(fd, state.size)
+            self._state = None
             raise self._storage_error(exc) from None
-        try:
-            try:
-                _write_all(fd, line)
-                if self.fsync:
-                    os.fsync(fd)
-                self._write_seal(seal, state.seal if state.seal is not None else self._seal_bytes())
-            except OSError as exc:
-                with contextlib.suppress(OSError):  # the record never counted: the log is as it was
-                    os.ftruncate(fd, state.size)
-                self._state = None
-                raise self._storage_error(exc) from None
-            new.stat = _signature(os.fstat(fd))
-        finally:
-            os.close(fd)
+        new.stat = _signature(os.fstat(fd))
         new.seal, new.record = seal, record
         self._state = new
         return new
@@ -457,13 +545,18 @@ class AuditLog:
 
     @contextlib.contextmanager
     def _opened(self) -> Iterator[Any]:
-        """The log opened for reading (created when missing); ``storage_error`` when that fails."""
+        """The log opened once (created when missing) for the check and the append that follows; a
+        ``storage_error`` when that fails."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CREAT, 0o644)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as exc:
             raise self._storage_error(exc) from None
         with open(fd, "rb") as fh:
-            yield fh
+            self._fd = fd
+            try:
+                yield fh
+            finally:
+                self._fd = -1
 
     def records(self) -> list[dict[str, Any]]:
         return list(read_records(self.path))

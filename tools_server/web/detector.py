@@ -18,14 +18,16 @@ Matching rules (each returns the *kind* of identifier, never its value):
   ``"uid":"n"``, ``<Id>n``, ``ext_id=n``), followed by ``[uid]``/``[pmid]``, or inside an E-utilities
   ``idlist``/``uids`` array. A bare number, or one that merely appears near a label, is not flagged.
 * ``pmcid``: ``PMC`` followed by the number, no further digit.
-* ``title`` / ``preprint_title``: on whole words after folding case, accents, punctuation and British
-  spellings, the longest run of consecutive title words found in the text must cover at least 70% of the
-  title's letters and at least four words (the whole title when it has four words or fewer). A truncated
-  title (``First words of the title …``) is found; a title with one word changed in the middle, or words
-  found inside longer words, is not. A partial run counts only where the text breaks off there (an
-  ellipsis, punctuation, a tag, a line end or the end of the text): a title with its first or last word
-  replaced by another word (another study's title) is not flagged. The text is also read with words
-  hyphenated across a line break joined (``Enantio-\nselective``) and with CamelCase split
+* ``title`` / ``preprint_title``: on whole words as a reader sees them (each word keyed by
+  :func:`~tools_server.web.lookalike.word_key`: its Unicode confusable skeleton, case and accents folded, so
+  Cyrillic, Greek or fullwidth look-alike letters, combining marks and invisible characters change nothing),
+  British spellings and plurals folded, the longest run of consecutive title words found in the text must
+  cover at least 70% of the title's letters and at least four words (the whole title when it has four words
+  or fewer). A truncated title (``First words of the title …``) is found; a title with one word changed in
+  the middle, or words found inside longer words, is not. A partial run counts only where the text breaks
+  off there (an ellipsis, punctuation, a tag, a line end or the end of the text): a title with its first or
+  last word replaced by another word (another study's title) is not flagged. The text is also read with
+  words hyphenated across a line break joined (``Enantio-\nselective``) and with CamelCase split
   (``EnantioselectiveSynthesisOf...`` in a URL slug).
 
 DOIs are also found with white space around the ``/``, broken across lines anywhere, percent-encoded up
@@ -36,6 +38,7 @@ six characters with a digit and a letter).
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import unicodedata
@@ -43,6 +46,7 @@ from dataclasses import dataclass
 from urllib.parse import unquote
 
 from tools_server.plugin import DELETE_INVISIBLE
+from tools_server.web.lookalike import strip_marks, word_key
 from tools_server.web.policy import Policy
 
 FLAG_MESSAGE = (
@@ -90,44 +94,70 @@ def _decode_round(text: str) -> str:
     return text
 
 
-def normalize_text(text: str) -> str:
-    """Decode escapes and fold Unicode and case: the form every identifier is matched in."""
+def decode_text(text: str) -> str:
+    """Decode escapes and fold Unicode (NFKC, dashes, slashes, invisible characters), keeping case."""
     for _ in range(8):
         decoded = _decode_round(text)
         if decoded == text:
             break
         text = decoded
     text = unicodedata.normalize("NFKC", text)
-    text = text.translate(_DASHES).translate(_SLASHES).translate(DELETE_INVISIBLE)
-    return text.casefold()
+    return text.translate(_DASHES).translate(_SLASHES).translate(DELETE_INVISIBLE)
 
 
-def _stem(word: str) -> str:
-    word = _SPELLING.get(word, word)
-    if len(word) > 5:
-        for british, american in (
-            ("isation", "ization"),
-            ("ising", "izing"),
-            ("ised", "ized"),
-            ("ysed", "yzed"),
-            ("ysing", "yzing"),
-            ("yse", "yze"),
-            ("ise", "ize"),
-            ("our", "or"),
-            ("tre", "ter"),
-        ):
-            if word.endswith(british):
-                word = word[: -len(british)] + american
+def normalize_text(text: str) -> str:
+    """Decode escapes and fold Unicode and case: the form every identifier but a title is matched in."""
+    return decode_text(text).casefold()
+
+
+_BRITISH = (
+    ("isation", "ization"),
+    ("ising", "izing"),
+    ("ised", "ized"),
+    ("ysed", "yzed"),
+    ("ysing", "yzing"),
+    ("yse", "yze"),
+    ("ise", "ize"),
+    ("our", "or"),
+    ("tre", "ter"),
+)
+
+
+@functools.cache
+def _keyed_spellings() -> tuple[dict[str, str], tuple[tuple[str, str], ...], tuple[str, ...]]:
+    """The spelling and suffix tables, and the endings that are no plural, in look-alike keys
+    (``aluminium`` is keyed ``alurnlnlurn``)."""
+    return (
+        {word_key(k): word_key(v) for k, v in _SPELLING.items()},
+        tuple((word_key(b), word_key(a)) for b, a in _BRITISH),
+        tuple(word_key(e) for e in ("ss", "us", "is")),
+    )
+
+
+def _stem(key: str) -> str:
+    spellings, suffixes, singular = _keyed_spellings()
+    key = spellings.get(key, key)
+    if len(key) > 5:
+        for british, american in suffixes:
+            if key.endswith(british):
+                key = key[: -len(british)] + american
                 break
-    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
-        word = word[:-1]
-    return word
+    if len(key) > 3 and key.endswith("s") and not key.endswith(singular):
+        key = key[:-1]
+    return key
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _title_word(word: str) -> str:
+    """A word as titles are compared: its look-alike key (:func:`word_key`), British spellings and plurals
+    folded."""
+    return _stem(word_key(word))
 
 
 def title_words(text: str) -> list[str]:
-    """Whole words, accents removed, British spellings and plurals folded."""
-    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
-    return [_stem(w) for w in _WORD.findall(plain.casefold())]
+    """Whole words as a reader sees them: look-alike letters, case and accents folded (:mod:`lookalike`),
+    British spellings and plurals folded."""
+    return [_title_word(w) for w in _WORD.findall(strip_marks(decode_text(text)))]
 
 
 def _contains_doi(text: str, doi: str) -> bool:
@@ -177,17 +207,16 @@ _URL = re.compile(r"https?://[^\s\"'<>]+")
 
 
 def text_title_words(text: str) -> tuple[list[str], list[bool]]:
-    """The words of a (normalized) text as :func:`title_words` folds them, and for each word whether the
-    text breaks off after it (punctuation, an ellipsis, a tag, a line end, the end of the text)."""
+    """The words of a text (:func:`decode_text`) as :func:`title_words` folds them, and for each word whether
+    the text breaks off after it (punctuation, an ellipsis, a tag, a line end, the end of the text)."""
     words: list[str] = []
     breaks: list[bool] = []
-    plain = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
-    for m in _TITLE_TOKEN.finditer(plain.casefold()):
+    for m in _TITLE_TOKEN.finditer(strip_marks(text)):
         if m.group(1) is not None:
             if breaks:
                 breaks[-1] = True
             continue
-        words.append(_stem(m.group()))
+        words.append(_title_word(m.group()))
         breaks.append(False)
     if breaks:
         breaks[-1] = True
@@ -254,7 +283,8 @@ class Detector:
     def _scan_one(self, raw: str) -> set[str]:
         p = self.policy
         found: set[str] = set()
-        norm = normalize_text(raw)
+        decoded = decode_text(raw)
+        norm = decoded.casefold()
         stripped = _TAG.sub(" ", norm)
         untagged = _TAG.sub("", norm)
         variants = [norm, _BROKEN_AFTER_PUNCT.sub(r"\1", untagged)]
@@ -272,11 +302,11 @@ class Detector:
         if any(_contains_pmcid(v, x) for x in p.pmcids for v in (norm, stripped)):
             found.add("pmcid")
         if self._titles:
-            texts = [norm]
-            if _HYPHEN_BREAK.search(norm):
-                texts.append(_HYPHEN_BREAK.sub("", norm))
+            texts = [decoded]
+            if _HYPHEN_BREAK.search(decoded):
+                texts.append(_HYPHEN_BREAK.sub("", decoded))
             if _CAMEL.search(raw):
-                texts.append(normalize_text(_CAMEL.sub(" ", raw)))
+                texts.append(decode_text(_CAMEL.sub(" ", raw)))
             for text in texts:
                 words, breaks = text_title_words(text)
                 index: dict[str, list[int]] = {}

@@ -16,11 +16,12 @@ The singular forms ``doi``, ``pmid``, ``pmcid``, ``title``, ``preprint_doi`` and
 accepted too (a string or a list of strings). Nothing else is: an unknown key (a misspelling, a nested
 object), a key given twice (in JSON or YAML alike), a value of the wrong shape, an identifier too short to
 single out one study (:data:`MIN_TITLE_WORDS`, :data:`MIN_TITLE_LETTERS`, :data:`MIN_ID_DIGITS`,
-:data:`MIN_DOI_SUFFIX`: a title of one word would flag nearly every page), or a policy naming no
-identifier (only ``mode``) is a :class:`PolicyError` whose text is ``file: key: problem``, and neither
-``spu serve`` nor ``spu audit serve`` starts with it (``spu audit policy check FILE`` checks a file). The
-policy lives with the audit log (embedded: ``SPU_POLICY``; service: ``--policy``) and is never shown to the
-agent.
+:data:`MIN_DOI_SUFFIX`: a title of one word would flag nearly every page), a title mixing scripts the way a
+look-alike spelling does (``Cytochrome`` with a Cyrillic capital es; :mod:`tools_server.web.lookalike`), or
+a policy naming no identifier (only ``mode``) is a :class:`PolicyError` whose text is ``file: key:
+problem`` on one line, and neither ``spu serve`` nor ``spu audit serve`` starts with it (``spu audit
+policy check FILE`` checks a file). The policy lives with the audit log (embedded: ``SPU_POLICY``;
+service: ``--policy``) and is never shown to the agent.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from typing import Any, Literal
 
 from spu_common.jsonfiles import loads_strict
 from spu_common.yamlfiles import loads_yaml_strict
+from tools_server.web.lookalike import mixed_script_problem
 
 Mode = Literal["observe", "enforce"]
 POLICY_ENV = "SPU_POLICY"
@@ -135,8 +137,8 @@ class Policy:
         specific("pmcid", pmcids, lambda p: _too_few_digits(p, "PMC id"))
         specific("doi", dois, _doi_too_vague)
         specific("preprint_doi", preprint_dois, _doi_too_vague)
-        specific("title", titles, _title_too_vague)
-        specific("preprint_title", preprint_titles, _title_too_vague)
+        specific("title", titles, _title_problem)
+        specific("preprint_title", preprint_titles, _title_problem)
         policy = cls(
             mode=mode,
             dois=dois,
@@ -166,11 +168,10 @@ class Policy:
         try:
             data = loads_yaml_strict(text) if source.endswith((".yaml", ".yml")) else loads_strict(text)
         except Exception as exc:  # yaml and json errors alike: the file is not a policy
-            raise PolicyError(
-                source,
-                "(file)",
-                f"is not valid {'YAML' if source.endswith(('.yaml', '.yml')) else 'JSON'}: {exc}",
-            ) from None
+            kind = "YAML" if source.endswith((".yaml", ".yml")) else "JSON"
+            # a parser's message spans lines (the mark, a caret): one line here, as every problem is
+            problem = " ".join(str(exc).split())
+            raise PolicyError(source, "(file)", f"is not valid {kind}: {problem}") from None
         return cls.from_dict(data, source=source)
 
     @classmethod
@@ -196,6 +197,10 @@ def _doi_too_vague(doi: str) -> str | None:
             f"{MIN_DOI_SUFFIX} characters (10.1021/jacs.5b01234); give the study's full DOI"
         )
     return None
+
+
+def _title_problem(title: str) -> str | None:
+    return _title_too_vague(title) or mixed_script_problem(title)
 
 
 def _title_too_vague(title: str) -> str | None:

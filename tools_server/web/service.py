@@ -11,23 +11,60 @@ itself. Protocol (JSON over HTTP, every request carries ``Authorization: Bearer 
   loopback name (when bound to loopback) 421; a body over 1 MiB 413, one slower than 30 s 408
   (:func:`tools_server.plugin.guard_requests`).
 
+The service listens on a TCP address (``--host``/``--port``) or on a Unix socket (``--socket PATH``): the
+strict Harbor setting gives the agent's container no network at all and shares only the socket's folder
+with the service's container (docs/harbor.md). The socket file is made with mode :data:`SOCKET_MODE` (its
+owner and group may connect) before anyone can connect to it; the token is required on it as on TCP.
+
 The MCP server forwards when ``SPU_AUDIT_URL`` and ``SPU_AUDIT_TOKEN`` are set (:class:`RemoteGateway`);
-it then never reads a policy itself.
+it then never reads a policy itself. ``SPU_AUDIT_URL`` is ``http://HOST:PORT`` (or ``https://``) or
+``unix:///absolute/path.sock`` (:func:`parse_audit_url`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import socket
+import stat
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from tools_server.plugin import ToolError, guard_requests, uvicorn_options
 
 AUDIT_URL_ENV = "SPU_AUDIT_URL"
 AUDIT_TOKEN_ENV = "SPU_AUDIT_TOKEN"
+#: the mode of the service's Unix socket: its owner and group may connect, nobody else
+SOCKET_MODE = 0o660
+URL_ADVICE = "Use http://HOST:PORT or unix:///absolute/path.sock (three slashes)."
+
+
+@dataclass(frozen=True)
+class AuditAddress:
+    """Where an audit service listens: ``base_url`` for requests, over ``socket_path`` when it is set."""
+
+    url: str
+    base_url: str
+    socket_path: str | None = None
+
+
+def parse_audit_url(url: str) -> AuditAddress:
+    """The address of ``SPU_AUDIT_URL``: ``http(s)://HOST[:PORT]``, or ``unix:///ABSOLUTE/PATH`` for a Unix
+    socket (requests then go to ``http://localhost`` through it). Raises ``ValueError`` saying what is
+    wrong."""
+    given = url.strip()
+    parts = urlsplit(given)
+    if parts.scheme == "unix":
+        if parts.netloc or not parts.path.startswith("/") or parts.query or parts.fragment:
+            raise ValueError(f"{given!r} is not a Unix socket address. {URL_ADVICE}")
+        return AuditAddress(given, "http://localhost", parts.path)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return AuditAddress(given, given.rstrip("/"))
+    raise ValueError(f"{given!r} is not an audit service address. {URL_ADVICE}")
 
 
 class CannotListen(RuntimeError):
@@ -87,15 +124,18 @@ def serve(
     policy_path: Path | None = None,
     host: str = "127.0.0.1",
     port: int = 8765,
+    socket_path: Path | None = None,
     workdir: Path | None = None,
     key_file: Path | None = None,
 ) -> None:
-    """Run the audit service until interrupted; prints ``{"url": ...}`` on stdout once listening. The
-    log's HMAC key is read from ``key_file`` (default ``LOG.key``, created when missing)."""
+    """Run the audit service until interrupted, on ``host``:``port`` or, when ``socket_path`` is given, on
+    that Unix socket; prints ``{"url": ...}`` on stdout once listening. The log's HMAC key is read from
+    ``key_file`` (default ``LOG.key``, created when missing)."""
     import uvicorn
 
     from spu_common.audit_log import key_path
     from spu_common.console import echo_json
+    from tools_server.plugin import is_loopback
     from tools_server.web.audit import load_or_create_key
     from tools_server.web.gateway import Gateway
     from tools_server.web.policy import Policy
@@ -113,6 +153,37 @@ def serve(
             "mode": policy.mode if policy else None,
         }
     )
+    if socket_path is not None:
+        sock, url = _unix_listener(socket_path)
+        made = os.lstat(socket_path.absolute())
+        # no Host check: a Unix socket is out of a browser's reach (DNS rebinding); the token guards it
+        hosts = None
+    else:
+        sock, url = _tcp_listener(host, port)
+        bound = sock.getsockname()[1]
+        # bound to loopback, only loopback names are valid Host values (DNS rebinding); elsewhere the token
+        # alone guards the service (its clients reach it by addresses this process cannot know)
+        hosts = [f"127.0.0.1:{bound}", f"localhost:{bound}", f"[::1]:{bound}"] if is_loopback(host) else None
+    echo_json({"url": url}, one_line=True)
+    config = uvicorn.Config(
+        build_app(gateway, token, hosts), log_level="warning", access_log=False, **uvicorn_options()
+    )
+
+    class Server(uvicorn.Server):
+        # uvicorn ends the process by the signal it caught once it has shut down: tidy up here, not after run
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().shutdown(sockets)
+            gateway.client.close()
+            if socket_path is not None:
+                _remove_own_socket(socket_path.absolute(), made)
+
+    try:
+        Server(config).run(sockets=[sock])
+    finally:
+        sys.stdout.flush()
+
+
+def _tcp_listener(host: str, port: int) -> tuple[socket.socket, str]:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -122,23 +193,53 @@ def serve(
         sock.close()
         raise CannotListen(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     sock.listen(128)
-    bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    echo_json({"url": f"http://{shown}:{bound}"}, one_line=True)
-    from tools_server.plugin import is_loopback
+    return sock, f"http://{shown}:{sock.getsockname()[1]}"
 
-    # bound to loopback, only loopback names are valid Host values (DNS rebinding); elsewhere the token
-    # alone guards the service (its clients reach it by addresses this process cannot know)
-    hosts = [f"127.0.0.1:{bound}", f"localhost:{bound}", f"[::1]:{bound}"] if is_loopback(host) else None
-    config = uvicorn.Config(
-        build_app(gateway, token, hosts), log_level="warning", access_log=False, **uvicorn_options()
-    )
-    server = uvicorn.Server(config)
+
+def _unix_listener(path: Path) -> tuple[socket.socket, str]:
+    """A listening Unix socket at ``path``, made with mode :data:`SOCKET_MODE` (by the umask at ``bind``, so
+    it is never more open, not even for an instant). A socket left by a service that ended is replaced;
+    anything else at ``path`` (a file, a live service) is a :class:`CannotListen`."""
+    path = path.absolute()
     try:
-        server.run(sockets=[sock])
+        found = os.lstat(path)
+    except FileNotFoundError:
+        found = None
+    except OSError as exc:
+        raise CannotListen(f"cannot listen on {path}: {exc.strerror}") from None
+    if found is not None:
+        if not stat.S_ISSOCK(found.st_mode):
+            raise CannotListen(
+                f"cannot listen on {path}: it exists and is not a socket; remove it or choose another path"
+            )
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            try:
+                probe.connect(str(path))
+            except ConnectionRefusedError:
+                os.unlink(path)  # a socket nobody listens on any more
+            except OSError as exc:
+                raise CannotListen(f"cannot listen on {path}: {exc.strerror or exc}") from None
+            else:
+                raise CannotListen(f"cannot listen on {path}: another service listens there")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    previous = os.umask(0o777 & ~SOCKET_MODE)
+    try:
+        sock.bind(str(path))
+    except OSError as exc:  # no such folder, not writable, a path longer than the 107 bytes allowed
+        sock.close()
+        raise CannotListen(f"cannot listen on {path}: {exc.strerror or exc}") from None
     finally:
-        gateway.client.close()
-        sys.stdout.flush()
+        os.umask(previous)
+    sock.listen(128)
+    return sock, f"unix://{path}"
+
+
+def _remove_own_socket(path: Path, made: os.stat_result) -> None:
+    """Remove the socket file at ``path`` when it is still the one this service made."""
+    with contextlib.suppress(FileNotFoundError):
+        if (os.lstat(path).st_dev, os.lstat(path).st_ino) == (made.st_dev, made.st_ino):
+            os.unlink(path)
 
 
 def _count_lines(path: Path) -> int:
@@ -149,25 +250,27 @@ def _count_lines(path: Path) -> int:
 
 
 class RemoteGateway:
-    """Forwards web tool calls to an audit service; same ``call`` signature as the embedded gateway."""
+    """Forwards web tool calls to an audit service; same ``call`` signature as the embedded gateway.
+    ``url`` is read by :func:`parse_audit_url` (``ValueError`` when it is not an address)."""
 
     def __init__(self, url: str, token: str, *, timeout_s: float = 600.0) -> None:
         import httpx
 
-        self.url = url.rstrip("/")
+        address = parse_audit_url(url)
+        self.url = address.url
+        self._calls = f"{address.base_url}/v1/call"
         self._http = httpx.Client(
             trust_env=False,
             timeout=httpx.Timeout(timeout_s, connect=10.0),
             headers={"Authorization": f"Bearer {token}"},
+            transport=httpx.HTTPTransport(uds=address.socket_path) if address.socket_path else None,
         )
 
     def call(self, tool: str, args: dict[str, Any], call_id: str | None = None) -> dict[str, Any]:
         import httpx
 
         try:
-            response = self._http.post(
-                f"{self.url}/v1/call", json={"tool": tool, "args": args, "call_id": call_id}
-            )
+            response = self._http.post(self._calls, json={"tool": tool, "args": args, "call_id": call_id})
         except httpx.HTTPError as exc:
             raise ToolError(
                 "http_error",

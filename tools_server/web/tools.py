@@ -183,6 +183,14 @@ def current_gateway() -> Any:
                 "SPU_AUDIT_URL is set but SPU_AUDIT_TOKEN is not.",
                 hint="The operator must set SPU_AUDIT_TOKEN to the audit service's token.",
             )
+        try:
+            service.parse_audit_url(url)
+        except ValueError as exc:
+            raise ToolError(
+                "http_error",
+                f"SPU_AUDIT_URL: {exc}",
+                hint="The operator must set SPU_AUDIT_URL to the audit service's address.",
+            ) from None
         key: tuple[str | None, ...] = ("remote", url, token)
     else:
         key = (

@@ -8,10 +8,13 @@ of your own, an import path ``package.module:Class`` followed by ``:MODEL``
 from __future__ import annotations
 
 import importlib
+import inspect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # base imports httpx; the registry stays light for `spu --help`
+    from pathlib import Path
+
     from scaffold.agent.config import ModelSection
     from scaffold.agent.models.base import ModelTurn, ToolDef
 
@@ -22,6 +25,7 @@ PROVIDERS: dict[str, str] = {
     "openai-responses": "scaffold.agent.models.openai_responses:OpenAIResponsesModel",
     "anthropic": "scaffold.agent.models.anthropic:AnthropicModel",
     "replay": "scaffold.agent.models.replay:ReplayModel",
+    "baseline": "scaffold.agent.models.baseline:BaselineModel",
 }
 
 #: variables holding model API keys (each adapter's ``api_key_env`` and the OpenAI-compatible services
@@ -71,7 +75,7 @@ class Model(Protocol):
 
 
 def provider_names() -> str:
-    """``openai, openai-responses, anthropic, replay`` (for help texts and errors)."""
+    """``openai, openai-responses, anthropic, replay, baseline`` (for help texts and errors)."""
     return ", ".join(PROVIDERS)
 
 
@@ -115,15 +119,31 @@ def adapter_class(provider: str) -> type[Model]:
     return found
 
 
-def check_model(spec: ModelSpec, config: ModelSection, *, base_url: str | None, task_id: str) -> None:
+def check_model(
+    spec: ModelSpec,
+    config: ModelSection,
+    *,
+    base_url: str | None,
+    task_id: str,
+    task_dir: Path | None = None,
+) -> None:
     """Raise ``ValueError`` (one line: what cannot work and what to do) when ``spec`` cannot run task
-    ``task_id``: called by ``spu agent run`` and ``spu batch`` before any run starts. ``config`` is the
-    ``model`` section of the agent config. An adapter says what it needs through an optional classmethod
-    ``preflight(model, config, *, base_url, task_id) -> str | None`` (the problem, or None)."""
+    ``task_id`` in ``task_dir``: called by ``spu agent run`` and ``spu batch`` before any run starts.
+    ``config`` is the ``model`` section of the agent config. An adapter says what it needs through an
+    optional classmethod ``preflight(model, config, *, base_url, task_id) -> str | None`` (the problem, or
+    None); one that also takes ``task_dir`` gets the task directory (the ``baseline`` model reads the
+    task's card beside it). A ``base_url`` that is not an http(s) URL with a host is refused for every
+    model."""
+    if base_url is not None:
+        from spu_common.endpoints import base_url_problem
+
+        if (problem := base_url_problem(base_url)) is not None:
+            raise ValueError(f"--base-url {base_url!r}: {problem}")
     preflight = getattr(adapter_class(spec.provider), "preflight", None)
-    problem = (
-        preflight(spec.model, config, base_url=base_url, task_id=task_id) if callable(preflight) else None
-    )
+    if not callable(preflight):
+        return
+    where = {"task_dir": task_dir} if "task_dir" in inspect.signature(preflight).parameters else {}
+    problem = preflight(spec.model, config, base_url=base_url, task_id=task_id, **where)
     if problem:
         raise ValueError(f"--model {spec}: {problem}")
 

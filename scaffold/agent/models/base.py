@@ -10,8 +10,11 @@ The loop speaks one neutral message format; each adapter translates it to its wi
 * ``{"role": "tool", "tool_call_id", "name", "content": str, "is_error": bool}``
 
 Errors are classified once, here: :class:`ContextOverflow`, :class:`AuthError` and :class:`QuotaError`
-are never retried; 408/409/429/5xx/529 and transport errors are retried with exponential backoff,
-honouring ``retry-after`` (and ``retry-after-ms``) up to a cap.
+are never retried; 408/409/429/5xx/529, timeouts and transport errors are retried with exponential
+backoff, honouring ``retry-after`` (and ``retry-after-ms``) up to a cap. An endpoint that has never
+answered and refuses the connection, or whose host name does not resolve, is not retried (a wrong
+``--base-url``, a server not started: retrying cost minutes); once it has answered, a refused connection is
+retried like a timeout (a server restarting).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import json
 import logging
 import os
 import random
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -223,6 +227,8 @@ class HttpModel:
         self._client = httpx.Client(timeout=httpx.Timeout(config.timeout_s, connect=30.0))
         #: the last request body sent, for prefix-stability measurements and debugging
         self.last_request: dict[str, Any] | None = None
+        #: whether the endpoint has answered at least once (a refused connection before that is final)
+        self.answered = False
 
     @classmethod
     def from_spec(
@@ -246,6 +252,12 @@ class HttpModel:
                 f"{key_env} is not set and no --base-url is given: {cls.default_base_url} refuses calls "
                 f"without a key (set {key_env}, or give --base-url for a server of your own)"
             )
+        if base_url is not None:  # a server of one's own: it must be a URL, and something must listen there
+            from spu_common.endpoints import base_url_problem, unreachable
+
+            problem = base_url_problem(base_url) or unreachable(base_url)
+            if problem is not None:
+                return f"--base-url {base_url}: {problem} (start the server, or correct the URL)"
         return None
 
     @property
@@ -305,6 +317,7 @@ class HttpModel:
         for attempt in range(1, self.max_attempts + 1):
             try:
                 response = self._client.post(url, content=payload, headers=headers)
+                self.answered = True
                 if response.status_code >= 400:
                     raise classify_http_error(response)
                 try:
@@ -317,6 +330,10 @@ class HttpModel:
                     raise ModelError(f"the server returned an error: {_error_message(json.dumps(data))}")
                 return data, attempt
             except httpx.TransportError as exc:
+                if not self.answered and (reason := _never_reached(exc)) is not None:
+                    raise ModelError(
+                        f"cannot reach {url}: {reason}; check --base-url and that the server is running"
+                    ) from exc
                 error: ModelError = RetryableError(f"{type(exc).__name__}: {exc}")
             except RetryableError as exc:
                 error = exc
@@ -353,6 +370,19 @@ class HttpModel:
 
     def close(self) -> None:
         self._client.close()
+
+
+def _never_reached(exc: BaseException) -> str | None:
+    """Why a request reached no server, when nothing can change that by waiting: the connection was
+    refused, or the host name does not resolve (the cause httpx wraps); None for anything else."""
+    seen = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return "the connection was refused (nothing listens there)"
+        if isinstance(seen, socket.gaierror):
+            return f"the host name does not resolve ({seen.strerror or seen})"
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _shape_of(data: Any) -> str:

@@ -14,8 +14,9 @@ dask-jobqueue), under the server's rules.
   the Dask worker that takes it (:func:`run_chunk`), like a job: a cancellation or the job's time limit
   kills the process running an item, not only the items after it, and a crash in an item is an
   ``engine_crashed`` error, not a lost Dask worker.
-- **Files go with the job**: every path-typed argument (``InputPath``, ``InputDir``) has been resolved and
-  checked under the server's roots before the job leaves; the server reads it and sends its content,
+- **Files go with the job**: every path-typed argument (``InputPath``, ``InputDir``) has been checked
+  under the server's roots before the job leaves; the server reads it the one way tools read files
+  (:func:`~tools_server.core.paths.read_input`) and sends its content,
   which the Dask worker writes into its scratch folder and hands the tool instead. A Dask worker never
   opens a path of the server's machine, whatever its own roots allow.
 - **The memory limit goes with the job**: the tool's, else the server's ``SPU_JOB_MEMORY_MB``; the Dask
@@ -449,46 +450,33 @@ class DaskExecutor:
         self.client.close()
 
 
-def _locations(value: Any, dotted: str, where: tuple = ()) -> list[tuple]:
-    """Where in the arguments the path-typed field ``dotted`` (``outer.inner`` for nested models) holds
-    a path: each a tuple of keys and list indices from the root."""
-    head, _, rest = dotted.partition(".")
-    if not isinstance(value, dict) or value.get(head) is None:
-        return []
-    inner = value[head]
-    items = list(enumerate(inner)) if isinstance(inner, list) else [(None, inner)]
-    found: list[tuple] = []
-    for index, item in items:
-        here = (*where, head) if index is None else (*where, head, index)
-        if rest:
-            found += _locations(item, rest, here)
-        elif isinstance(item, str):
-            found.append(here)
-    return found
-
-
 def _pack_inputs(job: Job) -> list[dict[str, Any]]:
-    """The content of every file (or folder) the job's path-typed arguments name, read on the server:
-    the arguments were resolved and checked under the server's roots when they were validated."""
+    """The content of every file (or folder) the job's path-typed arguments name, read on the server the
+    one way tools read files (:func:`~tools_server.core.paths.read_input`: below the server's roots, no
+    link followed, from the descriptor that was checked; a folder's links and special files are left out)."""
     from tools_server.core.execute import resolve
-    from tools_server.core.paths import path_fields
+    from tools_server.core.paths import path_fields, path_locations, path_marker, read_input
 
     try:
-        fields = path_fields(resolve(job.tool, job.module).input_model)
+        model = resolve(job.tool, job.module).input_model
     except ToolError:
         return []
     packed: list[dict[str, Any]] = []
     total = 0
-    for dotted, kind in fields.items():
-        for where in _locations(job.params, dotted):
+    for dotted, kind in path_fields(model).items():
+        if kind not in ("file", "dir"):
+            continue  # a text that may name a file is read where the tool runs
+        size_kind = getattr(path_marker(model, dotted), "size_kind", None) or "file"
+        for where in path_locations(job.params, dotted):
             value: Any = job.params
             for key in where:
                 value = value[key]
             root = Path(value)
-            paths = sorted(p for p in root.rglob("*") if p.is_file()) if kind == "dir" else [root]
+            names = ["."] if kind == "file" else [e.relative for e in _folder_files(root)]
             files = {}
-            for path in paths:
-                total += path.stat().st_size
+            for name in names:
+                data = read_input(root if name == "." else root / name, kind=size_kind).data
+                total += len(data)
                 if total > MAX_INPUT_BYTES:
                     raise ToolError(
                         "too_large",
@@ -496,9 +484,20 @@ def _pack_inputs(job: Job) -> list[dict[str, Any]]:
                         "the cluster.",
                         "Run it with the local executor, or give smaller inputs.",
                     )
-                files["." if kind == "file" else path.relative_to(root).as_posix()] = path.read_bytes()
+                files[name] = data
             packed.append({"where": list(where), "kind": kind, "name": root.name, "files": files})
     return packed
+
+
+def _folder_files(root: Path) -> list[Any]:
+    """The regular files below the input folder ``root`` (no link followed)."""
+    from spu_common import confined
+    from tools_server.core.paths import allowed_roots, tool_error
+
+    try:
+        return [e for e in confined.walk(root, allowed_roots()) if e.kind == "file"]
+    except confined.Refused as exc:
+        raise tool_error(exc) from None
 
 
 def _unpack_inputs(params: dict[str, Any], inputs: list[dict[str, Any]], folder: Path) -> dict[str, Any]:

@@ -29,14 +29,17 @@ def _as_seen_now(record: dict[str, Any]) -> dict[str, Any]:
     return {**record, "status": "lost", "error": lost_to_restart()}
 
 
-def _lost_without_record(job_id: str) -> dict[str, Any]:
-    """The record of a job this work folder issued (its id's tag says so) whose record is gone."""
+def _lost_without_record(job_id: str, damage: str | None = None) -> dict[str, Any]:
+    """The record of a job this work folder issued (its id's tag says so) whose record is gone, or damaged
+    (``damage`` says how)."""
+    why = (
+        f"This job's record is damaged ({damage}), so its result cannot be read (job status: lost)."
+        if damage
+        else "This job's record is missing: the server stopped (killed, or the machine lost power) before "
+        "the record reached the disk, or the record was removed after SPU_JOB_RETENTION_S (job status: lost)."
+    )
     error = ToolError(
-        "engine_crashed",
-        "This job's record is missing: the server stopped (killed, or the machine lost power) before the "
-        "record reached the disk, or the record was removed after SPU_JOB_RETENTION_S (job status: lost).",
-        "Submit the same call again (finished results are cached).",
-        status="lost",
+        "engine_crashed", why, "Submit the same call again (finished results are cached).", status="lost"
     ).to_dict()
     tool = job_id.rpartition("-")[0]
     return {"job_id": job_id, "tool": tool, "module": "", "status": "lost", "created": 0.0, "error": error}
@@ -183,14 +186,16 @@ class JobManager:
 
     def lookup(self, job_id: str) -> Job:
         """The job, live or rebuilt from its stored record (an earlier server process, or pruned from
-        memory); a job this work folder issued whose record is gone is ``lost``, never unknown."""
+        memory); a job this work folder issued whose record is gone or damaged is ``lost``, never unknown.
+        May read the disk: call it off the event loop."""
         if job_id in self.jobs:
             return self.jobs[job_id]
-        record = self.store.load(job_id)
+        record, damage = self.store.load(job_id)
         if record is None and self.store.issued(job_id):
-            record = _lost_without_record(job_id)
+            record = _lost_without_record(job_id, damage)
         if record is None:
-            raise ToolError("job_not_found", f"No job with id {job_id!r} is known to this server.")
+            found = f" (a damaged record file has its name: {damage})" if damage else ""
+            raise ToolError("job_not_found", f"No job with id {job_id!r} is known to this server{found}.")
         return Job.from_record(_as_seen_now(record))
 
     async def wait(
@@ -224,7 +229,9 @@ class JobManager:
                 del self.jobs[job_id]
         self.store.prune(self.retention_s)
 
-    def listing(self) -> list[dict[str, Any]]:
+    def listing(self) -> dict[str, Any]:
+        """The ``jobs`` tool's answer: the newest jobs, and a warning naming the damaged records skipped.
+        Reads the disk: call it off the event loop."""
         live = {jid: self.jobs[jid] for jid in self._recent if jid in self.jobs}
         rows = [
             {k: v for k, v in job.record().items() if k not in ("result", "params")} for job in live.values()
@@ -233,7 +240,8 @@ class JobManager:
             if record["job_id"] not in live:
                 rows.append({k: v for k, v in _as_seen_now(record).items() if k not in ("result", "params")})
         rows.sort(key=lambda r: r["created"], reverse=True)
-        return rows[:100]
+        warning = self.store.damaged_warning()
+        return {"jobs": rows[:100], **({"warnings": [warning]} if warning else {})}
 
     def shutdown(self) -> None:
         if self._executor is not None:
