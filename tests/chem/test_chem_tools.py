@@ -74,9 +74,7 @@ def test_physchem_counts_r_and_s_centres_and_floats_keep_ten_significant_digits(
     out = T.chem_descriptors(
         T.DescriptorInput(molecules=["C[C@H](N)C(=O)O", "C[C@@H](N)C(=O)O", "O[C@@H]1CCCC[C@H]1O"]), ctx
     )
-    counts = [
-        (i["descriptors"]["stereocenters_r"], i["descriptors"]["stereocenters_s"]) for i in out["items"]
-    ]
+    counts = [(i.descriptors["stereocenters_r"], i.descriptors["stereocenters_s"]) for i in out.items]
     assert counts == [(0, 1), (1, 0), (2, 0)]
     from rdkit import Chem
     from rdkit.Chem import Descriptors
@@ -85,9 +83,7 @@ def test_physchem_counts_r_and_s_centres_and_floats_keep_ten_significant_digits(
     # that differ further down; ten significant digits are what the screen compares (docs/chemistry.md)
     exact = Descriptors.MaxAbsPartialCharge(Chem.MolFromSmiles(ASPIRIN))
     named = T.chem_descriptors(T.DescriptorInput(molecules=[ASPIRIN], names=["MaxAbsPartialCharge"]), ctx)
-    assert (
-        named["items"][0]["descriptors"]["MaxAbsPartialCharge"] == float(f"{exact:.10g}") != round(exact, 6)
-    )
+    assert named.items[0].descriptors["MaxAbsPartialCharge"] == float(f"{exact:.10g}") != round(exact, 6)
 
 
 def test_large_batches_go_to_csv(ctx):
