@@ -50,20 +50,20 @@ def test_chem_parse_flags_mixtures_and_charges(ctx):
 def test_descriptors_match_pubchem(ctx, smiles):
     ref = PUBCHEM[smiles]
     d = T.chem_descriptors(T.DescriptorInput(molecules=[smiles]), ctx).items[0].descriptors
-    assert d["mol_weight_g_mol"] == pytest.approx(ref["mw"], abs=0.01)
-    assert d["exact_mass_da"] == pytest.approx(ref["exact"], abs=1e-5)
+    assert d.mol_weight_g_mol == pytest.approx(ref["mw"], abs=0.01)
+    assert d.exact_mass_da == pytest.approx(ref["exact"], abs=1e-5)
     # RDKit's Ertl TPSA differs from Cactvs by treating imidazole N differently (caffeine 61.82 vs 58.4).
-    assert d["tpsa_a2"] == pytest.approx(ref["tpsa"], abs=3.5)
-    assert d["hbd"] == ref["hbd"]
+    assert d.tpsa_a2 == pytest.approx(ref["tpsa"], abs=3.5)
+    assert d.hbd == ref["hbd"]
     # PubChem counts ester/acid O and rotatable bonds with Cactvs rules; RDKit's definitions differ by <= 1.
-    assert abs(d["hba"] - ref["hba"]) <= 1
-    assert abs(d["rotatable_bonds"] - ref["rot"]) <= 1
+    assert abs(d.hba - ref["hba"]) <= 1
+    assert abs(d.rotatable_bonds - ref["rot"]) <= 1
 
 
 def test_lipinski_preset_and_all_preset(ctx):
     out = T.chem_descriptors(T.DescriptorInput(molecules=[ASPIRIN, "not a smiles"], preset="lipinski"), ctx)
     asp = out.items[0].descriptors
-    assert asp["lipinski_violations"] == 0 and asp["lipinski_hba"] == 4 and asp["veber_ok"] is True
+    assert asp.lipinski_violations == 0 and asp.lipinski_hba == 4 and asp.veber_ok is True
     assert out.items[1].error.code == "invalid_smiles"
     full = T.chem_descriptors(T.DescriptorInput(molecules=[CAFFEINE], preset="all"), ctx).items[0].descriptors
     assert len(full) > 200 and full["NumHDonors"] == 0
@@ -74,8 +74,14 @@ def test_physchem_counts_r_and_s_centres_and_floats_keep_ten_significant_digits(
     out = T.chem_descriptors(
         T.DescriptorInput(molecules=["C[C@H](N)C(=O)O", "C[C@@H](N)C(=O)O", "O[C@@H]1CCCC[C@H]1O"]), ctx
     )
-    counts = [(i.descriptors["stereocenters_r"], i.descriptors["stereocenters_s"]) for i in out.items]
+    counts = [(i.descriptors.stereocenters_r, i.descriptors.stereocenters_s) for i in out.items]
     assert counts == [(0, 1), (1, 0), (2, 0)]
+    # the published item names the preset's fields, the stereocentre counts as integers
+    physchem = T.DescriptorsResult.model_json_schema()["$defs"]["PhyschemDescriptors"]
+    assert {physchem["properties"][k]["type"] for k in ("stereocenters_r", "stereocenters_s")} == {"integer"}
+    assert set(physchem["required"]) == set(T.PhyschemDescriptors.model_fields) and not physchem.get(
+        "additionalProperties", True
+    )
     from rdkit import Chem
     from rdkit.Chem import Descriptors
 

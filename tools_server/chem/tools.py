@@ -8,9 +8,9 @@ bad molecule gives an ``ok: false`` item with a stable error code and never fail
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Discriminator, Field, Tag
 
 from tools_server.molecules import MoleculeText
 from tools_server.plugin import (
@@ -56,10 +56,84 @@ class ParseResult(BatchResult):
     items: list[ParseItem]
 
 
+class PhyschemDescriptors(ResultModel):
+    """The ``physchem`` preset (each field's unit is in the result's ``units``; null where RDKit gives no
+    finite number)."""
+
+    mol_weight_g_mol: FiniteOrNull
+    exact_mass_da: FiniteOrNull
+    logp_crippen: FiniteOrNull
+    molar_refractivity_cm3_mol: FiniteOrNull
+    tpsa_a2: FiniteOrNull
+    hbd: int
+    hba: int
+    rotatable_bonds: int
+    heavy_atoms: int
+    rings: int
+    aromatic_rings: int
+    fraction_csp3: FiniteOrNull
+    formal_charge: int
+    #: stereocentres, assigned and unassigned; of the assigned ones, those with the CIP label R and S
+    stereocenters: int
+    stereocenters_r: int
+    stereocenters_s: int
+    qed: FiniteOrNull
+
+
+class LipinskiDescriptors(ResultModel):
+    """The ``lipinski`` preset: the rule-of-five terms and violations, and Veber's rule."""
+
+    mol_weight_g_mol: FiniteOrNull
+    logp_crippen: FiniteOrNull
+    lipinski_hbd: int
+    lipinski_hba: int
+    lipinski_violations: int
+    hbd: int
+    rotatable_bonds: int
+    tpsa_a2: FiniteOrNull
+    veber_ok: bool
+
+
+#: the model of each preset's descriptors (``all`` and explicit ``names`` give RDKit's names, an open map)
+PRESET_MODELS: dict[str, type[ResultModel]] = {
+    "physchem": PhyschemDescriptors,
+    "lipinski": LipinskiDescriptors,
+}
+
+
+def _descriptor_set(value: Any) -> str:
+    """Which of :class:`DescriptorItem`'s forms ``value`` takes: a preset's model, or the open map of RDKit
+    names (a map with exactly a preset's keys is that preset's)."""
+    if isinstance(value, BaseModel):
+        return "physchem" if isinstance(value, PhyschemDescriptors) else "lipinski"
+    keys = set(value) if isinstance(value, dict) else set()
+    for name, model in PRESET_MODELS.items():
+        if keys == set(model.model_fields):
+            return name
+    return "named"
+
+
+def _any_of(schema: dict[str, Any]) -> None:
+    """The descriptors' schema as ``anyOf``: a preset's fields also fit the open map, so JSON Schema's
+    ``oneOf`` (exactly one) would refuse them."""
+    for branch in schema.get("anyOf", []):
+        if "oneOf" in branch:
+            branch["anyOf"] = branch.pop("oneOf")
+
+
 class DescriptorItem(Item):
     smiles: str | None = None
-    #: descriptor name -> value (counts and flags as integers and booleans; null where RDKit gives no number)
-    descriptors: dict[str, bool | int | FiniteOrNull] | None = None
+    #: a preset's fields, or RDKit descriptor name -> value (counts and flags as integers and booleans; null
+    #: where RDKit gives no number)
+    descriptors: (
+        Annotated[
+            Annotated[PhyschemDescriptors, Tag("physchem")]
+            | Annotated[LipinskiDescriptors, Tag("lipinski")]
+            | Annotated[dict[str, bool | int | FiniteOrNull], Tag("named")],
+            Discriminator(_descriptor_set),
+        ]
+        | None
+    ) = Field(None, json_schema_extra=_any_of)
 
 
 class DescriptorsResult(BatchResult):
@@ -345,8 +419,13 @@ def chem_descriptors(args: DescriptorInput, ctx: ToolContext) -> DescriptorsResu
             from rdkit import Chem
 
             values = descriptors.compute(mol, args.preset, args.names)
+            typed = None if args.names else PRESET_MODELS.get(args.preset)
             item = DescriptorItem(
-                index=i, ok=True, smiles=Chem.MolToSmiles(mol), descriptors=values, warnings=warnings or None
+                index=i,
+                ok=True,
+                smiles=Chem.MolToSmiles(mol),
+                descriptors=typed(**values) if typed else values,
+                warnings=warnings or None,
             )
             items.append(item)
         except Exception as exc:
