@@ -1,6 +1,6 @@
 """Reference agent: per-step overhead of the loop, and how stable request prefixes stay.
 
-A scripted model server on loopback (tests/agent/scripted_model_server.py) answers every request at once
+A scripted model server on loopback (tests/scripted_model_server.py) answers every request at once
 with one cheap tool call (read_file of a small task file), so what is left of each step is the agent's
 own work. From the trajectory of a run of N steps:
 
@@ -40,7 +40,7 @@ from scaffold.agent.runner import run_agent
 from spu_common.task import load_task
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests" / "agent"))
+sys.path.insert(0, str(REPO / "tests"))
 from scripted_model_server import ScriptedModelServer, common_prefix  # noqa: E402 - a test helper, on the path above
 
 TURN = {"tool_calls": [{"name": "read_file", "arguments": {"path": "TASK/contract.json", "limit": 5}}]}

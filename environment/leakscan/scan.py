@@ -11,8 +11,9 @@ ASCII letters and digits) and numbers. A document holds a task's answers when it
 - a DOI of the study or a whole source text;
 - in text (no NUL byte), the task's **values at their written precision** (a number written with ``d``
   decimals matches a value within half a unit of its last digit; at least two significant digits). Each
-  match counts its significant digits beyond the first, about -log10 of the chance that a number matches a
-  value by luck, and a document holds values when the matches of one kind count enough digits:
+  match counts its significant digits beyond the first (those the value carries: :func:`_carried`), at
+  most -log10 of the chance that a number in the range of the task's values matches it by luck
+  (:func:`_by_luck`), and a document holds values when the matches of one kind count enough digits:
     - *beside their ids* (:data:`WITH_IDS_DIGITS`): an experiment id, then at most :data:`BESIDE_CHARS`
       separators (spaces, quotes, ``: = , ; | ( ) [ ] { }``), then its value; or the value, separators
       without a line break, the id (``e7f2: 4.20``, ``| e7f2 | 4.2 |``, ``"e7f2": 4.2``, ``4.2,e7f2``);
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -130,6 +132,25 @@ def _significant(form: str) -> int:
     return len(form.lstrip("-").replace(".", "").lstrip("0"))
 
 
+def _by_luck(span: float, decimals: int) -> float:
+    """-log10 of the chance that a number written with ``decimals`` decimals, anywhere in the range of a
+    task's values (``span`` wide), is one given value at that precision: a narrow range written coarsely
+    (-12 to -5 in whole numbers) matches by luck one time in seven."""
+    unit = 10.0**-decimals
+    return math.log10(span / unit) if span > unit else 0.0
+
+
+def _carried(values: dict[str, float]) -> dict[str, int]:
+    """The significant digits each value carries, at the precision the task records its values (the most
+    decimals any of them has): a whole-number task's 10.0 carries two digits (10), a pIC50 task's 5.0 two."""
+    forms = {eid: _noise_free(_normal(repr(v)) or "0") for eid, v in values.items()}
+    decimals = max((len(f.removesuffix(".0").partition(".")[2]) for f in forms.values()), default=0)
+    return {
+        eid: _significant(form_string(decimals, round(Decimal(f).scaleb(decimals))))
+        for eid, f in forms.items()
+    }
+
+
 class Scanner:
     """Finds the marks of ``marks`` (one entry per task) in documents; built once, used for many."""
 
@@ -153,15 +174,17 @@ class Scanner:
             for text in task.texts:
                 self._texts[max(_ATOM.findall(text.lower()) or [""], key=len)].append((index, text))
         #: a value written at some precision -> (task, experiment id, what a match is worth: the digits beyond
-        #: the first of the number as written, at most as many as the value itself has)
-        self._forms: dict[str, list[tuple[int, str, int]]] = defaultdict(list)
+        #: the first of the number as written, at most as many as the value itself carries: _carried)
+        self._forms: dict[str, list[tuple[int, str, float]]] = defaultdict(list)
         for index, task in enumerate(marks):
-            own = {eid: _significant(_normal(repr(abs(v))) or "") - 1 for eid, v in task.values.items()}
+            own = {eid: digits - 1 for eid, digits in _carried(task.values).items()}
+            span = max(task.values.values(), default=0.0) - min(task.values.values(), default=0.0)
             for (decimals, scaled), eids in task.written.items():
                 form = form_string(decimals, scaled)
+                luck = _by_luck(span, decimals)
                 for eid in eids:
                     self._forms[form].append(
-                        (index, eid.lower(), max(0, min(_significant(form) - 1, own[eid])))
+                        (index, eid.lower(), max(0.0, min(_significant(form) - 1, own[eid], luck)))
                     )
 
     def scan(self, where: str, data: bytes) -> list[Finding]:
@@ -216,7 +239,7 @@ class Scanner:
 
     def _find_values(self, low: str, present: set[str], found: dict[int, list[str]]) -> None:
         #: a number as written -> the tasks and experiments whose value it is, with the digits it is worth
-        forms: dict[str, list[tuple[int, str, int]]] = {}
+        forms: dict[str, list[tuple[int, str, float]]] = {}
         for token in set(_NUMBER.findall(low)):
             form = token if token in self._forms else _normal(token)
             if (
@@ -238,7 +261,7 @@ class Scanner:
         forms = _worth_a_look(forms, ids.keys())
         numbers: dict[int, _Number] = {}
         #: task -> index of a number among all the document's numbers -> experiment id -> digits worth
-        values: dict[int, dict[int, dict[str, int]]] = defaultdict(lambda: defaultdict(dict))
+        values: dict[int, dict[int, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
         for i, match in enumerate(_NUMBER.finditer(low)):
             if match.group(0) in forms:
                 numbers[i] = _Number(match.start(), match.end(), match.group(0))
@@ -302,13 +325,13 @@ def _stand_out(low: str, hits: list[tuple[int, Gram]], run: list[Gram]) -> bool:
 
 
 def _worth_a_look(
-    forms: dict[str, list[tuple[int, str, int]]], named: Iterable[int]
-) -> dict[str, list[tuple[int, str, int]]]:
+    forms: dict[str, list[tuple[int, str, float]]], named: Iterable[int]
+) -> dict[str, list[tuple[int, str, float]]]:
     """The matches of the tasks whose distinct matching numbers could reach a rule's bounds at all: those
     the document names ids of worth WITH_IDS_DIGITS, the others PRESENTED_RUN values worth
     PRESENTED_DIGITS (a PDB file's integers match many tasks' values written to the unit, little more)."""
     eids: dict[int, set[str]] = defaultdict(set)
-    digits: dict[int, int] = defaultdict(int)
+    digits: dict[int, float] = defaultdict(float)
     for hits in forms.values():
         for index, eid, worth in hits:
             eids[index].add(eid)
@@ -374,10 +397,10 @@ class _Numbers:
             bisect.bisect_left(self.positions, first) : bisect.bisect_left(self.positions, last)
         ]
 
-    def with_ids(self, values: dict[int, dict[str, int]], ids: list[tuple[int, int, str]]) -> str:
+    def with_ids(self, values: dict[int, dict[str, float]], ids: list[tuple[int, int, str]]) -> str:
         """Values beside their ids, or among the numbers of their records, worth WITH_IDS_DIGITS in all."""
-        beside: dict[str, tuple[int, int]] = {}
-        in_record: dict[str, tuple[int, int]] = {}
+        beside: dict[str, tuple[float, int]] = {}
+        in_record: dict[str, tuple[float, int]] = {}
         for k, (start, end, eid) in enumerate(ids):
             for best, places in ((beside, self._adjacent(start, end)), (in_record, self._in_record(ids, k))):
                 for i in places:
@@ -397,7 +420,7 @@ class _Numbers:
 
     def in_order(
         self,
-        values: dict[int, dict[str, int]],
+        values: dict[int, dict[str, float]],
         order: list[str],
         min_run: int,
         min_digits: int,

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from adversarial_corpus import PREPARED, SECRET, Case, cases, prepare_workdir
-from mcp_wire import INIT, http_spu_server
+from mcp_wire import INIT, RawServer, http_spu_server
 
 REPLY_TIMEOUT_S = 120.0
 PING = b'{"jsonrpc":"2.0","id":999999,"method":"tools/list"}'
@@ -73,69 +71,29 @@ def _nothing_leaked(workdir: Path) -> None:
             assert marker not in path.read_bytes(), f"{path.name} holds the outside file's content"
 
 
-class StdioServer:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "spu", "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        self.buf = b""
-
-    def send(self, frame: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(frame + b"\n")
-        self.proc.stdin.flush()
-
-    def reply(self, timeout: float = REPLY_TIMEOUT_S) -> dict[str, Any] | None:
-        """The next message that is a reply (notifications skipped), or None after ``timeout``."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while True:
-            while b"\n" in self.buf:
-                line, self.buf = self.buf.split(b"\n", 1)
-                message = json.loads(line)
-                if "method" not in message:
-                    return message
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                return None
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return None
-            self.buf += chunk
-
-    def close(self) -> None:
-        self.proc.kill()
-        self.proc.wait(timeout=30)
-
-
 def test_corpus_over_stdio(spu_env):
     workdir = Path(spu_env["SPU_WORKDIR"])
     prepare_workdir(workdir)
-    server = StdioServer(spu_env)
+    server = RawServer(spu_env, initialize=False)
     try:
         server.send(json.dumps(INIT).encode())
-        assert server.reply() is not None, "no answer to initialize"
+        assert server.next_reply(REPLY_TIMEOUT_S) is not None, "no answer to initialize"
         server.send(b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
         failures = []
         for case in cases(workdir):
             server.send(case.frame)
-            failure = _check(case, server.reply())
+            failure = _check(case, server.next_reply(REPLY_TIMEOUT_S))
             if failure:
                 failures.append(failure)
                 if "hang" in failure:
                     break
         server.send(PING)
-        ping = server.reply()
+        ping = server.next_reply(REPLY_TIMEOUT_S)
         assert server.proc.poll() is None, "the server died"
         assert ping is not None and ping.get("id") == 999999 and ping["result"]["tools"]
         assert not failures, "\n".join(failures)
     finally:
-        server.close()
+        server.kill()
     _nothing_leaked(workdir)
 
 
@@ -212,18 +170,16 @@ def _tool_code(reply: dict[str, Any] | None) -> Any:
 
 
 def test_a_broken_audit_chain_refuses_the_next_web_call_over_stdio(spu_env):
-    server = StdioServer(spu_env)
+    server = RawServer(spu_env)
     try:
-        server.send(json.dumps(INIT).encode())
-        assert server.reply() is not None
         for i in (1, 2):  # refused addresses are recorded too: no connection leaves the machine
             server.send(_web_call(i, f"http://127.0.0.1:9/{i}"))
-            assert _tool_code(server.reply()) == "url_refused"
+            assert _tool_code(server.next_reply()) == "url_refused"
         _break_chain(Path(spu_env["SPU_WORKDIR"]))
         server.send(_web_call(3, "http://127.0.0.1:9/3"))
-        assert _tool_code(server.reply()) == "audit_log_invalid"
+        assert _tool_code(server.next_reply()) == "audit_log_invalid"
     finally:
-        server.close()
+        server.kill()
 
 
 def test_a_broken_audit_chain_refuses_the_next_web_call_over_http(http_url, spu_env):
@@ -312,34 +268,12 @@ def test_http_probes_are_answered_before_the_body(http_url, probe):
 
 
 def test_a_plugin_that_fails_to_load_leaves_every_other_tool_working(spu_env):
-    server = StdioServer({**spu_env, "SPU_TOOL_MODULES": "no_such_plugin_module"})
+    server = RawServer({**spu_env, "SPU_TOOL_MODULES": "no_such_plugin_module"})
     try:
-        server.send(json.dumps(INIT).encode())
-        assert server.reply() is not None
-        server.send(PING)
-        assert server.reply()["result"]["tools"], "tools/list failed"
-        server.send(
-            json.dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 2,
-                    "method": "tools/call",
-                    "params": {"name": "system_info", "arguments": {}},
-                }
-            ).encode()
-        )
-        (error,) = server.reply()["result"]["structuredContent"]["plugin_errors"]
+        assert server.request("tools/list", {})["result"]["tools"], "tools/list failed"
+        (error,) = server.call("system_info", {})["structuredContent"]["plugin_errors"]
         assert error["plugin"] == "no_such_plugin_module" and error["error"].startswith("ModuleNotFoundError")
-        server.send(
-            json.dumps(
-                {
-                    "jsonrpc": "2.0",
-                    "id": 3,
-                    "method": "tools/call",
-                    "params": {"name": "chem_parse", "arguments": {"molecules": ["CCO"]}},
-                }
-            ).encode()
-        )
-        assert server.reply()["result"]["structuredContent"]["items"][0]["canonical_smiles"] == "CCO"
+        parsed = server.call("chem_parse", {"molecules": ["CCO"]})
+        assert parsed["structuredContent"]["items"][0]["canonical_smiles"] == "CCO"
     finally:
-        server.close()
+        server.kill()

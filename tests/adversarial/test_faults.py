@@ -10,20 +10,13 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import json
 import os
-import select
-import signal
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from disk_faults import fill
-from mcp_wire import INIT
+from mcp_wire import RawServer
 
 from spu_common.audit_log import verify
 from tools_server.core.errors import ToolError
@@ -31,64 +24,6 @@ from tools_server.web.audit import AuditLog
 
 pytestmark = pytest.mark.slow
 CORE_TESTS = Path(__file__).resolve().parent.parent / "core"  # spu_testing_tools
-
-
-class PipelinedServer:
-    """``spu serve`` over stdio with many calls in flight: frames are sent from a thread while the replies
-    are read (else both pipes fill and both sides wait)."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "spu", "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        self.buf = b""
-        self.replies: dict[int, dict[str, Any]] = {}
-        self._send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": INIT["params"]})
-        self._wait([0])
-        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def _send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def _wait(self, ids: list[int], timeout: float = 300) -> None:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        missing = set(ids) - set(self.replies)
-        while missing:
-            left = deadline - time.monotonic()
-            assert left > 0 and select.select([fd], [], [], left)[0], f"{len(missing)} replies missing"
-            chunk = os.read(fd, 1 << 20)
-            assert chunk, "the server closed its output"
-            self.buf += chunk
-            *lines, self.buf = self.buf.split(b"\n")
-            for line in lines:
-                message = json.loads(line)
-                if "id" in message:
-                    self.replies[message["id"]] = message
-                    missing.discard(message["id"])
-
-    def call_all(self, calls: list[tuple[int, str, dict[str, Any]]]) -> list[dict[str, Any]]:
-        """The results of the calls, sent all at once."""
-        frames = [
-            {"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {"name": tool, "arguments": args}}
-            for rid, tool, args in calls
-        ]
-        sender = threading.Thread(target=lambda: [self._send(f) for f in frames], daemon=True)
-        sender.start()
-        self._wait([rid for rid, _, _ in calls])
-        sender.join()
-        return [self.replies[rid]["result"] for rid, _, _ in calls]
-
-    def kill(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=60)
 
 
 def _outcome(result: dict[str, Any]) -> str:
@@ -108,11 +43,9 @@ def test_sigkill_under_1000_queued_jobs_then_a_power_cut(spu_env):
     """Every acknowledged id has its record on disk after the SIGKILL; after a simulated power cut that
     empties or removes some of them (unsynced files), every id still resolves, to ``lost``."""
     jobs = Path(spu_env["SPU_WORKDIR"]) / "jobs"
-    server = PipelinedServer(spu_env)
+    server = RawServer(spu_env)
     try:
-        acks = server.call_all(
-            [(i, "xtb_run", {"molecules": [_molecule(i)], "wait_s": 0}) for i in range(1000)]
-        )
+        acks = server.call_all([("xtb_run", {"molecules": [_molecule(i)], "wait_s": 0}) for i in range(1000)])
     finally:
         server.kill()
     job_ids = [
@@ -128,11 +61,11 @@ def test_sigkill_under_1000_queued_jobs_then_a_power_cut(spu_env):
         (jobs / f"{job_id}.json").unlink()
     with contextlib.suppress(OSError):  # root only: later reads come from the disk
         Path("/proc/sys/vm/drop_caches").write_text("3\n")
-    server = PipelinedServer(spu_env)
+    server = RawServer(spu_env)
     try:
-        waits = [(5000 + k, "job_wait", {"job_id": job_id, "wait_s": 0}) for k, job_id in enumerate(job_ids)]
+        waits = [("job_wait", {"job_id": job_id, "wait_s": 0}) for job_id in job_ids]
         outcomes = collections.Counter(_outcome(r) for r in server.call_all(waits))
-        (never_issued,) = server.call_all([(9000, "job_wait", {"job_id": "xtb_run-0123456789abcdef01"})])
+        never_issued = server.call("job_wait", {"job_id": "xtb_run-0123456789abcdef01"})
     finally:
         server.kill()
     assert set(outcomes) <= {"done", "lost"} and outcomes["lost"] >= 40, outcomes

@@ -237,7 +237,7 @@ def test_sigterm_mid_run_leaves_valid_files(moment, model_server, demo_task, spu
         ]
         server = model_server(script)
     else:
-        script = [draft, lambda request: (time.sleep(30), {"text": "too late"})[1]]
+        script = [draft, lambda request, wire: (time.sleep(30), {"text": "too late"})[1]]
         server = model_server(script)
     proc = agent_process(demo_task, out, server.url, spu_env)
     try:

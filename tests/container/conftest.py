@@ -10,9 +10,12 @@ The test image is built from ``Dockerfile`` by ``scripts/build-image.sh`` with t
 ``spu-scaffold:test`` (or ``SPU_TEST_IMAGE``); Docker's layer cache makes a rebuild after a source change
 take seconds.
 
-The tests share the Docker engine with whatever else runs on it (other Harbor trials included): they name
-their trials with a prefix of their own (``container_helpers.PREFIX``) and touch only compose projects that
-carry it.
+The tests share the Docker engine with whatever else runs on it (other Harbor trials, other sessions of these
+tests, the rest of the suite): each session owns its Docker objects. Its images carry a tag of its own
+(``container_helpers.own_tag``: the shared tag and ``container_helpers.PREFIX``), built one at a time on the
+machine (``build_lock``) and removed at its end; its trials, compose projects and containers are named with
+``PREFIX``, and only compose projects that carry it are touched. So sessions can run beside each other and
+beside the rest of the suite (``scripts/test.sh`` does).
 """
 
 from __future__ import annotations
@@ -30,16 +33,18 @@ from container_helpers import (
     HARBOR,
     PREFIX,
     REPO,
+    TEST_IMAGE,
     Trial,
+    build_image,
+    build_script,
     compose_project,
     docker,
     harbor_env,
     project_containers,
+    remove_image,
     remove_projects,
 )
 
-#: the tag the tests build and use; another tag keeps two checkouts on one engine apart
-TEST_IMAGE = os.environ.get("SPU_TEST_IMAGE", "spu-scaffold:test")
 #: the documented safe mode (docs/harbor.md): the log folders mounted from the host, so that the collect hook
 #: checks them before the host keeps anything (by default Harbor copies /logs/agent before any hook runs)
 SAFE = ("--ek", "auto_mounting=true")
@@ -84,19 +89,13 @@ def docker_ready() -> None:
 
 
 @pytest.fixture(scope="session")
-def test_image(docker_ready) -> str:
-    """``spu-scaffold:test`` built from the current sources (cached: seconds when only code changed)."""
-    env = {**os.environ, "SPU_IMAGE": TEST_IMAGE, "SPU_EXTRAS": EXTRAS}
-    proc = subprocess.run(
-        ["bash", str(REPO / "scripts" / "build-image.sh"), "cpu"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=3600,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    return TEST_IMAGE
+def test_image(docker_ready) -> Iterator[str]:
+    """The test image built from the current sources (cached: seconds when only code changed), under this
+    session's own tag (``spu-scaffold:test-<PREFIX>``), removed at the end; ``spu-scaffold:test`` names the
+    last one built."""
+    tag = build_image(TEST_IMAGE, lambda tag: build_script("cpu", tag, SPU_EXTRAS=EXTRAS))
+    yield tag
+    remove_image(tag)
 
 
 @pytest.fixture

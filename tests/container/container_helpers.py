@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from shipped_files import every_task_scanner
 
+from environment.demo_tasks import demo_answers_path, demo_task_dir
 from environment.leakscan import scan_stream
 
 REPO = Path(__file__).resolve().parents[2]
@@ -19,6 +25,55 @@ HARBOR = REPO / ".harbor-venv" / "bin" / "harbor"
 #: every trial these tests run is named (by its task folder) with this prefix, unique to the session, and
 #: only compose projects that carry it are ever started again, inspected or removed
 PREFIX = f"spuct{uuid.uuid4().hex[:6]}"
+#: the shared tag of the test image (each session runs its own tag of it: :func:`own_tag`); another tag keeps
+#: two checkouts on one engine apart
+TEST_IMAGE = os.environ.get("SPU_TEST_IMAGE", "spu-scaffold:test")
+
+
+def own_tag(shared: str) -> str:
+    """This session's own tag for an image whose shared tag is ``shared`` (``spu-scaffold:test`` ->
+    ``spu-scaffold:test-<PREFIX>``): the tests run only images no other session can re-tag meanwhile."""
+    repository, _, tag = shared.rpartition(":")
+    return f"{repository}:{tag}-{PREFIX}"
+
+
+@contextlib.contextmanager
+def build_lock() -> Iterator[None]:
+    """One test-image build at a time on this machine: a second session's build of the same sources then
+    takes Docker's layer cache instead of building the same layers at once."""
+    with open(Path(tempfile.gettempdir()) / "spu-test-image-build.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def build_image(shared: str, build: Callable[[str], None]) -> str:
+    """``build(tag)`` for this session's own tag of ``shared``, then the result tagged ``shared`` as well
+    (what a user finds, and what keeps the layers cached once the session's tag is removed:
+    :func:`remove_image`). Returns the session's tag."""
+    tag = own_tag(shared)
+    with build_lock():
+        build(tag)
+        docker("tag", tag, shared)
+    return tag
+
+
+def build_script(kind: str, tag: str, **variables: str) -> None:
+    """``scripts/build-image.sh KIND`` (``cpu`` or ``gpu``) tagging ``tag``, with build variables
+    (``SPU_EXTRAS``, ``SPU_BASE_IMAGE``)."""
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "build-image.sh"), kind],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **variables, "SPU_IMAGE": tag},
+        timeout=3600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+
+def remove_image(tag: str) -> None:
+    """Remove a session's tag (the image stays under its shared tag, or goes with its last tag)."""
+    subprocess.run(["docker", "rmi", tag], capture_output=True, timeout=300, check=False)
 
 
 def task_dir(tmp_path: Path, name: str) -> Path:
@@ -51,6 +106,16 @@ def spu(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     if check:
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc
+
+
+def grade_demo(rankings: Path, slug: str) -> dict:
+    """`spu grade --json` of a submission to a demo task, with its answers."""
+    answers = demo_answers_path(slug)
+    return json.loads(
+        spu(
+            "grade", str(rankings), "--task", str(demo_task_dir(slug)), "--answers", str(answers), "--json"
+        ).stdout
+    )
 
 
 def docker(*args: str, check: bool = True, input: str | None = None, timeout: float = 600) -> str:
@@ -144,9 +209,21 @@ def scan_container(container: str, paths: list[str]) -> list[str]:
 
 
 def changed_paths(container: str) -> list[str]:
-    """What a container added or changed over its image (``docker diff``), with the task under /app."""
-    lines = docker("diff", container).splitlines()
-    return sorted({"/app", *(line[2:] for line in lines if line[:2] in ("A ", "C "))})
+    """What a container added or changed over its image (``docker diff``), with the task under /app
+    (:func:`paths_to_scan`)."""
+    return paths_to_scan(docker("diff", container))
+
+
+def paths_to_scan(diff: str) -> list[str]:
+    """From ``docker diff``'s lines: ``/app``, every added path, and every changed one but a folder listed
+    only because something under it changed (``C /usr`` for an added ``/usr/sbin/docker-init``: the rest of
+    /usr is the image's, which test_images.py reads whole)."""
+    lines = diff.splitlines()
+    added = {line[2:] for line in lines if line[:2] == "A "}
+    changed = {line[2:] for line in lines if line[:2] == "C "}
+    listed = {line[2:] for line in lines}
+    leaves = {p for p in changed if not any(q.startswith(p.rstrip("/") + "/") for q in listed)}
+    return sorted({"/app", *added, *leaves})
 
 
 def check_sandbox(trial: Trial) -> None:

@@ -9,9 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from container_helpers import REPO, Trial, check_sandbox, docker, spu, task_dir
+from container_helpers import REPO, Trial, check_sandbox, docker, grade_demo, spu, task_dir
 
-from environment.demo_tasks import demo_answers_path, demo_task_dir
+from environment.demo_tasks import demo_task_dir
 
 SUITE_TASK = "chem-fragment-pka-logp"
 
@@ -70,18 +70,7 @@ def test_reference_agent_reward_is_its_spu_grade(test_image, run_trial, tmp_path
     reward = _reward(trial)
     rankings = trial.trial_dir / "agent" / "rankings.json"
     assert rankings.is_file(), sorted(p.name for p in (trial.trial_dir / "agent").iterdir())
-    graded = json.loads(
-        spu(
-            "grade",
-            str(rankings),
-            "--task",
-            str(demo_task_dir("aromatic-acidity")),
-            "--answers",
-            str(demo_answers_path("aromatic-acidity")),
-            "--json",
-        ).stdout
-    )
-    assert reward == pytest.approx(graded["score"], abs=1e-9)
+    assert reward == pytest.approx(grade_demo(rankings, "aromatic-acidity")["score"], abs=1e-9)
     assert reward > 0.5  # the recording's ranking (docs/harbor.md gives the figure)
     trajectory = json.loads((trial.trial_dir / "agent" / "trajectory.json").read_text(encoding="utf-8"))
     assert trajectory["schema_version"].startswith("ATIF")

@@ -21,7 +21,7 @@ OUTSIDE = b"OUTSIDE-SECRET\n"
 INSIDE = b"inside bytes\n"
 CAP = 1 << 20
 PROFILE = {
-    "max_examples": 1000 if os.environ.get("SPU_LARGE_BUDGET") == "1" else 150,
+    "max_examples": 1000 if os.environ.get("SPU_HYPOTHESIS") == "deep" else 150,
     "derandomize": True,
     "deadline": None,
     "database": None,

@@ -24,7 +24,7 @@ from tools_server.core.jobs.store import JobStore, read_record
 
 pytestmark = pytest.mark.slow  # servers, and hundreds of generated records
 PROFILE = settings(
-    max_examples=1000 if os.environ.get("SPU_LARGE_BUDGET") == "1" else 200,
+    max_examples=1000 if os.environ.get("SPU_HYPOTHESIS") == "deep" else 200,
     derandomize=True,
     deadline=None,
     database=None,

@@ -9,7 +9,7 @@ swapped, for what twin, how the path is spelled: :mod:`link_races`), and holds b
 so the cache cannot answer for the file; the server's own reads (validation, the cache key) and the
 worker's are all raced.
 
-Budget: :data:`CI_CALLS` calls per tool with a fixed seed in CI; ``SPU_LARGE_BUDGET=1`` (marker
+Budget: :data:`CI_CALLS` calls per tool with a fixed seed in CI; ``SPU_HYPOTHESIS=deep`` (marker
 ``large_budget``) runs :data:`LARGE_CALLS` per tool and prints the figures (calls, outside reads, reads of
 the inside files that show the race met a reader).
 """
@@ -36,7 +36,7 @@ from tools_server.core.registry import load_registry
 pytestmark = pytest.mark.slow  # a server and hundreds of racing calls
 CI_CALLS = 12
 LARGE_CALLS = 1000
-LARGE = os.environ.get("SPU_LARGE_BUDGET") == "1"
+LARGE = os.environ.get("SPU_HYPOTHESIS") == "deep"
 
 
 def _garbage(tag: str, n: int) -> bytes:
@@ -155,7 +155,7 @@ def raced(tmp_path_factory):
             id="large",
             marks=[
                 pytest.mark.large_budget,
-                pytest.mark.skipif(not LARGE, reason="the large budget runs with SPU_LARGE_BUDGET=1"),
+                pytest.mark.skipif(not LARGE, reason="the large budget runs with SPU_HYPOTHESIS=deep"),
             ],
         ),
     ],

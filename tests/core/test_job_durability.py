@@ -4,76 +4,10 @@ at once; after a restart a job that was running reads ``lost``; a damaged record
 from __future__ import annotations
 
 import json
-import os
-import select
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
-from mcp_wire import INIT
-
-
-class RawServer:
-    """`spu serve` over stdio with raw frames, so the test can SIGKILL it the moment a reply arrives."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "spu", "serve"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-            env=env,
-        )
-        self.buf = b""
-        self.replies: dict[int, dict[str, Any]] = {}
-        self.next_id = 1
-        self.request("initialize", INIT["params"])
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def request(self, method: str, params: dict[str, Any], timeout: float = 60) -> dict[str, Any]:
-        return self.reply(self.ask(method, params), timeout)
-
-    def ask(self, method: str, params: dict[str, Any]) -> int:
-        """Send a request without waiting for its reply; returns its id (for :meth:`reply`)."""
-        rid, self.next_id = self.next_id, self.next_id + 1
-        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
-        return rid
-
-    def reply(self, rid: int, timeout: float = 60) -> dict[str, Any]:
-        """The reply to request ``rid`` (replies to others that come first are kept)."""
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + timeout
-        while True:
-            if rid in self.replies:
-                return self.replies.pop(rid)
-            while b"\n" in self.buf:
-                line, self.buf = self.buf.split(b"\n", 1)
-                message = json.loads(line)
-                if message.get("id") == rid:
-                    return message
-                if "id" in message:
-                    self.replies[message["id"]] = message
-            left = deadline - time.monotonic()
-            assert left > 0 and select.select([fd], [], [], left)[0], f"no reply to request {rid}"
-            chunk = os.read(fd, 1 << 20)
-            assert chunk, "the server closed its output"
-            self.buf += chunk
-
-    def call(self, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self.request("tools/call", {"name": tool, "arguments": arguments})["result"]
-
-    def kill(self) -> None:
-        os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
+from mcp_wire import RawServer
 
 
 def _cache_entries(env: dict[str, str]) -> list[Path]:

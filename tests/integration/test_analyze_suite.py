@@ -14,14 +14,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from scripted_model_server import ScriptedModelServer
 
 from environment.demo_tasks import DEMO_TASKS, demo_answers_path, demo_task_dir
 from spu_common.task import load_answers, load_task
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests" / "agent"))
-
-from scripted_model_server import ScriptedModelServer  # noqa: E402
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -1,0 +1,88 @@
+"""The README's test command (scripts/test.sh) without arguments: the container tests run beside the rest of
+the suite, not after it, their output is printed, and the exit status is the worse of the two parts, a part
+that collects no tests (pytest's exit status 5) counting as a failure.
+
+The suite itself cannot run inside a test: the script runs in a copy of the repository's scripts whose
+``.venv/bin/python`` is a stand-in for pytest (it records its arguments, waits until the other part has
+started too, and exits with the status the test chose), and whose setup step does nothing."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+#: pytest, as the script starts it: the part is the container tests when the arguments name their folder;
+#: each part waits (at most 60 s) for the other to have started, so a run one after the other fails (99)
+STAND_IN = r"""#!/usr/bin/env bash
+root=$(cd "$(dirname "$0")/../.." && pwd)
+case " $* " in *" tests/container "*) part=container; other=rest ;; *) part=rest; other=container ;; esac
+printf "%s\n" "$@" > "$root/$part.args"
+touch "$root/$part.started"
+for _ in $(seq 600); do [ -e "$root/$other.started" ] && break; sleep 0.1; done
+[ -e "$root/$other.started" ] || { echo "$part ran alone"; exit 99; }
+echo "the $part part's output"
+exit "$(cat "$root/$part.status")"
+"""
+
+
+def _run(tmp_path: Path, rest: int, container: int) -> subprocess.CompletedProcess:
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "test.sh", tmp_path / "scripts" / "test.sh")
+    (tmp_path / "scripts" / "setup.sh").write_text("exit 0\n")
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(STAND_IN)
+    python.chmod(0o755)
+    (tmp_path / "rest.status").write_text(str(rest))
+    (tmp_path / "container.status").write_text(str(container))
+    (tmp_path / "tmp").mkdir()  # the container part's log goes there, and is removed at the end
+    env = {**os.environ, "SPU_TEST_SETUP": "venv", "SPU_TEST_JOBS": "2", "TMPDIR": str(tmp_path / "tmp")}
+    return subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "test.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize(
+    ("rest", "container", "status"),
+    [(0, 0, 0), (1, 0, 1), (0, 1, 1), (5, 0, 1), (0, 5, 1), (2, 1, 2), (1, 2, 2)],
+)
+def test_the_container_tests_run_beside_the_rest_and_both_statuses_count(tmp_path, rest, container, status):
+    proc = _run(tmp_path, rest, container)
+    assert "ran alone" not in proc.stdout + proc.stderr
+    assert proc.returncode == status, proc.stdout + proc.stderr
+    assert (tmp_path / "rest.args").read_text().splitlines() == [
+        "-m",
+        "pytest",
+        "-n",
+        "2",
+        "--dist",
+        "loadfile",
+        "-m",
+        "not container",
+    ]
+    assert (tmp_path / "container.args").read_text().splitlines() == [
+        "-m",
+        "pytest",
+        "-m",
+        "container",
+        "tests/container",
+    ]
+    # the container part's output comes after the rest's, whole, under a line that says what it is
+    said = proc.stdout.index("run beside the rest")
+    assert (
+        proc.stdout.index("the rest part's output") < said < proc.stdout.index("the container part's output")
+    )
+    if 5 in (rest, container):
+        assert "pytest collected no tests; that is a failure here" in proc.stdout + proc.stderr
+    assert list((tmp_path / "tmp").iterdir()) == []
