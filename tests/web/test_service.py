@@ -231,7 +231,7 @@ def test_forwarding_through_a_unix_socket_with_the_token(start_service, farm, mo
     monkeypatch.setenv("SPU_AUDIT_URL", svc.url)
     monkeypatch.setenv("SPU_AUDIT_TOKEN", TOKEN)
     out = tools.web_fetch(tools.FetchInput(url=farm.url("/page.html")), ToolContext("web_fetch", "uds-1"))
-    assert "iridium, rhodium and ruthenium" in out["content"]
+    assert "iridium, rhodium and ruthenium" in out.content
     calls = [r for r in read_records(svc.log) if r["kind"] == "call"]
     assert [(c["call_id"], c["args"]["url"]) for c in calls] == [("uds-1", farm.url("/page.html"))]
     with pytest.raises(ToolError) as info:
