@@ -389,33 +389,11 @@ def power_per_run(
     return {"power_single_run": at(1), "runs_for_80pct_power": needed}
 
 
-def chance_threshold(
-    task: Task,
-    answers: Answers,
-    draws: int = DEFAULT_DRAWS,
-    seed: int = 0,
-    quantile: float = DEFAULT_QUANTILE,
-    power_runs: int = DEFAULT_POWER_RUNS,
-    power_effect: float = DEFAULT_POWER_EFFECT,
-) -> dict[str, Any]:
-    """The chance threshold and companions for one task (module docstring).
-
-    Returns ``chance_threshold`` (exact where the null can be enumerated, else sampled), ``chance_method``
-    (``exact`` or ``sampled``), ``exact_threshold`` (None past the cut-over), ``sampled_threshold`` (95th
-    percentile of ``draws`` seeded random submissions, the paper's procedure) with
-    ``sampled_threshold_interval`` (its 95% sampling interval, :func:`quantile_interval`), ``attainable_max``,
-    ``draws``, ``seed``, ``random_mean`` and ``random_sd`` (of the draws), ``presented_order_score`` (the
-    score of submitting the experiments in their presented order) with ``presented_order_above_chance`` and
-    ``reversed_presented_order_above_chance``, the power figures of :func:`power`, and per-group ``groups``
-    entries (n, weight, attainable max, group-level threshold, presented-order rho).
-    """
-    check_answers(task, answers)
-    scores = random_scores(task, answers, draws=draws, seed=seed)
-    sampled = float(np.quantile(scores, quantile))
-    sampled_interval = quantile_interval(scores, quantile)
-    null = exact_null(task, answers)
-    exact = null.quantile(quantile) if null is not None else None
-    threshold = exact if exact is not None else sampled
+def _group_entries(
+    task: Task, answers: Answers, draws: int, seed: int, quantile: float
+) -> tuple[list[dict[str, Any]], float]:
+    """Each group's entry of :func:`chance_threshold` (n, weight, attainable max, group-level threshold,
+    presented-order rho), and the score of the presented order."""
     rng = np.random.default_rng(seed)
     groups = []
     presented = 0.0
@@ -445,6 +423,37 @@ def chance_threshold(
                 "presented_order_rho": presented_rho,
             }
         )
+    return groups, presented
+
+
+def chance_threshold(
+    task: Task,
+    answers: Answers,
+    draws: int = DEFAULT_DRAWS,
+    seed: int = 0,
+    quantile: float = DEFAULT_QUANTILE,
+    power_runs: int = DEFAULT_POWER_RUNS,
+    power_effect: float = DEFAULT_POWER_EFFECT,
+) -> dict[str, Any]:
+    """The chance threshold and companions for one task (module docstring).
+
+    Returns ``chance_threshold`` (exact where the null can be enumerated, else sampled), ``chance_method``
+    (``exact`` or ``sampled``), ``exact_threshold`` (None past the cut-over), ``sampled_threshold`` (95th
+    percentile of ``draws`` seeded random submissions, the paper's procedure) with
+    ``sampled_threshold_interval`` (its 95% sampling interval, :func:`quantile_interval`), ``attainable_max``,
+    ``draws``, ``seed``, ``random_mean`` and ``random_sd`` (of the draws), ``presented_order_score`` (the
+    score of submitting the experiments in their presented order) with ``presented_order_above_chance`` and
+    ``reversed_presented_order_above_chance``, the power figures of :func:`power`, and per-group ``groups``
+    entries (n, weight, attainable max, group-level threshold, presented-order rho).
+    """
+    check_answers(task, answers)
+    scores = random_scores(task, answers, draws=draws, seed=seed)
+    sampled = float(np.quantile(scores, quantile))
+    sampled_interval = quantile_interval(scores, quantile)
+    null = exact_null(task, answers)
+    exact = null.quantile(quantile) if null is not None else None
+    threshold = exact if exact is not None else sampled
+    groups, presented = _group_entries(task, answers, draws, seed, quantile)
     powered = power(task, answers, power_runs, power_effect, draws=draws, seed=seed, quantile=quantile)
     return {
         "task_id": task.task_id,

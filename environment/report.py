@@ -190,6 +190,53 @@ def _cell_means(
     return scores, strict, recovered
 
 
+def _configuration_row(
+    ci: int,
+    config: str,
+    records: list[RunRecord],
+    cell_runs: dict[tuple[str, str], list[RunRecord]],
+    task_ids: list[str],
+    scores: np.ndarray,
+    means: dict[str, Any],
+    n_boot: int,
+    seed: int,
+) -> dict[str, Any]:
+    """One configuration's row of :func:`summarize` (column ``ci`` of the score matrix), its ``means``
+    (raw and adjusted with their intervals, at -1 and after recovery) among the counts."""
+    runs = [r for r in records if r.configuration == config]
+    scored_runs = [r for r in runs if r.scored]
+    scored_tasks = [task_ids[ti] for ti in range(len(task_ids)) if not math.isnan(scores[ti, ci])]
+    majority_above = []
+    repeats = []
+    for task_id in scored_tasks:
+        task_scored = [r for r in cell_runs[(task_id, config)] if r.scored]
+        if 2 * sum(1 for r in task_scored if r.above_chance) > len(task_scored):
+            majority_above.append(task_id)
+        repeats.append([r.score for r in task_scored])
+    runs_above = sum(1 for r in scored_runs if r.above_chance)
+    within = pooled_within_sd(repeats)
+    return {
+        "configuration": config,
+        "runs": len(runs),
+        "scored_runs": len(scored_runs),
+        "scored_tasks": len(scored_tasks),
+        "coverage": len(scored_tasks) / len(task_ids) if task_ids else 0.0,
+        **means,
+        "above_chance": len(majority_above),
+        "above_chance_runs": _share(runs_above, len(scored_runs)),
+        "above_chance_tasks": _share(len(majority_above), len(scored_tasks)),
+        "within_task_sd": within["sd"],
+        "within_task_sd_ci": list(pooled_sd_interval(repeats, n_boot=n_boot, seed=seed)),
+        "within_task_sd_df": within["df"],
+        "tasks_with_repeats": within["tasks"],
+        "median_task_sd": within["median_task_sd"],
+        "rejected_runs": sum(1 for r in runs if r.rejected),
+        "recovered_runs": sum(1 for r in runs if r.recovered),
+        "runs_without_file": sum(1 for r in runs if not r.has_file),
+        "refusals": sum(1 for r in runs if r.outcome == "refusal"),
+    }
+
+
 def summarize(
     records: list[RunRecord],
     tasks: dict[str, Task],
@@ -216,45 +263,15 @@ def summarize(
     intervals = bootstrap_intervals(scores, n_boot=n_boot, seed=seed) if configs and task_ids else None
     rows = []
     for ci, config in enumerate(configs):
-        runs = [r for r in records if r.configuration == config]
-        scored_runs = [r for r in runs if r.scored]
-        scored_tasks = [task_ids[ti] for ti in range(len(task_ids)) if not math.isnan(scores[ti, ci])]
-        majority_above = []
-        repeats = []
-        for task_id in scored_tasks:
-            task_scored = [r for r in cell_runs[(task_id, config)] if r.scored]
-            if 2 * sum(1 for r in task_scored if r.above_chance) > len(task_scored):
-                majority_above.append(task_id)
-            repeats.append([r.score for r in task_scored])
-        runs_above = sum(1 for r in scored_runs if r.above_chance)
-        within = pooled_within_sd(repeats)
-        rows.append(
-            {
-                "configuration": config,
-                "runs": len(runs),
-                "scored_runs": len(scored_runs),
-                "scored_tasks": len(scored_tasks),
-                "coverage": len(scored_tasks) / len(task_ids) if task_ids else 0.0,
-                "raw_mean": float(raw[ci]),
-                "raw_ci": intervals["raw"][ci].tolist() if intervals else None,
-                "adjusted_mean": float(adjusted[ci]),
-                "adjusted_ci": intervals["adjusted"][ci].tolist() if intervals and connected else None,
-                "above_chance": len(majority_above),
-                "above_chance_runs": _share(runs_above, len(scored_runs)),
-                "above_chance_tasks": _share(len(majority_above), len(scored_tasks)),
-                "within_task_sd": within["sd"],
-                "within_task_sd_ci": list(pooled_sd_interval(repeats, n_boot=n_boot, seed=seed)),
-                "within_task_sd_df": within["df"],
-                "tasks_with_repeats": within["tasks"],
-                "median_task_sd": within["median_task_sd"],
-                "mean_at_minus_one": float(strict[:, ci].mean()),
-                "mean_after_recovery": float(recovered[:, ci].mean()),
-                "rejected_runs": sum(1 for r in runs if r.rejected),
-                "recovered_runs": sum(1 for r in runs if r.recovered),
-                "runs_without_file": sum(1 for r in runs if not r.has_file),
-                "refusals": sum(1 for r in runs if r.outcome == "refusal"),
-            }
-        )
+        means = {
+            "raw_mean": float(raw[ci]),
+            "raw_ci": intervals["raw"][ci].tolist() if intervals else None,
+            "adjusted_mean": float(adjusted[ci]),
+            "adjusted_ci": intervals["adjusted"][ci].tolist() if intervals and connected else None,
+            "mean_at_minus_one": float(strict[:, ci].mean()),
+            "mean_after_recovery": float(recovered[:, ci].mean()),
+        }
+        rows.append(_configuration_row(ci, config, records, cell_runs, task_ids, scores, means, n_boot, seed))
     return {
         "configurations": rows,
         "tasks": [

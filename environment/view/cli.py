@@ -45,26 +45,12 @@ def view_cmd(
     from environment.view.collect import ViewError
     from environment.view.page import build_page, is_view_page
     from spu_common.console import echo_json, fail, output_rule
-    from spu_common.jsonfiles import atomic_write_text
     from spu_common.outputs import claim_file
 
     def build() -> str:
         return build_page(path, tasks_dir=tasks, answers=answers)[0]
 
-    for given, option in ((tasks, "--tasks"), (answers, "--answers")):
-        if given is not None and not given.exists():
-            raise fail(f"{option} {given} does not exist")
-    if tasks is not None and not tasks.is_dir():
-        raise fail(f"--tasks {tasks} is not a folder: give the folder the tasks lie in")
-    if (
-        answers is not None and answers.is_file()
-    ):  # a file given by name must be answers (a folder is searched)
-        from spu_common.task import TaskError, load_answers
-
-        try:
-            load_answers(answers)
-        except TaskError as exc:
-            raise fail(f"--answers {answers}: {exc}") from None
+    _check_inputs(tasks, answers)
     if out is not None:
         with output_rule():
             claim_file(out, force=force, ours=is_view_page)
@@ -75,20 +61,7 @@ def view_cmd(
             f"{exc}\nhint: give the directory of `spu agent run --out`, `spu batch --out` or a report"
         ) from None
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out, text, fsync=False)
-        summary = {
-            "out": str(out),
-            "bytes": len(text.encode("utf-8")),
-            "runs": len(data["runs"]),
-            "problems": len(data["problems"]) + sum(len(r["problems"]) for r in data["runs"]),
-        }
-        if as_json:
-            echo_json(summary)
-        else:
-            typer.echo(
-                f"wrote {out} ({summary['bytes']:,} bytes, {summary['runs']} run(s)); open it in a browser"
-            )
+        _write_page(out, text, data, as_json)
         return
     from environment.view.server import make_server, page_url
 
@@ -115,3 +88,43 @@ def view_cmd(
 def register(app: typer.Typer) -> None:
     """Add ``spu view`` to the root ``spu`` app."""
     app.command("view")(view_cmd)
+
+
+def _check_inputs(tasks: Path | None, answers: Path | None) -> None:
+    """--tasks must be a folder, --answers a folder or an answers file."""
+    from spu_common.console import fail
+    from spu_common.task import TaskError, load_answers
+
+    for given, option in ((tasks, "--tasks"), (answers, "--answers")):
+        if given is not None and not given.exists():
+            raise fail(f"{option} {given} does not exist")
+    if tasks is not None and not tasks.is_dir():
+        raise fail(f"--tasks {tasks} is not a folder: give the folder the tasks lie in")
+    if (
+        answers is not None and answers.is_file()
+    ):  # a file given by name must be answers (a folder is searched)
+        try:
+            load_answers(answers)
+        except TaskError as exc:
+            raise fail(f"--answers {answers}: {exc}") from None
+
+
+def _write_page(out: Path, text: str, data: dict, as_json: bool) -> None:
+    """The page as one file, and what was written."""
+    from spu_common.console import echo_json
+    from spu_common.jsonfiles import atomic_write_text
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, text, fsync=False)
+    summary = {
+        "out": str(out),
+        "bytes": len(text.encode("utf-8")),
+        "runs": len(data["runs"]),
+        "problems": len(data["problems"]) + sum(len(r["problems"]) for r in data["runs"]),
+    }
+    if as_json:
+        echo_json(summary)
+    else:
+        typer.echo(
+            f"wrote {out} ({summary['bytes']:,} bytes, {summary['runs']} run(s)); open it in a browser"
+        )

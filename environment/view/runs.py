@@ -501,6 +501,28 @@ def read_jsonl_plain(raw: bytes) -> list[dict[str, Any]]:
     return out
 
 
+def _refused_in_trajectory(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Without the audit log, the trajectory's failed web calls say what was refused."""
+    refused = []
+    for rec in records:
+        if rec.get("type") != "tool_result" or not rec.get("is_error"):
+            continue
+        if category_of(str(rec.get("name") or "")) not in ("literature", "database"):
+            continue
+        args = rec.get("arguments") if isinstance(rec.get("arguments"), dict) else {}
+        code = _error_code(rec.get("content"))
+        refused.append(
+            {
+                "outcome": "refused" if code in ("url_refused", "policy_blocked") else "failed",
+                "tool": rec.get("name"),
+                "url": args.get("url") or args.get("query") or args.get("id"),
+                "detail": cut(rec.get("content"), 300),
+                "seq": None,
+            }
+        )
+    return refused
+
+
 def read_sources(
     path: Path, records: list[dict[str, Any]], problems: list[dict[str, str]], top: Path
 ) -> dict[str, Any]:
@@ -545,25 +567,7 @@ def read_sources(
                     "seq": flag.get("seq"),
                 }
             )
-    refused = _audit_refusals(path, problems, top)
-    if not refused:
-        # without the audit log, the trajectory's failed web calls say what was refused
-        for rec in records:
-            if rec.get("type") != "tool_result" or not rec.get("is_error"):
-                continue
-            if category_of(str(rec.get("name") or "")) not in ("literature", "database"):
-                continue
-            args = rec.get("arguments") if isinstance(rec.get("arguments"), dict) else {}
-            code = _error_code(rec.get("content"))
-            refused.append(
-                {
-                    "outcome": "refused" if code in ("url_refused", "policy_blocked") else "failed",
-                    "tool": rec.get("name"),
-                    "url": args.get("url") or args.get("query") or args.get("id"),
-                    "detail": cut(rec.get("content"), 300),
-                    "seq": None,
-                }
-            )
+    refused = _audit_refusals(path, problems, top) or _refused_in_trajectory(records)
     items.extend(refused)
     searches = [
         {
