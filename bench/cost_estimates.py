@@ -38,7 +38,7 @@ def _rows_dft() -> list[dict]:
     ):
         ctx = ToolContext("dft_run", f"bench-cost-dft-{i}", threads=1)
         out = Q.dft_run(Q.DftInput(molecule=smiles, functional="B3LYP", basis="def2-SVP", device="cpu"), ctx)
-        rows.append({"job": f"dft {name}", "size": f"{out['n_basis']} basis functions", **ctx.engine["cost"]})
+        rows.append({"job": f"dft {name}", "size": f"{out.n_basis} basis functions", **ctx.engine["cost"]})
     return rows
 
 

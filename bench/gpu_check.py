@@ -97,16 +97,16 @@ def check_gpu4pyscf_dft(opts: argparse.Namespace) -> CheckResult:
         out = Q.dft_run(args, ctx)
         results[device] = (time.perf_counter() - start, out, ctx)
     (gpu_s, gpu, gctx), (cpu_s, cpu, _) = results["gpu"], results["cpu"]
-    diff = abs(gpu["energy_hartree"] - cpu["energy_hartree"])
-    auto = choose_device("auto", gpu["n_basis"], gpu_slot=True)
-    ok = diff < 1e-5 and gpu["scf"]["converged"] and cpu["scf"]["converged"]
+    diff = abs(gpu.energy_hartree - cpu.energy_hartree)
+    auto = choose_device("auto", gpu.n_basis, gpu_slot=True)
+    ok = diff < 1e-5 and gpu.scf["converged"] and cpu.scf["converged"]
     return CheckResult(
         name,
         "ok" if ok else "failed",
         gpu_s=gpu_s,
         cpu_s=cpu_s,
         difference=f"{diff:.2e} Eh",
-        detail=f"{gpu['n_basis']} basis functions; device=auto would pick {auto.device}: {auto.reason}; "
+        detail=f"{gpu.n_basis} basis functions; device=auto would pick {auto.device}: {auto.reason}; "
         f"engine {gctx.engine.get('engine')} {gctx.engine.get('engine_version')}",
     )
 

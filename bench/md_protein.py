@@ -63,8 +63,8 @@ def bench_openmm(n_waters: int, ps: float, threads: int) -> dict:
     return {
         "atoms": built.system.getNumParticles(),
         "raw_ns_per_day": round(raw, 2),
-        "tool_ns_per_day": out["ns_per_day"],
-        "tool_vs_raw": round(out["ns_per_day"] / raw, 3),
+        "tool_ns_per_day": out.ns_per_day,
+        "tool_vs_raw": round(out.ns_per_day / raw, 3),
     }
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tools_server.plugin import INVISIBLE_RE, file_reference
+from tools_server.plugin import INVISIBLE_RE, ToolError, file_reference
 
 #: ETKDG seed: fixed so a SMILES always gives the same 3D start (and cached results stay reproducible).
 EMBED_SEED = 0xF00D
@@ -43,22 +43,10 @@ MoleculeText = file_reference("molecule")
 _XYZ_LINE = re.compile(r"^\s*([A-Z][a-z]?|\d{1,3})\s+(\S+)\s+(\S+)\s+(\S+)\s*$")
 
 
-class MoleculeError(Exception):
-    """A molecule that cannot be used; ``code`` is a stable error code (one of
-    ``tools_server.plugin.ERROR_CODES``)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-    def to_dict(self) -> dict[str, str]:
-        from tools_server.plugin import ERROR_CODES
-
-        return {"code": self.code, "message": self.message, "hint": ERROR_CODES.get(self.code, "")}
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (MoleculeError, (self.code, self.message))
+class MoleculeError(ToolError):
+    """A molecule that cannot be used, with a stable error code (one of ``tools_server.plugin.ERROR_CODES``).
+    A :class:`~tools_server.plugin.ToolError`: raised where the problem is found, it reaches the client as
+    it is, or becomes the error of its batch item."""
 
 
 @dataclass
@@ -198,7 +186,7 @@ def read_file_text(spec: str) -> tuple[str, str, int]:
 
 def _read_reference(spec: str) -> tuple[str, str, int, str]:
     """:func:`read_file_text` and the SHA-256 of the bytes read."""
-    from tools_server.plugin import ToolError, read_input
+    from tools_server.plugin import read_input
 
     base, _, index = spec.strip().partition("#")
     try:

@@ -27,11 +27,16 @@ Running:
   :data:`ERROR_CODES`, the codes known so far with their hints; :func:`storage_warning`, the warning a
   result carries when a file it meant to keep could not be written.
 
-Results:
+Results (a tool returns an instance of its declared type; strict: plain Python values, declared keys,
+finite numbers):
 
 * :class:`ToolResult`, the base of a tool's declared result type (its ``outputSchema``);
-* :class:`ItemsResult` and :class:`BatchResult` (a batch: :class:`Item` per item, ``ok`` or its
-  :class:`ItemError`), the result types of tools that take many inputs at once.
+  :class:`ResultModel`, the base of any model nested in a result (a report, a row);
+  :data:`FiniteOrNull`, a float field that carries ``null`` where the value is NaN or infinite;
+* :class:`ItemsResult` and :class:`BatchResult` (a batch: one :class:`Item` subclass per tool, naming its
+  keys, each item ``ok`` or failed with its :class:`ItemError`, ``Item.failed(index, exc)``), the result
+  types of tools that take many inputs at once; :func:`table_result`, a batch's items inline or, when
+  large, as a CSV artifact and a preview.
 
 Batches and cost:
 
@@ -95,8 +100,17 @@ from tools_server.core.paths import (
     readable_file,
 )
 from tools_server.core.registry import ENTRY_POINT_GROUP, Resource, tool
-from tools_server.core.results import BatchResult, Item, ItemError, ItemsResult, ToolResult
+from tools_server.core.results import (
+    BatchResult,
+    FiniteOrNull,
+    Item,
+    ItemError,
+    ItemsResult,
+    ResultModel,
+    ToolResult,
+)
 from tools_server.core.settings import download_allowed, weights_dir, weights_missing, workdir
+from tools_server.core.tables import table_result
 
 __all__ = [
     "DELETE_INVISIBLE",
@@ -110,12 +124,14 @@ __all__ = [
     "DoctorCheck",
     "Domain",
     "Engine",
+    "FiniteOrNull",
     "InputDir",
     "InputPath",
     "Item",
     "ItemError",
     "ItemsResult",
     "Resource",
+    "ResultModel",
     "StructurePath",
     "SubmissionPath",
     "ToolContext",
@@ -138,6 +154,7 @@ __all__ = [
     "read_input",
     "readable_file",
     "storage_warning",
+    "table_result",
     "token_problem",
     "tool",
     "uvicorn_options",

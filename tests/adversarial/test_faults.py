@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 from disk_faults import fill
-from mcp_wire import RawServer
+from mcp_wire import INIT, RawServer
 
 from spu_common.audit_log import verify
 from tools_server.core.errors import ToolError

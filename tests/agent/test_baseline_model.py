@@ -97,10 +97,10 @@ def run_baseline(
 
 #: (task, ENTRY, whether the values come from the server's chem_descriptors)
 CASES = [
-    ("med-rat-microsomal-clearance", "best", True),  # a molecule: the physchem preset
-    ("med-rat-microsomal-clearance", "smiles: TPSA descending", True),  # an RDKit descriptor by name
+    ("med-rat-microsomal-clearance", "smiles: Crippen logP ascending", True),  # a molecule: physchem preset
+    ("med-rat-microsomal-clearance", "best", True),  # an RDKit descriptor by name (VSA_EState7)
     ("med-heptapeptide-stereoisomer-permeability", "best", True),  # R stereocentres; the table as a CSV
-    ("chem-sulfonamide-partitioning", "best", False),  # a substituent of a series: the screen's code
+    ("chem-sulfonamide-partitioning", "best", True),  # an RDKit descriptor by name (BCUT2D_LOGPHI)
     ("mat-hea-compressive-strength", "best", False),  # a composition statistic (mendeleev)
     ("bio-cyp-isoform-selectivity", "best", False),  # a text condition's level
     ("mat-crossed-barrel-toughness", "best", False),  # a numeric condition
@@ -195,7 +195,7 @@ def test_an_entry_the_card_lacks_is_refused_before_the_run(spu_env, tmp_path):
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert "lists no entry 'no such entry'" in done.stderr
-    assert "best (= 'smiles: Crippen logP ascending')" in done.stderr and "proxy:GFN2-xTB" in done.stderr
+    assert "best (= 'smiles: VSA_EState7 descending')" in done.stderr and "proxy:GFN2-xTB" in done.stderr
     assert not out.exists()
 
 

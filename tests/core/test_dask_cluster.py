@@ -338,7 +338,7 @@ def test_batch_tools_give_the_local_result_item_for_item(cluster, monkeypatch):
     dispatcher, _, _ = cluster
     args = {"molecules": ["CCO", "c1ccccc1O", "CC(=O)O", "not a molecule"], "n_conformers": 4, "seed": 7}
     remote = asyncio.run(dispatcher.call("chem_conformers", {**args, "wait_s": 600}))
-    local = chem_conformers(
+    local = chem_conformers.__spu_tool__.call(  # what the server sends of the one-process result
         ConformerInput(**args), ToolContext("chem_conformers", "local-conformers", threads=1)
     )
     strip = lambda rows: [{k: v for k, v in r.items() if k != "sdf"} for r in rows]  # noqa: E731
@@ -361,7 +361,7 @@ def test_mlip_tools_on_the_cluster_equal_one_process(cluster):
     args = {"molecules": ["O", "CCO", "[Og]", "C"], "engine": "sevennet", "task": "energy"}
     remote = asyncio.run(dispatcher.call("mlip_run", {**args, "wait_s": 600}))
     assert "status" not in remote, remote  # finished, not still running (the default wait is 40 s)
-    local = mlip_run(MlipInput(**args), ToolContext("mlip_run", "local-mlip", threads=1))
+    local = mlip_run.__spu_tool__.call(MlipInput(**args), ToolContext("mlip_run", "local-mlip", threads=1))
     assert [it["ok"] for it in remote["items"]] == [True, True, False, True]
     assert remote["items"][2]["error"]["code"] == "unsupported_element"
     for r, loc in zip(remote["items"], local["items"], strict=True):
@@ -370,7 +370,7 @@ def test_mlip_tools_on_the_cluster_equal_one_process(cluster):
 
     args = {"molecule": "CCCO", "n_conformers": 3, "engine": "sevennet", "fmax_ev_a": 0.2, "max_steps": 25}
     remote, tasks = _on_cluster(cluster, "mlip_conformers", args)
-    local = mlip_conformers(
+    local = mlip_conformers.__spu_tool__.call(
         MlipConformersInput(**args), ToolContext("mlip_conformers", "local-mc", threads=1)
     )
     assert remote["n_conformers"] >= 2 and len(tasks) == remote["n_conformers"], "one task per conformer"
@@ -412,7 +412,9 @@ def test_xtb_conformers_spreads_its_conformers_and_ranks_them_as_one_process(clu
 
     args = {"molecule": "CCCC", "n_conformers": 4, "seed": 3, "max_steps": 100}
     remote, tasks = _on_cluster(cluster, "xtb_conformers", args)
-    local = xtb_conformers(XtbConformerInput(**args), ToolContext("xtb_conformers", "local-xc", threads=1))
+    local = xtb_conformers.__spu_tool__.call(  # what the server sends of the one-process result
+        XtbConformerInput(**args), ToolContext("xtb_conformers", "local-xc", threads=1)
+    )
     assert remote["n_conformers"] >= 2 and len(tasks) == remote["n_conformers"], "one task per conformer"
     for key in ("n_conformers", "n_optimised", "n_failed", "n_duplicates", "n_unique"):
         assert remote[key] == local[key], key
@@ -445,7 +447,7 @@ def test_dock_spreads_its_ligands_with_per_item_errors_kept(cluster):
         "seed": 11,
     }
     remote, tasks = _on_cluster(cluster, "dock", args)
-    local = dock(DockInput(**args), ToolContext("dock", "local-dock", threads=1))
+    local = dock.__spu_tool__.call(DockInput(**args), ToolContext("dock", "local-dock", threads=1))
     assert len(tasks) == 3, "one task per ligand"
     assert [r["ok"] for r in remote["ligands"]] == [True, False, True]
     assert remote["ligands"][1]["error"]["code"] == local["ligands"][1]["error"]["code"] == "invalid_smiles"
@@ -496,7 +498,9 @@ def test_protein_tools_spread_their_items_as_one_process(esm_weights, cluster):
     singles = [f"{WT[p - 1]}{p}{'W' if WT[p - 1] != 'W' else 'A'}" for p in range(2, 46, 4)]
     args = {"wild_type": WT, "variants": [*singles, "K2E:T3S", "Z9A", "WT"], "model": esm_weights}
     remote, tasks = _on_cluster(cluster, "protein_variant_scores", args)
-    local = protein_variant_scores(VariantScoresInput(**args), ToolContext("pvs", "local-pvs", threads=1))
+    local = protein_variant_scores.__spu_tool__.call(  # what the server sends of the one-process result
+        VariantScoresInput(**args), ToolContext("pvs", "local-pvs", threads=1)
+    )
     assert len(tasks) == 2, "12 positions: two runs of 8 forward passes at most"
     assert [it["ok"] for it in remote["items"]] == [it["ok"] for it in local["items"]]
     assert remote["items"][12]["error"]["code"] == local["items"][12]["error"]["code"] == "invalid_mutation"
@@ -509,7 +513,9 @@ def test_protein_tools_spread_their_items_as_one_process(esm_weights, cluster):
     seqs = [WT[k : k + 20 + k] for k in range(10)]
     eargs = {"sequences": seqs, "model": esm_weights}
     remote, tasks = _on_cluster(cluster, "protein_embed", eargs)
-    local = protein_embed(ProteinEmbedInput(**eargs), ToolContext("protein_embed", "local-pe", threads=1))
+    local = protein_embed.__spu_tool__.call(
+        ProteinEmbedInput(**eargs), ToolContext("protein_embed", "local-pe", threads=1)
+    )
     assert len(tasks) == 2, "10 sequences: two runs of 8 at most"
     assert remote["norms"] == pytest.approx(local["norms"], abs=1e-4)
     assert np.allclose(remote["cosine_similarity"], local["cosine_similarity"], atol=1e-4)

@@ -12,6 +12,7 @@ every string that imports a module: ``importlib.import_module("a.b")``, ``"a.b:f
 * the procedure layer every engine shares (``tools_server.engines``) imports no domain: domains use it;
 * every domain, and the public layers domains share (``tools_server.engines``, ``tools_server.molecules``),
   reaches the server only through ``tools_server.plugin``, as a third-party package does;
+* no domain imports another: what two domains share lives in the facade or the layers below them;
 * the operator commands (``tools_server.commands``: serve, cache, config, doctor) use the mechanism in
   ``tools_server.core``; nothing else in the server imports them.
 """
@@ -38,7 +39,9 @@ FORBIDDEN = {
 }
 
 
-def imports_of(path: Path) -> list[tuple[int, str]]:
+def imports_of(path: Path, root: Path = ROOT) -> list[tuple[int, str]]:
+    """Every module ``path`` imports, with its line: import statements (a relative one resolved against the
+    file's package under ``root``), ``import_module``/``__import__`` calls, and strings that import one."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found = []
     for node in ast.walk(tree):
@@ -46,20 +49,24 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
             found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             found.append((node.lineno, node.module))
+        elif isinstance(node, ast.ImportFrom):
+            package = path.relative_to(root).parent.parts
+            base = package[: len(package) - (node.level - 1)]
+            found.append((node.lineno, ".".join([*base, *filter(None, [node.module])])))
         elif isinstance(node, ast.Call) and _call_name(node) in ("import_module", "__import__"):
             first = node.args[0] if node.args else None
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 found.append((node.lineno, first.value))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             module = string_import(node.value)
-            if module and (":" in node.value or is_module(module)):
+            if module and (":" in node.value or is_module(module, root)):
                 found.append((node.lineno, module))
     return found
 
 
-def is_module(name: str) -> bool:
+def is_module(name: str, root: Path = ROOT) -> bool:
     """Whether a dotted name is a module of the repository (``"spu.tools"``, an entry-point group, is not)."""
-    path = ROOT.joinpath(*name.split("."))
+    path = root.joinpath(*name.split("."))
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
@@ -253,24 +260,52 @@ def test_the_operator_commands_sit_above_the_mechanism():
     assert {"tools_server.core.registry", "tools_server.core.server", "tools_server.core.cache"} <= used
 
 
-def test_no_domain_imports_another_domains_private_names():
-    """Shared helpers (molecule input, element symbols, file fingerprints) live in ``tools_server.molecules``
-    and the weights lookup in ``tools_server.plugin``; a domain never reaches into another's ``_`` names."""
-    domains = set(_domains())
+def domain_crossings(root: Path = ROOT) -> list[str]:
+    """Where a domain names a module of another domain: an import statement (relative ones resolved), an
+    ``import_module`` call or a string that imports a module (``"tools_server.md.protein_system:load"``)."""
+    package = root / "tools_server"
+    domains = {
+        p.name for p in package.iterdir() if (p / "__init__.py").exists() and p.name not in SHARED_PACKAGES
+    }
     found = []
     for domain in sorted(domains):
-        for path in sorted((ROOT / "tools_server" / domain).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
-                    continue
-                parts = node.module.split(".")
+        for path in sorted((package / domain).rglob("*.py")):
+            for lineno, module in imports_of(path, root):
+                parts = module.split(".")
                 if parts[0] == "tools_server" and len(parts) > 1 and parts[1] in domains - {domain}:
-                    found += [
-                        f"{path.relative_to(ROOT)}:{node.lineno} {node.module}.{a.name}"
-                        for a in node.names
-                        if a.name.startswith("_")
-                    ]
-    assert found == []
+                    found.append(f"{path.relative_to(root)}:{lineno} imports {module}")
+    return found
+
+
+def test_no_domain_imports_another_domain():
+    """Domains share code only through the plugin facade (``tools_server.plugin``: the items table, result
+    types) and the layers below them (``tools_server.engines``: the protein system, calculators;
+    ``tools_server.molecules``): no module of a domain names a module of another, in an import, relative or
+    not, or in a string. On 39e2847 ``qc`` and ``mlip`` imported ``chem.tables`` and ``dock`` imported
+    ``md.protein_system``."""
+    assert domain_crossings() == []
+
+
+def test_the_crossing_check_sees_every_way_of_naming_another_domain(tmp_path):
+    package = tmp_path / "tools_server"
+    for name in ("chem", "qc", "engines"):
+        (package / name).mkdir(parents=True)
+        (package / name / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "qc" / "tools.py").write_text(
+        "from ..chem import tables\n"
+        "from tools_server.engines import task\n"
+        "def f():\n"
+        "    import tools_server.chem.descriptors\n"
+        "    importlib.import_module('tools_server.chem.fingerprints')\n"
+        "    return 'tools_server.chem.tables:table_result'\n"
+    )
+    assert domain_crossings(tmp_path) == [
+        "tools_server/qc/tools.py:1 imports tools_server.chem",
+        "tools_server/qc/tools.py:4 imports tools_server.chem.descriptors",
+        "tools_server/qc/tools.py:5 imports tools_server.chem.fingerprints",
+        "tools_server/qc/tools.py:6 imports tools_server.chem.tables",
+    ]
 
 
 def test_every_domain_registers_through_an_entry_point():

@@ -1,13 +1,18 @@
 """Every tool declares its result type: ``tools/list`` carries an ``outputSchema`` for each, and each tool's
 real output, called over the real MCP client on small inputs (real engines, tiny models built here, the
-web providers on a loopback farm), validates against it. The MCP client itself re-validates every
+web providers on a loopback farm), validates against it. The tools are the ones ``tools/list`` names (the
+domains, the server's own tools and a test plugin module, ``spu_typed_tools``): a tool without inputs here
+fails the test by name, so a new tool is covered. The MCP client itself re-validates every
 ``structuredContent`` against the listed schema and raises on a mismatch; the test validates again with
-``jsonschema`` so a failure names the tool and the field. Also checked: the answer of a job still running,
-and a result moved to an artifact for being over the size budget."""
+``jsonschema`` so a failure names the tool and the field. The inputs include what makes NumPy produce NaN
+and infinities (a descriptor RDKit cannot compute, a constant series' correlation, float32 overflow): they
+arrive as null where the schema says so, and as the engine's error where they mean failure. Also checked:
+the answer of a job still running, and a result moved to an artifact for being over the size budget."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +21,7 @@ from jsonschema.validators import validator_for
 from tools_server.core.results import JobStatus
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 ASPIRIN = "CC(=O)OC1=CC=CC=C1C(=O)O"
 TEST_DATA = ROOT / "tests"
 
@@ -72,6 +78,7 @@ def server(spu_env, monkeypatch, tmp_path, start_mcp_server):
         weights = tmp_path / "weights"
         _tiny_weights(weights)
         env |= {"SPU_WEIGHTS_DIR": str(weights), "HF_HUB_OFFLINE": "1", "TORCH_HOME": str(tmp_path / "th")}
+        env |= {"SPU_TOOL_MODULES": "spu_typed_tools", "PYTHONPATH": f"{HERE}{os.pathsep}{env['PYTHONPATH']}"}
         yield start_mcp_server(env), farm
     finally:
         farm.close()
@@ -145,7 +152,32 @@ def _calls(farm) -> dict[str, dict]:
         "pdb_lookup": {"pdb_id": "1CRN"},
         "system_info": {},
         "jobs": {},
+        # float32 as an engine computes it: NaN and overflow where "not a number" is the answer (null), and
+        # where it is one item failing (engine_error); see spu_typed_tools
+        "typed_moments": {"values": [0.0, 2.0, 4.0, 3e38, 3e38], **wait},
     }
+
+
+#: Second calls that make tools produce NaN or infinity, and what each must become on the wire.
+NOT_A_NUMBER = {
+    # RDKit gives NaN for the BCUT2D descriptors of a salt: null, the other descriptors numbers
+    "chem_descriptors": {"molecules": ["[Na+].[Cl-]"], "preset": "all"},
+    # Spearman against values that are all equal is undefined
+    "ranking_compare": {"order_a": ["x", "y", "z"], "values_b": {"x": 1.0, "y": 1.0, "z": 1.0}},
+    # a proxy with equal values has no agreement with another
+    "ranking_aggregate": {
+        "proxies": [
+            {"name": "flat", "values": {"a": 1.0, "b": 1.0}},
+            {"name": "p", "values": {"a": 1, "b": 2}},
+        ]
+    },
+}
+
+#: Tools whose every call here is an error, with the code it must be.
+ERRORS = {
+    "typed_ratio": ({"values": [1.0, 0.0]}, "engine_error"),  # a NumPy division by zero: infinity
+    "typed_old_dict": ({"values": [1.0]}, "internal_error"),  # a dict from a tool that declares a type
+}
 
 
 def _check(schema: dict, value: dict, tool: str) -> None:
@@ -175,6 +207,14 @@ def test_every_tool_declares_its_result_and_its_real_output_fits(server):
         args = {**paths, "analyses": ["rmsd", "rg"], "wait_s": 600}
         results["md_analyze"] = mcp.call_ok("md_analyze", args)
         _check(schemas["md_analyze"], results["md_analyze"], "md_analyze")
+    for name, arguments in NOT_A_NUMBER.items():
+        sent = mcp.call_ok(name, arguments)
+        _check(schemas[name], sent, f"{name} (not a number)")
+        results[f"{name} (not a number)"] = sent
+    for name, (arguments, code) in ERRORS.items():
+        error = mcp.call_error(name, arguments)
+        assert error["code"] == code, (name, error)
+        results[name] = error
     assert failures == []
     # job_wait returns a finished job's own result; job_cancel the job's state
     job_id = results["xtb_run"]["provenance"]["job_id"]
@@ -182,13 +222,28 @@ def test_every_tool_declares_its_result_and_its_real_output_fits(server):
     _check(schemas["job_cancel"], mcp.call_ok("job_cancel", {"job_id": job_id}), "job_cancel")
     covered = set(results) | {"job_wait", "job_cancel"}
     print(f"output schemas checked on real results: {len(covered & set(listed))} of {len(listed)} tools")
-    assert covered == set(listed), sorted(set(listed) - covered)
+    missing = sorted(set(listed) - covered)
+    assert missing == [], f"give these tools small inputs in _calls: {missing}"
     # what the results say, so the calls above are known to have done their work
     assert results["xtb_run"]["items"][0]["frequencies"]["n_imaginary"] == 0
     assert results["mlip_run"]["items"][1]["error"]["code"] == "unsupported_element"
     assert results["dft_run"]["optimization"]["converged"] and results["dft_run"]["geometry_xyz"]
     assert results["xtb_conformers"]["conformers"][0]["rank"] == 0
     assert results["mlip_conformers"]["conformers"][0]["rank"] == 0
+    salt = results["chem_descriptors (not a number)"]["items"][0]["descriptors"]
+    assert salt["BCUT2D_MWHI"] is None and salt["NumHDonors"] == 0 and salt["MolWt"] > 58
+    assert results["ranking_compare (not a number)"]["spearman"] is None
+    assert results["ranking_aggregate (not a number)"]["proxy_agreement"][0]["spearman"] is None
+    moments = results["typed_moments"]["items"]
+    assert [m.get("relative_spread") for m in moments[:4]] == [
+        None,
+        1.0,
+        pytest.approx(0.8165, abs=1e-4),
+        None,
+    ]
+    assert moments[0]["mean"] == 0.0 and type(moments[0]["n"]) is int
+    assert moments[4]["ok"] is False and moments[4]["error"]["code"] == "engine_error"
+    assert "return Ratio(...)" in results["typed_old_dict"]["hint"]
 
 
 def test_a_running_job_and_a_result_over_budget_fit_the_schema(server):

@@ -55,6 +55,12 @@ def test_example_plugin_appears_and_runs(spu_env, plugin_dir, start_mcp_server):
     error = server.call_error("example_buffer_ph", {"pka": 4.76, "acid_molar": 1, "base_molar": 1e-6})
     assert error["code"] == "buffer_out_of_range"
     assert error["hint"].startswith("Use the full acid-base equilibrium")
+    # the batch tool: a typed item per ratio (its schema names the item's keys), a bad ratio its own error
+    series = server.call_ok("example_buffer_series", {"pka": 4.76, "ratios": [1.0, 1e5]})
+    assert series["items"][0] == {"index": 0, "ok": True, "ratio": 1.0, "ph": 4.76}
+    assert series["items"][1]["error"]["code"] == "buffer_out_of_range"
+    point = tools["example_buffer_series"].output_schema["properties"]["items"]["items"]
+    assert {"ratio", "ph"} <= set(point["properties"]) and point["additionalProperties"] is False
     info = server.call_ok("system_info")
     assert "example" in info["domains"] and info["engines"]["scipy"]["importable"] is True
     assert vol["provenance"]["engines"]["scipy"] == info["engines"]["scipy"]["version"]

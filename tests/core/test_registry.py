@@ -238,6 +238,9 @@ def test_the_result_type_is_the_output_schema_and_a_result_that_drifts_is_refuse
     ]
     with pytest.raises(ToolError) as err:
         drifted.__spu_tool__.call(Number(x=1))
-    assert err.value.code == "internal_error" and "total_moles" in err.value.message
+    assert (
+        err.value.code == "internal_error"
+        and "declared to return Total but returned dict" in err.value.message
+    )
     assert untyped.__spu_tool__.output_schema() is None
     assert untyped.__spu_tool__.call(Number(x=1)) == {"anything": 1.0}

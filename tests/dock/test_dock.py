@@ -30,19 +30,19 @@ def test_redocking_recovers_the_crystal_pose(spu_env):
         ),
         _ctx(),
     )
-    lig = out["ligands"][0]
-    assert lig["ok"] and out["seed"] == 7 and out["exhaustiveness"] == 4
-    best = lig["poses"][0]
-    assert best["rmsd_to_reference_angstrom"] < 2.0
-    assert best["vina_score_kcal_mol"] < -2.5  # a buried aromatic in a hydrophobic cavity scores favourably
-    scores = [p["vina_score_kcal_mol"] for p in lig["poses"]]
+    lig = out.ligands[0]
+    assert lig.ok and out.seed == 7 and out.exhaustiveness == 4
+    best = lig.poses[0]
+    assert best.rmsd_to_reference_angstrom < 2.0
+    assert best.vina_score_kcal_mol < -2.5  # a buried aromatic in a hydrophobic cavity scores favourably
+    scores = [p.vina_score_kcal_mol for p in lig.poses]
     assert scores == sorted(scores)
     # The receptor was cleaned: the bound ligand removed, hydrogens added.
-    assert "TMP" in out["receptor"]["removed_heterogens"]
-    sdf = Path(lig["poses_sdf"]).read_text()
-    assert sdf.count("$$$$") == len(lig["poses"])
-    assert f"{best['vina_score_kcal_mol']:.3f}" in sdf and ">  <seed>" in sdf
-    assert out["box"]["receptor_heavy_atoms_inside"] > 50
+    assert "TMP" in out.receptor["removed_heterogens"]
+    sdf = Path(lig.poses_sdf).read_text()
+    assert sdf.count("$$$$") == len(lig.poses)
+    assert f"{best.vina_score_kcal_mol:.3f}" in sdf and ">  <seed>" in sdf
+    assert out.box["receptor_heavy_atoms_inside"] > 50
 
 
 def test_box_from_residue_name_in_the_receptor_and_rmsd_against_it(spu_env):
@@ -52,9 +52,9 @@ def test_box_from_residue_name_in_the_receptor_and_rmsd_against_it(spu_env):
         ),
         _ctx(),
     )
-    pose = out["ligands"][0]["poses"][0]
-    assert "rmsd_to_reference_angstrom" in pose
-    center = out["box"]["center_angstrom"]
+    pose = out.ligands[0].poses[0]
+    assert pose.rmsd_to_reference_angstrom is not None
+    center = out.box["center_angstrom"]
     assert center == pytest.approx([42.32, 45.43, 18.17], abs=0.01)  # middle of the TMP atoms' extent
 
 
@@ -84,8 +84,8 @@ def test_bad_smiles_among_several_is_a_per_item_error(spu_env):
         ),
         _ctx(),
     )  # fmt: skip
-    assert out["ligands"][0]["ok"] and not out["ligands"][1]["ok"]
-    assert out["ligands"][1]["error"]["code"] == "invalid_smiles"
+    assert out.ligands[0].ok and not out.ligands[1].ok
+    assert out.ligands[1].error.code == "invalid_smiles"
 
 
 def test_two_boxes_are_refused():

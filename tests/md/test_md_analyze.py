@@ -45,11 +45,11 @@ def test_diffusion_and_density_of_a_random_walk(spu_env):
         ToolContext("md_analyze", "j1"),
     )
     expected_nm2_ps = sigma**2 / 4
-    assert out["frame_interval_ps"] == pytest.approx(2.0)
-    assert out["diffusion"]["diffusion_nm2_ps"] == pytest.approx(expected_nm2_ps, rel=0.05)
-    assert out["diffusion"]["diffusion_1e-5_cm2_s"] == pytest.approx(expected_nm2_ps * 1e3, rel=0.05)
+    assert out.frame_interval_ps == pytest.approx(2.0)
+    assert out.diffusion["diffusion_nm2_ps"] == pytest.approx(expected_nm2_ps, rel=0.05)
+    assert out.diffusion["diffusion_1e-5_cm2_s"] == pytest.approx(expected_nm2_ps * 1e3, rel=0.05)
     # 400 argon atoms (39.948 g/mol) in 27 nm3: 400*39.948/6.02214076e23/27e-21 = 0.9827 g/cm3.
-    assert out["density"]["density_g_cm3_mean"] == pytest.approx(0.9827, abs=2e-4)
+    assert out.density["density_g_cm3_mean"] == pytest.approx(0.9827, abs=2e-4)
 
 
 def test_bad_selection_is_invalid_input(spu_env):

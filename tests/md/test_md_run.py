@@ -33,29 +33,29 @@ def test_tip3p_water_density_npt(md_ctx):
         nve_check_ps=1,
     )
     out = md_run(args, md_ctx())
-    prod = out["production"]
-    assert out["system"]["force_field"].startswith("TIP3P")
-    assert out["protocol"]["ensemble"] == "NPT"
+    prod = out.production
+    assert out.system["force_field"].startswith("TIP3P")
+    assert out.protocol["ensemble"] == "NPT"
     # Within 3 % of the published TIP3P density after a 10 ps average (box of 300 waters).
     assert abs(prod["density_g_cm3_mean"] - TIP3P_DENSITY_G_CM3) < 0.03 * TIP3P_DENSITY_G_CM3
     assert abs(prod["temperature_k_mean"] - 300) < 15
-    assert Path(out["artifacts"]["trajectory_xtc"]).stat().st_size > 0
-    rows = list(csv.DictReader(Path(out["artifacts"]["thermo_csv"]).read_text().splitlines()))
+    assert Path(out.artifacts["trajectory_xtc"]).stat().st_size > 0
+    rows = list(csv.DictReader(Path(out.artifacts["thermo_csv"]).read_text().splitlines()))
     assert sum(r["phase"] == "production" for r in rows) == 20
 
     analysis = md_analyze(
         MdAnalyzeInput(
-            trajectory_path=out["artifacts"]["trajectory_xtc"], topology_path=out["artifacts"]["topology_pdb"]
+            trajectory_path=out.artifacts["trajectory_xtc"], topology_path=out.artifacts["topology_pdb"]
         ),
         md_ctx("md_analyze"),
     )
-    assert analysis["n_frames"] == 20
-    assert analysis["frame_interval_ps"] == pytest.approx(0.5)
+    assert analysis.n_frames == 20
+    assert analysis.frame_interval_ps == pytest.approx(0.5)
     # Box volumes in the XTC give the same density as the engine's own record (XTC stores 3 decimals).
-    assert analysis["density"]["density_g_cm3_mean"] == pytest.approx(prod["density_g_cm3_mean"], abs=0.005)
+    assert analysis.density["density_g_cm3_mean"] == pytest.approx(prod["density_g_cm3_mean"], abs=0.005)
     # TIP3P self-diffusion is about 5-6e-5 cm2/s (Mark & Nilsson, J. Phys. Chem. A 105, 9954 (2001));
     # a 10 ps run only pins the order of magnitude.
-    assert 1.0 < analysis["diffusion"]["diffusion_1e-5_cm2_s"] < 15.0
+    assert 1.0 < analysis.diffusion["diffusion_1e-5_cm2_s"] < 15.0
 
 
 @pytest.mark.slow
@@ -70,30 +70,30 @@ def test_peptide_in_implicit_solvent(md_ctx):
         nve_check_ps=0.5,
     )
     out = md_run(args, md_ctx())
-    system = out["system"]
+    system = out.system
     assert system["solvent"] == "obc2" and system["n_waters"] == 0
     assert system["n_residues_protein"] == 8
     # KWTVDAGE at pH 7: charged termini (+1, -1), Lys +1, Asp -1, Glu -1 -> net -1 e.
     assert system["net_charge_e"] == pytest.approx(-1.0, abs=1e-3)
     # Hydrogens added by PDBFixer: 123 atoms for this sequence and protonation state.
-    assert out["n_atoms"] == 123
-    assert out["protocol"]["ensemble"] == "NVT"
-    assert out["minimization"]["final_potential_kj_mol"] < out["minimization"]["initial_potential_kj_mol"]
-    assert abs(out["production"]["temperature_k_mean"] - 300) < 30
-    assert "drift_kj_mol_per_ns" in out["nve_check"]
+    assert out.n_atoms == 123
+    assert out.protocol["ensemble"] == "NVT"
+    assert out.minimization["final_potential_kj_mol"] < out.minimization["initial_potential_kj_mol"]
+    assert abs(out.production["temperature_k_mean"] - 300) < 30
+    assert "drift_kj_mol_per_ns" in out.nve_check
 
     analysis = md_analyze(
         MdAnalyzeInput(
-            trajectory_path=out["artifacts"]["trajectory_xtc"], topology_path=out["artifacts"]["topology_pdb"]
+            trajectory_path=out.artifacts["trajectory_xtc"], topology_path=out.artifacts["topology_pdb"]
         ),
         md_ctx("md_analyze"),
     )
-    assert analysis["selection"] == "protein"
-    assert analysis["rmsf"]["n_residues"] == 8 and len(analysis["rmsf"]["rmsf_nm"]) == 8
-    assert analysis["rmsd"]["rmsd_nm_max"] < 1.0
+    assert analysis.selection == "protein"
+    assert analysis.rmsf["n_residues"] == 8 and len(analysis.rmsf["rmsf_nm"]) == 8
+    assert analysis.rmsd["rmsd_nm_max"] < 1.0
     # An 8-residue peptide: Rg between a compact (0.5 nm) and fully extended (~1.2 nm) chain.
-    assert 0.4 < analysis["rg"]["rg_nm_mean"] < 1.3
-    assert analysis["sasa"]["sasa_nm2_mean"] > 5
+    assert 0.4 < analysis.rg["rg_nm_mean"] < 1.3
+    assert analysis.sasa["sasa_nm2_mean"] > 5
 
 
 @pytest.mark.slow
@@ -109,11 +109,11 @@ def test_mmff_liquid_runs_and_keeps_temperature(md_ctx):
         nve_check_ps=0,
     )
     out = md_run(args, md_ctx())
-    assert out["system"]["force_field"].startswith("MMFF94")
-    assert out["n_atoms"] == 360
-    assert abs(out["production"]["temperature_k_mean"] - 300) < 30
+    assert out.system["force_field"].startswith("MMFF94")
+    assert out.n_atoms == 360
+    assert abs(out.production["temperature_k_mean"] - 300) < 30
     # NVT at the packing density: 0.85 x the van der Waals-volume estimate, a plausible liquid density.
-    assert 0.4 < out["production"]["density_g_cm3_mean"] < 1.0
+    assert 0.4 < out.production["density_g_cm3_mean"] < 1.0
 
 
 def test_exactly_one_source_is_required():

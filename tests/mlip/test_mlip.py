@@ -27,8 +27,8 @@ def test_ani2x_energy_matches_torchani_with_the_same_weights(tiny_ani2x, ctx):
     from tools_server.mlip.models import random_ani2x
 
     out = _run(ctx, molecules=["C"], engine="ani2x")
-    item = out["items"][0]
-    assert item["ok"] and out["model"] == "ani2x" and out["reference_method"] == "wB97X/6-31G(d)"
+    item = out.items[0]
+    assert item.ok and out.model == "ani2x" and out.reference_method == "wB97X/6-31G(d)"
     # The same state dict evaluated directly by TorchANI (Hartree) at the tool's own geometry.
     model = random_ani2x()
     model.load_state_dict(torch.load(tiny_ani2x, weights_only=True))
@@ -39,9 +39,9 @@ def test_ani2x_energy_matches_torchani_with_the_same_weights(tiny_ani2x, ctx):
     species = torch.tensor([mol.numbers])
     coords = torch.tensor([mol.coords_angstrom.tolist()], dtype=torch.float64)
     e_ref = float(model((species, coords)).energies[0])
-    assert item["energy_hartree"] == pytest.approx(e_ref, abs=1e-6)
-    assert item["energy_ev"] == pytest.approx(e_ref * EV_PER_HARTREE, abs=1e-4)
-    assert len(item["forces_ev_a"]) == 5
+    assert item.energy_hartree == pytest.approx(e_ref, abs=1e-6)
+    assert item.energy_ev == pytest.approx(e_ref * EV_PER_HARTREE, abs=1e-4)
+    assert len(item.forces_ev_a) == 5
 
 
 def test_ani2x_refuses_bromine_and_ions_before_loading_any_weights(weights_dir, ctx):
@@ -61,8 +61,8 @@ def test_ani2x_refuses_bromine_and_ions_before_loading_any_weights(weights_dir, 
 
 def test_batch_keeps_going_past_a_bad_molecule(tiny_ani2x, ctx):
     out = _run(ctx, molecules=["O", "[Na+].[Cl-]", "N"], engine="ani2x")
-    assert [it["ok"] for it in out["items"]] == [True, False, True]
-    assert out["items"][1]["error"]["code"] == "unsupported_element"
+    assert [it.ok for it in out.items] == [True, False, True]
+    assert out.items[1].error.code == "unsupported_element"
 
 
 # --- AIMNet2 -----------------------------------------------------------------------------------------
@@ -75,14 +75,14 @@ def test_aimnet2_tiny_model_energy_charge_and_its_own_element_list(tiny_aimnet2,
     from tools_server.molecules import load_molecule
 
     out = _run(ctx, molecules=["C"], engine="aimnet2", model=tiny_aimnet2)
-    item = out["items"][0]
+    item = out.items[0]
     mol = load_molecule("C")
     direct = Atoms(numbers=mol.numbers, positions=mol.coords_angstrom)
     direct.calc = AIMNet2ASE(AIMNet2Calculator(model=str(aimnet2_file), device="cpu"), charge=0)
-    assert item["energy_ev"] == pytest.approx(float(direct.get_potential_energy()), abs=1e-4)
+    assert item.energy_ev == pytest.approx(float(direct.get_potential_energy()), abs=1e-4)
     # AIMNet2 takes charged molecules.
-    ion = _run(ctx, molecules=["C[NH3+]"], engine="aimnet2", model=tiny_aimnet2)["items"][0]
-    assert ion["ok"]
+    ion = _run(ctx, molecules=["C[NH3+]"], engine="aimnet2", model=tiny_aimnet2).items[0]
+    assert ion.ok
     # Bromine is in the AIMNet2 family but not in this model's file: the model's own list decides.
     with pytest.raises(ToolError) as err:
         _run(ctx, molecules=["CBr"], engine="aimnet2", model=tiny_aimnet2)
@@ -94,13 +94,13 @@ def test_aimnet2_tiny_model_energy_charge_and_its_own_element_list(tiny_aimnet2,
 
 def test_mace_tiny_model_energy_and_force_balance(tiny_mace, ctx):
     out = _run(ctx, molecules=["CO"], engine="mace_off", model=tiny_mace)
-    item = out["items"][0]
-    assert item["ok"] and out["engine"] == "mace_off"
+    item = out.items[0]
+    assert item.ok and out.engine == "mace_off"
     # Atomic reference energies dominate a random model: 4 H + C + O = -3125.4 eV, plus a small remainder.
-    assert item["energy_ev"] == pytest.approx(4 * -13.6 - 1029.0 - 2042.0, abs=20.0)
+    assert item.energy_ev == pytest.approx(4 * -13.6 - 1029.0 - 2042.0, abs=20.0)
     import numpy as np
 
-    forces = np.asarray(item["forces_ev_a"])
+    forces = np.asarray(item.forces_ev_a)
     assert np.abs(forces.sum(axis=0)).max() < 1e-5  # any translation-invariant potential (6 decimals)
     with pytest.raises(ToolError) as err:
         _run(ctx, molecules=["C[O-]"], engine="mace_off", model=tiny_mace)
@@ -121,14 +121,14 @@ def test_sevennet_optimises_water_to_the_experimental_geometry(sevennet_ready, c
     from ase.io import read
 
     out = _run(ctx, molecules=["O"], engine="sevennet", task="optimize", fmax_ev_a=0.01)
-    item = out["items"][0]
-    assert item["optimization"]["converged"]
-    atoms = read(item["geometry_xyz"])
+    item = out.items[0]
+    assert item.optimization.converged
+    atoms = read(item.geometry_xyz)
     o = next(i for i, z in enumerate(atoms.numbers) if z == 8)
     h = [i for i, z in enumerate(atoms.numbers) if z == 1]
     assert atoms.get_distance(o, h[0]) == pytest.approx(0.9578, abs=0.03)
     assert atoms.get_angle(h[0], o, h[1]) == pytest.approx(104.48, abs=3.0)
-    assert Path(item["geometry_sdf"]).read_text().count("$$$$") == 1
+    assert Path(item.geometry_sdf).read_text().count("$$$$") == 1
 
 
 def test_langevin_md_writes_frames(tiny_mace, ctx):
@@ -136,13 +136,13 @@ def test_langevin_md_writes_frames(tiny_mace, ctx):
         ctx, molecules=["O"], engine="mace_off", model=tiny_mace, task="md", md_steps=20, report_every=5,
         temperature_k=300, timestep_fs=0.25, seed=3,
     )  # fmt: skip
-    item = out["items"][0]
-    md = item["md"]
-    assert md["n_frames"] == 5 and md["temperature_target_k"] == 300
-    assert [s["step"] for s in md["series"]] == [0, 5, 10, 15, 20]
-    frames = Path(item["trajectory_xyz"]).read_text().count("step=")
+    item = out.items[0]
+    md = item.md
+    assert md.n_frames == 5 and md.temperature_target_k == 300
+    assert [s.step for s in md.series] == [0, 5, 10, 15, 20]
+    frames = Path(item.trajectory_xyz).read_text().count("step=")
     assert frames == 5
-    assert all(s["temperature_k"] > 0 for s in md["series"])
+    assert all(s.temperature_k > 0 for s in md.series)
 
 
 def test_conformers_from_an_sdf_are_optimised_and_ranked(tiny_mace):
@@ -164,15 +164,15 @@ def test_conformers_from_an_sdf_are_optimised_and_ranked(tiny_mace):
         ),
         ToolContext("mlip_conformers", "c", threads=2),
     )
-    confs = out["conformers"]
-    assert out["n_conformers"] == len(ids) and "3 records of confs.sdf" in out["source"]
-    rel = [c["relative_energy_kcal_mol"] for c in confs]
+    confs = out.conformers
+    assert out.n_conformers == len(ids) and "3 records of confs.sdf" in out.source
+    rel = [c.relative_energy_kcal_mol for c in confs]
     assert rel[0] == 0.0 and rel == sorted(rel)
-    assert out["n_unique"] + out["n_duplicates"] + out["n_outside_window"] == len(ids)
-    assert len({c["input_index"] for c in confs}) == len(confs) <= len(ids)
-    assert abs(sum(c["boltzmann_weight"] for c in confs) - 1.0) < 1e-3
-    assert [c["rank"] for c in confs] == list(range(len(confs)))  # from 0: rank k is record k of the SDF
-    records = list(Chem.SDMolSupplier(out["sdf"], removeHs=False))
+    assert out.n_unique + out.n_duplicates + out.n_outside_window == len(ids)
+    assert len({c.input_index for c in confs}) == len(confs) <= len(ids)
+    assert abs(sum(c.boltzmann_weight for c in confs) - 1.0) < 1e-3
+    assert [c.rank for c in confs] == list(range(len(confs)))  # from 0: rank k is record k of the SDF
+    records = list(Chem.SDMolSupplier(out.sdf, removeHs=False))
     assert [float(r.GetProp("relative_energy_kcal_mol")) for r in records] == pytest.approx(rel, abs=1e-3)
 
 

@@ -28,8 +28,8 @@ def test_ani2x_refuses_bad_coordinates(tiny_ani2x, ctx, xyz, code):
 
 def test_ani2x_batch_item_with_nan_is_an_item_error(tiny_ani2x, ctx):
     out = mlip_run(MlipInput(molecules=[WATER, WATER.replace("0.1173", "nan")], engine="ani2x"), ctx)
-    assert [it["ok"] for it in out["items"]] == [True, False]
-    assert out["items"][1]["error"]["code"] == "invalid_input"
+    assert [it.ok for it in out.items] == [True, False]
+    assert out.items[1].error.code == "invalid_input"
 
 
 def test_sevennet_refuses_an_element_outside_its_type_map(spu_env, ctx):

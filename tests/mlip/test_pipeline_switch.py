@@ -28,14 +28,14 @@ def test_one_argument_switches_the_shared_pipeline_from_xtb_to_an_ml_potential(t
 
     xtb = xtb_run(
         XtbInput(molecules=["O"], task="frequencies", optimize_first=False), ToolContext("xtb_run", "j")
-    )["items"][0]
-    assert results["xtb"].wavenumbers_cm1 == xtb["frequencies"]["wavenumbers_cm1"]
+    ).items[0]
+    assert results["xtb"].wavenumbers_cm1 == xtb.frequencies.wavenumbers_cm1
     for key in ("zpe_hartree", "enthalpy_hartree", "gibbs_free_energy_hartree", "entropy_cal_mol_k"):
-        assert results["xtb"].thermo[key] == pytest.approx(xtb["thermo"][key], abs=1e-9)
-    assert results["xtb"].energy_hartree == xtb["energy_hartree"]
+        assert results["xtb"].thermo[key] == pytest.approx(getattr(xtb.thermo, key), abs=1e-9)
+    assert results["xtb"].energy_hartree == xtb.energy_hartree
 
-    ani = mlip_run(MlipInput(molecules=["O"], engine="ani2x"), ctx)["items"][0]
-    assert results["ani2x"].energy_hartree == pytest.approx(ani["energy_hartree"], abs=1e-8)
+    ani = mlip_run(MlipInput(molecules=["O"], engine="ani2x"), ctx).items[0]
+    assert results["ani2x"].energy_hartree == pytest.approx(ani.energy_hartree, abs=1e-8)
     assert results["ani2x"].wavenumbers_cm1 != results["xtb"].wavenumbers_cm1  # another model answered
 
 

@@ -42,26 +42,26 @@ def hpx(tmp_path_factory):
 
 def test_pka_values_match_propka_published_regression(hpx):
     ref = json.loads((DATA / "1HPX_propka_reference.json").read_text())
-    got = [g["pka"] for g in hpx["groups"]]
+    got = [g.pka for g in hpx.groups]
     assert len(got) == len(ref["pKa"]) == 49
     assert got == pytest.approx(ref["pKa"], abs=0.01)
-    assert hpx["pi_folded"] == pytest.approx(ref["pI_folded"], abs=0.01)
-    assert hpx["pi_unfolded"] == pytest.approx(ref["pI_unfolded"], abs=0.01)
+    assert hpx.pi_folded == pytest.approx(ref["pI_folded"], abs=0.01)
+    assert hpx.pi_unfolded == pytest.approx(ref["pI_unfolded"], abs=0.01)
 
 
 def test_catalytic_aspartates_and_protonation_states(hpx):
-    by_label = {g["label"]: g for g in hpx["groups"]}
+    by_label = {g.label: g for g in hpx.groups}
     # The two catalytic Asp25 of the dimer: one is pushed far up (published 9.28), one stays low (5.07).
-    assert by_label["ASP 25 A"]["pka"] == pytest.approx(5.07, abs=0.01)
-    assert by_label["ASP 25 B"]["pka"] == pytest.approx(9.28, abs=0.01)
-    assert by_label["ASP 25 A"]["model_pka"] == pytest.approx(3.80, abs=0.01)
-    states = {(s["chain"], s["number"]): s for s in hpx["states"] if s["residue"] == "ASP"}
+    assert by_label["ASP 25 A"].pka == pytest.approx(5.07, abs=0.01)
+    assert by_label["ASP 25 B"].pka == pytest.approx(9.28, abs=0.01)
+    assert by_label["ASP 25 A"].model_pka == pytest.approx(3.80, abs=0.01)
+    states = {(s.chain, s.number): s for s in hpx.states if s.residue == "ASP"}
     # PDB2PQR at pH 7 with these pKa values: Asp25 B (pKa 9.3) protonated, Asp25 A (5.1) charged.
-    assert states[("B", 25)]["amber_name"] == "ASH"
-    assert states[("A", 25)]["amber_name"] == "ASP"
-    pqr = Path(hpx["artifacts"]["pqr"]).read_text()
+    assert states[("B", 25)].amber_name == "ASH"
+    assert states[("A", 25)].amber_name == "ASP"
+    pqr = Path(hpx.artifacts["pqr"]).read_text()
     assert " ASH B  25 " in pqr or "ASH B  25" in pqr
-    assert "ASP 25 B" in hpx["large_shifts"]
+    assert "ASP 25 B" in hpx.large_shifts
 
 
 def test_no_protein_is_a_stable_error(spu_env):

@@ -48,16 +48,16 @@ def test_fold_returns_plddt_ptm_and_pdb(tiny_esmfold, ctx_factory):
     out = protein_fold(
         ProteinFoldInput(sequence=seq, model=tiny_esmfold, num_recycles=1), ctx_factory("protein_fold")
     )
-    assert out["length"] == len(seq) and len(out["plddt_per_residue"]) == len(seq)
-    assert all(0 <= x <= 100 for x in out["plddt_per_residue"])
-    assert 0 <= out["ptm"] <= 1
-    pdb = Path(out["artifacts"]["pdb"]).read_text()
+    assert out.length == len(seq) and len(out.plddt_per_residue) == len(seq)
+    assert all(0 <= x <= 100 for x in out.plddt_per_residue)
+    assert 0 <= out.ptm <= 1
+    pdb = Path(out.artifacts["pdb"]).read_text()
     ca = [line for line in pdb.splitlines() if line.startswith("ATOM") and line[12:16].strip() == "CA"]
     assert len(ca) == len(seq)
     # pLDDT (0-100) is written to the B-factor column.
-    assert float(ca[0][60:66]) == pytest.approx(out["plddt_per_residue"][0], abs=0.06)
+    assert float(ca[0][60:66]) == pytest.approx(out.plddt_per_residue[0], abs=0.06)
     # A random model is not confident: the low-confidence warning must be raised.
-    assert out["mean_plddt"] < 70 and any("pLDDT" in w for w in out["warnings"])
+    assert out.mean_plddt < 70 and any("pLDDT" in w for w in out.warnings)
 
 
 def test_long_sequence_is_refused_before_loading(tiny_esmfold, ctx_factory):

@@ -28,15 +28,15 @@ WT = (
 def test_embeddings_are_saved_and_similarities_consistent(tiny_esm2, ctx_factory):
     seqs = [WT[:60], WT[:60], WT[60:130]]
     out = protein_embed(ProteinEmbedInput(sequences=seqs, model=tiny_esm2), ctx_factory("protein_embed"))
-    emb = np.load(out["artifacts"]["embeddings_npy"])
-    assert emb.shape == (3, 32) and out["embedding_dim"] == 32
-    sim = np.array(out["cosine_similarity"])
+    emb = np.load(out.artifacts["embeddings_npy"])
+    assert emb.shape == (3, 32) and out.embedding_dim == 32
+    sim = np.array(out.cosine_similarity)
     # Identical sequences embed identically; cosine similarity is symmetric with a unit diagonal.
     assert sim[0, 1] == pytest.approx(1.0, abs=1e-4)
     assert np.allclose(sim, sim.T, atol=1e-4) and np.allclose(np.diag(sim), 1.0, atol=1e-4)
     assert sim[0, 2] < 0.9999
     unit = emb / np.linalg.norm(emb, axis=1, keepdims=True)
-    assert np.allclose(unit @ unit.T, np.load(out["artifacts"]["similarity_npy"]), atol=1e-5)
+    assert np.allclose(unit @ unit.T, np.load(out.artifacts["similarity_npy"]), atol=1e-5)
 
 
 def _score(tiny, wt, variants, method, ctx_factory):
@@ -49,9 +49,9 @@ def _score(tiny, wt, variants, method, ctx_factory):
 @pytest.mark.parametrize("method", ["masked_marginal", "masked_marginal_joint", "wildtype_marginal"])
 def test_single_mutant_score_flips_sign_when_reversed(tiny_esm2, ctx_factory, method):
     wt = WT[:80]
-    forward = _score(tiny_esm2, wt, ["A4V"], method, ctx_factory)["items"][0]["score"]
+    forward = _score(tiny_esm2, wt, ["A4V"], method, ctx_factory).items[0].score
     mutant = wt[:3] + "V" + wt[4:]
-    backward = _score(tiny_esm2, mutant, ["V4A"], method, ctx_factory)["items"][0]["score"]
+    backward = _score(tiny_esm2, mutant, ["V4A"], method, ctx_factory).items[0].score
     assert forward != 0.0
     if method == "wildtype_marginal":
         # The unmasked context contains the residue being scored, so no exact antisymmetry is expected.
@@ -65,15 +65,15 @@ def test_multi_mutant_joint_antisymmetry_and_additivity(tiny_esm2, ctx_factory):
     wt = WT[:80]
     assert wt[3] == "A" and wt[9] == "R"
     mutant = wt[:3] + "V" + wt[4:9] + "D" + wt[10:]  # A4V and R10D
-    fwd = _score(tiny_esm2, wt, ["A4V:R10D"], "masked_marginal_joint", ctx_factory)["items"][0]["score"]
-    back = _score(tiny_esm2, mutant, ["V4A:D10R"], "masked_marginal_joint", ctx_factory)["items"][0]["score"]
+    fwd = _score(tiny_esm2, wt, ["A4V:R10D"], "masked_marginal_joint", ctx_factory).items[0].score
+    back = _score(tiny_esm2, mutant, ["V4A:D10R"], "masked_marginal_joint", ctx_factory).items[0].score
     assert back == pytest.approx(-fwd, abs=1e-3)
     # masked_marginal is additive over positions.
     out = _score(tiny_esm2, wt, ["A4V", "R10D", "A4V:R10D", "WT"], "masked_marginal", ctx_factory)
-    s = {it["variant"]: it["score"] for it in out["items"]}
+    s = {it.variant: it.score for it in out.items}
     assert s["A4V:R10D"] == pytest.approx(s["A4V"] + s["R10D"], abs=2e-4)
     assert s["WT"] == 0.0
-    assert out["ranking_high_to_low"][0] == max(s, key=s.get)
+    assert out.ranking_high_to_low[0] == max(s, key=s.get)
 
 
 def test_bad_variants_are_per_item_errors(tiny_esm2, ctx_factory):
@@ -85,12 +85,12 @@ def test_bad_variants_are_per_item_errors(tiny_esm2, ctx_factory):
         "masked_marginal",
         ctx_factory,
     )
-    items = out["items"]
-    assert [it["ok"] for it in items] == [True, False, False, False, False, False, True]
-    assert all(it["error"]["code"] == "invalid_mutation" for it in items if not it["ok"])
-    assert "has A at position 4" in items[1]["error"]["message"]
-    assert items[6]["score"] == items[0]["score"]
-    assert out["n_errors"] == 5
+    items = out.items
+    assert [it.ok for it in items] == [True, False, False, False, False, False, True]
+    assert all(it.error.code == "invalid_mutation" for it in items if not it.ok)
+    assert "has A at position 4" in items[1].error.message
+    assert items[6].score == items[0].score
+    assert out.n_errors == 5
 
 
 def test_bad_wild_type_fails_the_call(tiny_esm2, ctx_factory):
@@ -138,9 +138,9 @@ def test_scores_split_in_runs_equal_one_pass_over_all_variants(tiny_esm2, ctx_fa
     model, alphabet = weights.load_esm(tiny_esm2)
     muts = [parse_mutations(t, wt) for t in texts]
     direct = language_model.variant_scores(model, alphabet, wt, muts, method, "cpu")
-    assert [it["variant"] for it in out["items"]] == [format_mutations(m) for m in muts]
-    assert [it["score"] for it in out["items"]] == [round(s, 4) for s in direct]
-    assert len({it["score"] for it in out["items"]}) > 10  # the scores differ between variants
+    assert [it.variant for it in out.items] == [format_mutations(m) for m in muts]
+    assert [it.score for it in out.items] == [round(s, 4) for s in direct]
+    assert len({it.score for it in out.items}) > 10  # the scores differ between variants
 
 
 def test_embeddings_in_runs_equal_one_pass(tiny_esm2, ctx_factory):
@@ -151,4 +151,4 @@ def test_embeddings_in_runs_equal_one_pass(tiny_esm2, ctx_factory):
     out = protein_embed(ProteinEmbedInput(sequences=seqs, model=tiny_esm2), ctx_factory("protein_embed"))
     model, alphabet = weights.load_esm(tiny_esm2)
     direct = language_model.mean_embeddings(model, alphabet, seqs, "cpu")
-    assert np.array_equal(np.load(out["artifacts"]["embeddings_npy"]), direct)
+    assert np.array_equal(np.load(out.artifacts["embeddings_npy"]), direct)

@@ -14,7 +14,7 @@ def test_a_mismatched_variant_is_reported_without_weights(weights_dir, ctx_facto
     out = protein_variant_scores(
         VariantScoresInput(wild_type=WT, variants=["A62Y"], model="esm1v"), ctx_factory("pvs")
     )
-    item = out["items"][0]
-    assert item["ok"] is False and item["error"]["code"] == "invalid_mutation"
-    assert "W" in item["error"]["message"] and "62" in item["error"]["message"]
-    assert out["n_errors"] == 1 and out["models"] == [] and out["ranking_high_to_low"] == []
+    item = out.items[0]
+    assert item.ok is False and item.error.code == "invalid_mutation"
+    assert "W" in item.error.message and "62" in item.error.message
+    assert out.n_errors == 1 and out.models == [] and out.ranking_high_to_low == []

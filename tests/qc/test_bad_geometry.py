@@ -40,7 +40,7 @@ def test_xtb_refuses_bad_geometry_before_the_engine(ctx, xyz, code):
 
 def test_xtb_batch_keeps_bad_geometry_as_item_errors(ctx):
     out = Q.xtb_run(Q.XtbInput(molecules=[WATER, NAN_WATER, ONE_POINT]), ctx)
-    codes = [it.get("error", {}).get("code") for it in out["items"]]
+    codes = [it.error.code if it.error else None for it in out.items]
     assert codes == [None, "invalid_input", "invalid_structure"]
 
 

@@ -129,7 +129,7 @@ def test_dft_provenance_carries_its_cost(tmp_path, monkeypatch):
     ctx = ToolContext("dft_run", "cost-water", threads=1)
     out = Q.dft_run(Q.DftInput(molecule="O", functional="B3LYP", basis="def2-SVP", device="cpu"), ctx)
     cost = ctx.engine["cost"]
-    assert out["n_basis"] == 24
+    assert out.n_basis == 24
     assert cost["estimate_s"] == pytest.approx(
         estimate_cpu_seconds(24, 3, "energy", cores=1, density_fitting=True), abs=1e-3
     )

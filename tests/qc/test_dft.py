@@ -29,11 +29,11 @@ def test_hf_sto3g_water_optimum_matches_cccbdb(ctx):
         ctx,
     )
     # NIST CCCBDB, H2O HF/STO-3G optimised: E = -74.965901 Eh, r(OH) = 0.989 Å, HOH = 100.0°
-    assert out["energy_hartree"] == pytest.approx(-74.965901, abs=2e-6)
-    r, angle = _geometry(out["geometry_xyz"])
+    assert out.energy_hartree == pytest.approx(-74.965901, abs=2e-6)
+    r, angle = _geometry(out.geometry_xyz)
     assert r == pytest.approx(0.989, abs=0.002)
     assert angle == pytest.approx(100.0, abs=0.3)
-    assert out["scf"]["converged"] and out["optimization"]["converged"]
+    assert out.scf["converged"] and out.optimization.converged
     assert ctx.engine["engine"] == "pyscf" and ctx.engine["device"] == "cpu"
     assert "no CUDA GPU" in ctx.engine["device_reason"] or "CPU slot" in ctx.engine["device_reason"]
 
@@ -46,9 +46,9 @@ def test_hf_sto3g_water_frequencies_match_cccbdb(ctx):
         ctx,
     )
     # NIST CCCBDB, H2O HF/STO-3G unscaled harmonic frequencies: 2170, 4140, 4391 cm-1
-    assert out["frequencies"]["wavenumbers_cm1"] == pytest.approx([2170, 4140, 4391], abs=3)
-    assert out["frequencies"]["n_imaginary"] == 0
-    assert out["thermo"]["zpe_hartree"] > 0
+    assert out.frequencies.wavenumbers_cm1 == pytest.approx([2170, 4140, 4391], abs=3)
+    assert out.frequencies.n_imaginary == 0
+    assert out.thermo.zpe_hartree > 0
 
 
 @pytest.mark.slow
@@ -61,10 +61,10 @@ def test_b3lyp_631gs_water_matches_cccbdb(ctx):
     )
     # NIST CCCBDB, H2O B3LYP/6-31G*: r(OH) = 0.969 Å, HOH = 103.6°, E = -76.408953 Eh. CCCBDB uses
     # Cartesian d functions (6d) and Gaussian's B3LYP (VWN3); PySCF uses spherical d: ~2 mEh apart.
-    r, angle = _geometry(out["geometry_xyz"])
+    r, angle = _geometry(out.geometry_xyz)
     assert r == pytest.approx(0.969, abs=0.002)
     assert angle == pytest.approx(103.6, abs=0.5)
-    assert out["energy_hartree"] == pytest.approx(-76.408953, abs=3e-3)
+    assert out.energy_hartree == pytest.approx(-76.408953, abs=3e-3)
 
 
 @pytest.mark.slow
@@ -81,7 +81,7 @@ def test_tddft_formaldehyde_n_pi_star(ctx):
         ),
         ctx,
     )
-    s1 = out["excitations"]["states"][0]
+    s1 = out.excitations["states"][0]
     # Formaldehyde 1A2 n->pi*: theoretical best estimate 3.88 eV (Schreiber et al., J. Chem. Phys. 128,
     # 134110 (2008)); B3LYP gives 3.8-4.1 eV. Symmetry-forbidden: oscillator strength ~0.
     assert 3.5 < s1["energy_ev"] < 4.3
@@ -97,10 +97,10 @@ def test_dispersion_and_solvent_are_applied(ctx):
         ),
         ctx,
     )
-    assert d3["dispersion_energy_hartree"] < 0
-    assert d3["solvation"] == "PCM(water)"
+    assert d3.dispersion_energy_hartree < 0
+    assert d3.solvation == "PCM(water)"
     # solvation stabilises a polar molecule (a few mEh for water in PCM)
-    assert d3["energy_hartree"] < gas["energy_hartree"] - 1e-3
+    assert d3.energy_hartree < gas.energy_hartree - 1e-3
 
 
 @pytest.mark.parametrize(
@@ -176,8 +176,8 @@ def test_gpu4pyscf_matches_cpu(ctx):
     ctx.gpu_available = True
     gpu = Q.dft_run(Q.DftInput(molecule="c1ccccc1", functional="B3LYP", basis="def2-svp", device="gpu"), ctx)
     cpu = Q.dft_run(Q.DftInput(molecule="c1ccccc1", functional="B3LYP", basis="def2-svp", device="cpu"), ctx)
-    assert gpu["device"].startswith("gpu")
-    assert gpu["energy_hartree"] == pytest.approx(cpu["energy_hartree"], abs=1e-5)
+    assert gpu.device.startswith("gpu")
+    assert gpu.energy_hartree == pytest.approx(cpu.energy_hartree, abs=1e-5)
 
 
 def test_smd_solvent_and_open_shell_reference(ctx):
@@ -188,9 +188,9 @@ def test_smd_solvent_and_open_shell_reference(ctx):
         ),
         ctx,
     )
-    assert smd["solvation"] == "SMD(water)" and smd["energy_hartree"] < gas["energy_hartree"]
+    assert smd.solvation == "SMD(water)" and smd.energy_hartree < gas.energy_hartree
     methyl = Q.dft_run(Q.DftInput(molecule="[CH3]", functional="PBE", basis="sto-3g", grid_level=1), ctx)
-    assert methyl["reference"] == "UKS" and methyl["multiplicity"] == 2
+    assert methyl.reference == "UKS" and methyl.multiplicity == 2
     with pytest.raises(ToolError) as err:
         Q.dft_run(Q.DftInput(molecule="[CH3]", basis="sto-3g", task="tddft", triplets=True), ctx)
     assert err.value.code == "invalid_input"

@@ -16,30 +16,30 @@ from tools_server.qc import tools as Q
 
 def _one(ctx, **kw):
     out = Q.xtb_run(Q.XtbInput(**kw), ctx)
-    assert out["n_ok"] == out["n_molecules"], out
-    return out["items"][0]
+    assert out.n_ok == out.n_molecules, out
+    return out.items[0]
 
 
 def test_gfn2_energy_matches_tblite_test_suite(ctx):
     item = _one(ctx, molecules=[ref.xyz_from_bohr(ref.ALA_XAC_NUMBERS, ref.ALA_XAC_BOHR)])
-    assert item["energy_hartree"] == pytest.approx(ref.ALA_XAC_GFN2_HARTREE, abs=1e-6)
-    assert item["gap_ev"] > 0 and item["homo_ev"] < item["lumo_ev"]
-    assert sum(item["partial_charges_e"]) == pytest.approx(0.0, abs=1e-3)
+    assert item.energy_hartree == pytest.approx(ref.ALA_XAC_GFN2_HARTREE, abs=1e-6)
+    assert item.gap_ev > 0 and item.homo_ev < item.lumo_ev
+    assert sum(item.partial_charges_e) == pytest.approx(0.0, abs=1e-3)
     assert ctx.engine["engine"] == "tblite" and ctx.engine["device"] == "cpu"
 
 
 def test_alpb_solvation_matches_tblite_test_suite(ctx):
     item = _one(ctx, molecules=[ref.xyz_from_bohr(ref.CRCP2_NUMBERS, ref.CRCP2_BOHR)], solvent="ethanol")
-    assert item["energy_hartree"] == pytest.approx(ref.CRCP2_GFN2_ALPB_ETHANOL_HARTREE, abs=1e-6)
+    assert item.energy_hartree == pytest.approx(ref.CRCP2_GFN2_ALPB_ETHANOL_HARTREE, abs=1e-6)
 
 
 @pytest.mark.parametrize("engine", ["tblite", "xtb-python"])
 def test_gbsa_matches_xtb_python_test_suite(ctx, engine):
     xyz = ref.xyz_from_bohr(ref.MINDLESS_NUMBERS, ref.MINDLESS_BOHR)
     gas = _one(ctx, molecules=[xyz], engine=engine)
-    assert gas["energy_hartree"] == pytest.approx(ref.MINDLESS_GFN2_HARTREE, abs=1e-6)
+    assert gas.energy_hartree == pytest.approx(ref.MINDLESS_GFN2_HARTREE, abs=1e-6)
     solv = _one(ctx, molecules=[xyz], engine=engine, solvent="ch2cl2", solvent_model="gbsa")
-    assert solv["energy_hartree"] == pytest.approx(ref.MINDLESS_GFN2_GBSA_CH2CL2_HARTREE, abs=1e-6)
+    assert solv.energy_hartree == pytest.approx(ref.MINDLESS_GFN2_GBSA_CH2CL2_HARTREE, abs=1e-6)
 
 
 def test_xtb_python_refuses_alpb(ctx):
@@ -52,8 +52,8 @@ def test_optimize_writes_geometry(ctx):
     import numpy as np
 
     item = _one(ctx, molecules=["O"], task="optimize")
-    assert item["optimization"]["converged"]
-    lines = Path(item["geometry_xyz"]).read_text().splitlines()[2:]
+    assert item.optimization.converged
+    lines = Path(item.geometry_xyz).read_text().splitlines()[2:]
     xyz = np.array([[float(v) for v in ln.split()[1:]] for ln in lines])
     r_oh = np.linalg.norm(xyz[1] - xyz[0])
     # GFN2-xTB water O-H length ~0.96 Å (experiment 0.9572 Å)
@@ -64,28 +64,28 @@ def test_water_thermochemistry(ctx):
     import scipy.constants as c
 
     item = _one(ctx, molecules=["O"], task="frequencies")
-    freq = item["frequencies"]
-    assert freq["n_imaginary"] == 0 and len(freq["wavenumbers_cm1"]) == 3
-    th = item["thermo"]
+    freq = item.frequencies
+    assert freq.n_imaginary == 0 and len(freq.wavenumbers_cm1) == 3
+    th = item.thermo
     # ZPE is half the sum of the harmonic quanta
-    zpe = 0.5 * sum(freq["wavenumbers_cm1"]) * 100 * c.h * c.c / c.physical_constants["Hartree energy"][0]
-    assert th["zpe_hartree"] == pytest.approx(zpe, rel=1e-4)
+    zpe = 0.5 * sum(freq.wavenumbers_cm1) * 100 * c.h * c.c / c.physical_constants["Hartree energy"][0]
+    assert th.zpe_hartree == pytest.approx(zpe, rel=1e-4)
     # Sackur-Tetrode for H2O (18.0106 u) at 298.15 K and 1 atm: 34.61 cal/(mol K)
-    assert th["entropy_terms_cal_mol_k"]["translational"] == pytest.approx(34.61, abs=0.02)
+    assert th.entropy_terms_cal_mol_k.translational == pytest.approx(34.61, abs=0.02)
     # NIST-JANAF S°(H2O, g, 298.15 K) = 188.834 J/(mol K) = 45.13 cal/(mol K); RRHO should be within 0.5
-    assert th["entropy_cal_mol_k"] == pytest.approx(188.834 / c.calorie, abs=0.5)
-    assert th["symmetry_number"] == 2
-    assert th["gibbs_free_energy_hartree"] < th["enthalpy_hartree"]
+    assert th.entropy_cal_mol_k == pytest.approx(188.834 / c.calorie, abs=0.5)
+    assert th.symmetry_number == 2
+    assert th.gibbs_free_energy_hartree < th.enthalpy_hartree
 
 
 def test_batch_with_per_item_errors_in_parallel(ctx):
     ctx.threads = 2
     out = Q.xtb_run(Q.XtbInput(molecules=["O", "C1CC(", "[Rf]", "O", "C"], task="energy"), ctx)
-    items = out["items"]
-    assert [it["ok"] for it in items] == [True, False, False, True, True]
-    assert items[1]["error"]["code"] == "invalid_smiles"
-    assert items[2]["error"]["code"] == "unsupported_element"
-    assert items[0]["energy_hartree"] == pytest.approx(items[3]["energy_hartree"], abs=1e-10)
+    items = out.items
+    assert [it.ok for it in items] == [True, False, False, True, True]
+    assert items[1].error.code == "invalid_smiles"
+    assert items[2].error.code == "unsupported_element"
+    assert items[0].energy_hartree == pytest.approx(items[3].energy_hartree, abs=1e-10)
 
 
 @pytest.mark.parametrize(
@@ -117,17 +117,17 @@ def test_cache_key_ignores_what_does_not_matter():
 def test_conformers_of_butane(ctx):
     ctx.threads = 2
     out = Q.xtb_conformers(Q.XtbConformerInput(molecule="CCCC", n_conformers=12), ctx)
-    assert out["n_unique"] >= 2  # anti and gauche (the gauche pair is enantiomeric: RMSD-distinct)
-    weights = [c["boltzmann_weight"] for c in out["conformers"]]
+    assert out.n_unique >= 2  # anti and gauche (the gauche pair is enantiomeric: RMSD-distinct)
+    weights = [c.boltzmann_weight for c in out.conformers]
     assert sum(weights) == pytest.approx(1.0, abs=1e-4)
-    rel = [c["relative_energy_kcal_mol"] for c in out["conformers"]]
+    rel = [c.relative_energy_kcal_mol for c in out.conformers]
     assert rel == sorted(rel) and rel[0] == 0.0
     # GFN2-xTB gauche-anti difference of butane is positive and below 1.5 kcal/mol (experiment ~0.6-0.7)
     assert 0.05 < rel[1] < 1.5
     from rdkit import Chem
 
-    mols = list(Chem.SDMolSupplier(out["sdf"], removeHs=False))
-    assert len(mols) == out["n_unique"]
+    mols = list(Chem.SDMolSupplier(out.sdf, removeHs=False))
+    assert len(mols) == out.n_unique
     assert mols[0].GetProp("boltzmann_weight")
 
 
@@ -180,8 +180,8 @@ def test_solvation_free_energy_is_solvent_minus_gas_at_one_geometry(ctx, engine,
     e_solv = _raw_energy(engine, ref.ALA_XAC_NUMBERS, ref.ALA_XAC_BOHR, raw_solvent, model)
     e_gas = _raw_energy(engine, ref.ALA_XAC_NUMBERS, ref.ALA_XAC_BOHR)
     expected = (e_solv - e_gas) * kcal_per_hartree
-    assert item["solvation_free_energy_kcal_mol"] == pytest.approx(expected, abs=1e-4)
-    assert item["solvation_model"] == f"{model.upper()}(water)"
+    assert item.solvation_free_energy_kcal_mol == pytest.approx(expected, abs=1e-4)
+    assert item.solvation_model == f"{model.upper()}(water)"
     assert expected < -1.0  # a polar dipeptide is stabilised by water: negative means favourable
     gas = _one(ctx, molecules=[xyz], engine=engine)
     assert "solvation_free_energy_kcal_mol" not in gas
@@ -192,11 +192,11 @@ def test_a_two_fragment_smiles_is_two_molecules_side_by_side(ctx):
     the pair's energy is that of two waters plus a weak interaction: within 2 kcal/mol of 2 E(water) in
     the same run (an overlap costs hundreds), and the item says how it was built."""
     out = Q.xtb_run(Q.XtbInput(molecules=["O", "O.O"]), ctx)
-    water, pair = out["items"]
-    assert water["ok"] and pair["ok"], out
-    interaction_kcal = (pair["energy_hartree"] - 2 * water["energy_hartree"]) * 627.5095
+    water, pair = out.items
+    assert water.ok and pair.ok, out
+    interaction_kcal = (pair.energy_hartree - 2 * water.energy_hartree) * 627.5095
     assert abs(interaction_kcal) < 2.0
-    assert any("2 disconnected fragments" in w for w in pair["warnings"])
+    assert any("2 disconnected fragments" in w for w in pair.warnings)
 
 
 @pytest.mark.parametrize(
@@ -212,8 +212,8 @@ def test_a_molecule_without_hydrogen_runs(ctx, smiles, formula):
     from tools_server.molecules import load_molecule
 
     item = _one(ctx, molecules=[smiles])
-    assert item["formula"] == formula
+    assert item.formula == formula
     mol = load_molecule(smiles)
     bohr = mol.coords_angstrom / (physical_constants["Bohr radius"][0] * 1e10)
-    assert item["energy_hartree"] == pytest.approx(_raw_energy("tblite", mol.numbers, bohr), abs=1e-7)
-    assert item["gap_ev"] > 0
+    assert item.energy_hartree == pytest.approx(_raw_energy("tblite", mol.numbers, bohr), abs=1e-7)
+    assert item.gap_ev > 0

@@ -94,16 +94,16 @@ def test_forwarding_from_tools_never_reads_policy(start_service, farm, monkeypat
     monkeypatch.setenv("SPU_POLICY", str(tmp_path / "no-such-policy.json"))  # embedded mode would fail on it
     ctx = ToolContext("web_search", "fw-1")
     out = tools.web_search(tools.SearchInput(query="amines", provider="brave"), ctx)
-    assert out["results"][0]["url"] == "https://example.org/amines"
+    assert out.results[0].url == "https://example.org/amines"
     pdb = tools.pdb_lookup(tools.PDBInput(pdb_id="1CRN"), ToolContext("pdb_lookup", "fw-2"))
-    assert Path(pdb["structure_file"]).read_text() == farm.crn_cif
+    assert Path(pdb.structure_file).read_text() == farm.crn_cif
     assert not (settings.workdir() / "audit").exists()  # nothing logged on the agent side
     calls = [r for r in read_records(svc.log) if r["kind"] == "call"]
     assert [c["call_id"] for c in calls] == ["fw-1", "fw-2"]
     flagged = tools.web_fetch(
         tools.FetchInput(url=farm.url("/flagged.html")), ToolContext("web_fetch", "fw-3")
     )
-    assert flagged["withheld"] and "10.1021" not in json.dumps(flagged)
+    assert flagged.withheld and "10.1021" not in flagged.model_dump_json()
     with pytest.raises(ToolError) as info:
         tools.web_fetch(tools.FetchInput(url=farm.url("/notes.txt")), ToolContext("web_fetch", "fw-4"))
     assert info.value.code == "policy_blocked"
@@ -231,7 +231,7 @@ def test_forwarding_through_a_unix_socket_with_the_token(start_service, farm, mo
     monkeypatch.setenv("SPU_AUDIT_URL", svc.url)
     monkeypatch.setenv("SPU_AUDIT_TOKEN", TOKEN)
     out = tools.web_fetch(tools.FetchInput(url=farm.url("/page.html")), ToolContext("web_fetch", "uds-1"))
-    assert "iridium, rhodium and ruthenium" in out["content"]
+    assert "iridium, rhodium and ruthenium" in out.content
     calls = [r for r in read_records(svc.log) if r["kind"] == "call"]
     assert [(c["call_id"], c["args"]["url"]) for c in calls] == [("uds-1", farm.url("/page.html"))]
     with pytest.raises(ToolError) as info:

@@ -261,12 +261,12 @@ def test_pdb_lookup_saves_artifact(web_env, farm, monkeypatch):
 
     ctx = ToolContext("pdb_lookup", "job-1")
     out = tools.pdb_lookup(tools.PDBInput(pdb_id="1crn"), ctx)
-    assert out["title"].startswith("WATER STRUCTURE") and out["resolution_a"] == 1.5
-    assert "structure_text" not in out
+    assert out.title.startswith("WATER STRUCTURE") and out.resolution_a == 1.5
+    assert "structure_text" not in out.model_fields_set
     from pathlib import Path
 
-    assert Path(out["structure_file"]).read_text() == farm.crn_cif
-    assert out["citation"]["doi"] == "10.1038/290107a0"
+    assert Path(out.structure_file).read_text() == farm.crn_cif
+    assert out.citation.doi == "10.1038/290107a0"
     with pytest.raises(ToolError):
         tools.pdb_lookup(tools.PDBInput(pdb_id="9ZZZ"), ctx)
 

@@ -120,11 +120,12 @@ def compute(mol: Any, preset: str, names: list[str] | None = None) -> dict[str, 
 
 
 def _clean(value: Any) -> Any:
+    """A descriptor's value as plain Python: booleans and integers as they are, anything else a float to
+    ``SIGNIFICANT_DIGITS`` significant digits, ``None`` where RDKit gives no finite number (the result's type
+    carries it as null)."""
     import math
 
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
+    if isinstance(value, bool | int):
         return value
     try:
         f = float(value)

@@ -8,12 +8,22 @@ bad molecule gives an ``ok: false`` item with a stable error code and never fail
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Discriminator, Field, Tag
 
 from tools_server.molecules import MoleculeText
-from tools_server.plugin import BatchResult, ItemsResult, ToolContext, ToolError, ToolResult, tool
+from tools_server.plugin import (
+    BatchResult,
+    FiniteOrNull,
+    Item,
+    ItemsResult,
+    ResultModel,
+    ToolContext,
+    ToolError,
+    ToolResult,
+    tool,
+)
 
 MoleculeList = list[MoleculeText]
 _MOL_DESC = (
@@ -22,13 +32,123 @@ _MOL_DESC = (
 )
 
 
+class StereoCounts(ResultModel):
+    centres_assigned: int
+    centres_unassigned: int
+    double_bonds_assigned: int
+    double_bonds_unassigned: int
+
+
+class ParseItem(Item):
+    canonical_smiles: str | None = None
+    inchikey: str | None = None
+    formula: str | None = None
+    average_mass_g_mol: float | None = None
+    monoisotopic_mass_da: float | None = None
+    formal_charge: int | None = None
+    heavy_atoms: int | None = None
+    fragments: int | None = None
+    radical_electrons: int | None = None
+    stereo: StereoCounts | None = None
+
+
 class ParseResult(BatchResult):
-    pass
+    items: list[ParseItem]
+
+
+class PhyschemDescriptors(ResultModel):
+    """The ``physchem`` preset (each field's unit is in the result's ``units``; null where RDKit gives no
+    finite number)."""
+
+    mol_weight_g_mol: FiniteOrNull
+    exact_mass_da: FiniteOrNull
+    logp_crippen: FiniteOrNull
+    molar_refractivity_cm3_mol: FiniteOrNull
+    tpsa_a2: FiniteOrNull
+    hbd: int
+    hba: int
+    rotatable_bonds: int
+    heavy_atoms: int
+    rings: int
+    aromatic_rings: int
+    fraction_csp3: FiniteOrNull
+    formal_charge: int
+    #: stereocentres, assigned and unassigned; of the assigned ones, those with the CIP label R and S
+    stereocenters: int
+    stereocenters_r: int
+    stereocenters_s: int
+    qed: FiniteOrNull
+
+
+class LipinskiDescriptors(ResultModel):
+    """The ``lipinski`` preset: the rule-of-five terms and violations, and Veber's rule."""
+
+    mol_weight_g_mol: FiniteOrNull
+    logp_crippen: FiniteOrNull
+    lipinski_hbd: int
+    lipinski_hba: int
+    lipinski_violations: int
+    hbd: int
+    rotatable_bonds: int
+    tpsa_a2: FiniteOrNull
+    veber_ok: bool
+
+
+#: the model of each preset's descriptors (``all`` and explicit ``names`` give RDKit's names, an open map)
+PRESET_MODELS: dict[str, type[ResultModel]] = {
+    "physchem": PhyschemDescriptors,
+    "lipinski": LipinskiDescriptors,
+}
+
+
+def _descriptor_set(value: Any) -> str:
+    """Which of :class:`DescriptorItem`'s forms ``value`` takes: a preset's model, or the open map of RDKit
+    names (a map with exactly a preset's keys is that preset's)."""
+    if isinstance(value, BaseModel):
+        return "physchem" if isinstance(value, PhyschemDescriptors) else "lipinski"
+    keys = set(value) if isinstance(value, dict) else set()
+    for name, model in PRESET_MODELS.items():
+        if keys == set(model.model_fields):
+            return name
+    return "named"
+
+
+def _any_of(schema: dict[str, Any]) -> None:
+    """The descriptors' schema as ``anyOf``: a preset's fields also fit the open map, so JSON Schema's
+    ``oneOf`` (exactly one) would refuse them."""
+    for branch in schema.get("anyOf", []):
+        if "oneOf" in branch:
+            branch["anyOf"] = branch.pop("oneOf")
+
+
+class DescriptorItem(Item):
+    smiles: str | None = None
+    #: a preset's fields, or RDKit descriptor name -> value (counts and flags as integers and booleans; null
+    #: where RDKit gives no number)
+    descriptors: (
+        Annotated[
+            Annotated[PhyschemDescriptors, Tag("physchem")]
+            | Annotated[LipinskiDescriptors, Tag("lipinski")]
+            | Annotated[dict[str, bool | int | FiniteOrNull], Tag("named")],
+            Discriminator(_descriptor_set),
+        ]
+        | None
+    ) = Field(None, json_schema_extra=_any_of)
 
 
 class DescriptorsResult(BatchResult):
     preset: str | None
     units: dict[str, str]
+    items: list[DescriptorItem]
+
+
+class Neighbour(ResultModel):
+    index: int
+    similarity: float
+
+
+class SimilarityItem(Item):
+    nearest: list[Neighbour] | None = None
 
 
 class SimilarityResult(ItemsResult):
@@ -38,16 +158,32 @@ class SimilarityResult(ItemsResult):
     n_references: int
     matrix: list[list[float | None]] | None = None
     matrix_csv: str | None = None
-    reference_errors: list[dict[str, Any]] | None = None
+    reference_errors: list[Item] | None = None
+    items: list[SimilarityItem]
+
+
+class SubstructureItem(Item):
+    counts: dict[str, int] | None = None
 
 
 class SubstructureResult(ItemsResult):
     n_molecules: int
     n_matching: dict[str, int]
+    items: list[SubstructureItem]
+
+
+class ConformerItem(Item):
+    smiles: str | None = None
+    force_field: str | None = None
+    n_conformers: int | None = None
+    energies_kcal_mol: list[float] | None = None
+    relative_energies_kcal_mol: list[float] | None = None
+    sdf: str | None = None
 
 
 class ConformersResult(ItemsResult):
     n_molecules: int
+    items: list[ConformerItem]
 
 
 class DepictResult(ToolResult):
@@ -55,7 +191,7 @@ class DepictResult(ToolResult):
     width_px: int
     height_px: int
     n_drawn: int
-    errors: list[dict[str, Any]]
+    errors: list[Item]
 
 
 def _keys(molecules: list[str]) -> list[str]:
@@ -149,7 +285,7 @@ def _stereo_summary(mol: Any) -> dict[str, int]:
     return counts
 
 
-def parse_one(index: int, mol: Any, warnings: list[str]) -> dict[str, Any]:
+def parse_one(index: int, mol: Any, warnings: list[str]) -> ParseItem:
     from rdkit import Chem
     from rdkit.Chem import Descriptors, rdMolDescriptors
 
@@ -170,21 +306,21 @@ def parse_one(index: int, mol: Any, warnings: list[str]) -> dict[str, Any]:
         )
     if radicals:
         warnings.append(f"{radicals} radical electron(s)")
-    return {
-        "index": index,
-        "ok": True,
-        "canonical_smiles": Chem.MolToSmiles(mol),
-        "inchikey": inchikey,
-        "formula": rdMolDescriptors.CalcMolFormula(mol),
-        "average_mass_g_mol": round(Descriptors.MolWt(mol), 4),
-        "monoisotopic_mass_da": round(Descriptors.ExactMolWt(mol), 6),
-        "formal_charge": Chem.GetFormalCharge(mol),
-        "heavy_atoms": mol.GetNumHeavyAtoms(),
-        "fragments": fragments,
-        "radical_electrons": radicals,
-        "stereo": stereo,
-        "warnings": warnings,
-    }
+    return ParseItem(
+        index=index,
+        ok=True,
+        canonical_smiles=Chem.MolToSmiles(mol),
+        inchikey=inchikey,
+        formula=rdMolDescriptors.CalcMolFormula(mol),
+        average_mass_g_mol=round(Descriptors.MolWt(mol), 4),
+        monoisotopic_mass_da=round(Descriptors.ExactMolWt(mol), 6),
+        formal_charge=Chem.GetFormalCharge(mol),
+        heavy_atoms=mol.GetNumHeavyAtoms(),
+        fragments=fragments,
+        radical_electrons=radicals,
+        stereo=StereoCounts(**stereo),
+        warnings=warnings,
+    )
 
 
 @tool(
@@ -207,16 +343,13 @@ def chem_parse(args: ParseInput, ctx: ToolContext) -> ParseResult:
     _set_rdkit_engine(ctx)
     items = []
     for i, (mol, warnings, error) in enumerate(_parse_all(args.molecules)):
-        items.append(error if error else parse_one(i, mol, warnings))
-    from tools_server.chem.tables import table_result
+        items.append(ParseItem.model_validate(error) if error else parse_one(i, mol, warnings))
+    from tools_server.plugin import table_result
 
-    n_ok = sum(1 for it in items if it["ok"])
-    return {
-        "n_molecules": len(items),
-        "n_ok": n_ok,
-        "n_failed": len(items) - n_ok,
-        **table_result(ctx, "parsed", items),
-    }
+    n_ok = sum(1 for it in items if it.ok)
+    return ParseResult(
+        n_molecules=len(items), n_ok=n_ok, n_failed=len(items) - n_ok, **table_result(ctx, "parsed", items)
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -263,7 +396,7 @@ def chem_descriptors(args: DescriptorInput, ctx: ToolContext) -> DescriptorsResu
     significant digits); per-item errors (ok=false, error.code). Large tables are written to `table_csv` with
     a preview inline. logp_crippen is Wildman-Crippen, not PubChem's XLogP3."""
     from tools_server.chem import descriptors
-    from tools_server.chem.tables import table_result
+    from tools_server.plugin import table_result
 
     if args.names:
         known = set(descriptors.rdkit_descriptor_names())
@@ -280,30 +413,35 @@ def chem_descriptors(args: DescriptorInput, ctx: ToolContext) -> DescriptorsResu
     n = len(parsed)
     for i, (mol, warnings, error) in enumerate(parsed):
         if error:
-            items.append(error)
+            items.append(DescriptorItem.model_validate(error))
             continue
         try:
             from rdkit import Chem
 
             values = descriptors.compute(mol, args.preset, args.names)
-            item = {"index": i, "ok": True, "smiles": Chem.MolToSmiles(mol), "descriptors": values}
-            if warnings:
-                item["warnings"] = warnings
+            typed = None if args.names else PRESET_MODELS.get(args.preset)
+            item = DescriptorItem(
+                index=i,
+                ok=True,
+                smiles=Chem.MolToSmiles(mol),
+                descriptors=typed(**values) if typed else values,
+                warnings=warnings or None,
+            )
             items.append(item)
         except Exception as exc:
-            items.append(_error_item(i, exc))
+            items.append(DescriptorItem.model_validate(_error_item(i, exc)))
         if n > 200 and i % 200 == 0:
             ctx.progress(0.5 + 0.5 * i / n, f"descriptors {i}/{n}")
     table = table_result(ctx, "descriptors", items)
-    n_ok = sum(1 for it in items if it["ok"])
-    return {
-        "preset": None if args.names else args.preset,
-        "units": descriptors.units_for(args.preset, args.names),
-        "n_molecules": n,
-        "n_ok": n_ok,
-        "n_failed": n - n_ok,
+    n_ok = sum(1 for it in items if it.ok)
+    return DescriptorsResult(
+        preset=None if args.names else args.preset,
+        units=descriptors.units_for(args.preset, args.names),
+        n_molecules=n,
+        n_ok=n_ok,
+        n_failed=n - n_ok,
         **table,
-    }
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -375,10 +513,12 @@ def chem_similarity(args: SimilarityInput, ctx: ToolContext) -> SimilarityResult
     r_fps = q_fps if self_matrix else fps(ref_parsed)
     r_valid = [j for j, f in enumerate(r_fps) if f is not None]
     matrix = np.full((len(q_fps), len(r_fps)), np.nan)
-    items: list[dict[str, Any]] = []
+    items: list[SimilarityItem] = []
     for i, f in enumerate(q_fps):
         if f is None:
-            items.append(parsed[i][2] or _error_item(i, ValueError("unreadable")))
+            items.append(
+                SimilarityItem.model_validate(parsed[i][2] or _error_item(i, ValueError("unreadable")))
+            )
             continue
         sims = bulk_similarity(f, [r_fps[j] for j in r_valid], args.metric)
         matrix[i, r_valid] = sims
@@ -386,26 +526,21 @@ def chem_similarity(args: SimilarityInput, ctx: ToolContext) -> SimilarityResult
         if self_matrix:
             order = [j for j in order if j != i]
         items.append(
-            {
-                "index": i,
-                "ok": True,
-                "nearest": [
-                    {"index": int(j), "similarity": round(float(matrix[i, j]), 4)}
+            SimilarityItem(
+                index=i,
+                ok=True,
+                nearest=[
+                    Neighbour(index=int(j), similarity=round(float(matrix[i, j]), 4))
                     for j in order[: args.top_k]
                 ],
-            }
+            )
         )
         if len(q_fps) > 200 and i % 200 == 0:
             ctx.progress(0.5 + 0.5 * i / len(q_fps), f"similarity {i}/{len(q_fps)}")
     ref_errors = [] if self_matrix else [e for _, _, e in ref_parsed if e]
-    from tools_server.chem.tables import table_result
+    from tools_server.plugin import table_result
 
-    out: dict[str, Any] = {
-        "fingerprint": args.fingerprint,
-        "metric": args.metric,
-        "n_molecules": len(q_fps),
-        "n_references": len(r_fps),
-    }
+    out: dict[str, Any] = {}
     if matrix.size <= 2500:
         out["matrix"] = [[None if np.isnan(v) else round(float(v), 4) for v in row] for row in matrix]
     else:
@@ -413,9 +548,15 @@ def chem_similarity(args: SimilarityInput, ctx: ToolContext) -> SimilarityResult
         np.savetxt(path, matrix, delimiter=",", fmt="%.4f")
         out["matrix_csv"] = str(path)
     if ref_errors:
-        out["reference_errors"] = ref_errors[:50]
-    out.update(table_result(ctx, "nearest", items))
-    return out
+        out["reference_errors"] = [Item.model_validate(e) for e in ref_errors[:50]]
+    return SimilarityResult(
+        fingerprint=args.fingerprint,
+        metric=args.metric,
+        n_molecules=len(q_fps),
+        n_references=len(r_fps),
+        **out,
+        **table_result(ctx, "nearest", items),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -450,8 +591,8 @@ def chem_substructure(args: SubstructureInput, ctx: ToolContext) -> Substructure
     fails the call (invalid_input); an invalid molecule is an item with ok=false."""
     from rdkit import Chem
 
-    from tools_server.chem.tables import table_result
     from tools_server.molecules import rdkit_messages
+    from tools_server.plugin import table_result
 
     names = args.names or args.smarts
     if len(names) != len(args.smarts):
@@ -472,14 +613,16 @@ def chem_substructure(args: SubstructureInput, ctx: ToolContext) -> Substructure
     n_matching = {name: 0 for name, _ in patterns}
     for i, (mol, _, error) in enumerate(_parse_all(args.molecules, ctx)):
         if error:
-            items.append(error)
+            items.append(SubstructureItem.model_validate(error))
             continue
         counts = {}
         for name, patt in patterns:
             counts[name] = len(mol.GetSubstructMatches(patt, uniquify=args.unique, maxMatches=100_000))
             n_matching[name] += int(counts[name] > 0)
-        items.append({"index": i, "ok": True, "counts": counts})
-    return {"n_molecules": len(items), "n_matching": n_matching, **table_result(ctx, "substructure", items)}
+        items.append(SubstructureItem(index=i, ok=True, counts=counts))
+    return SubstructureResult(
+        n_molecules=len(items), n_matching=n_matching, **table_result(ctx, "substructure", items)
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -532,7 +675,7 @@ def conformer_item(
     window: float | None,
     threads: int,
     out_dir: str,
-) -> dict[str, Any]:
+) -> ConformerItem:
     """One molecule of ``chem_conformers``: its item (or its error item), the SDF written into ``out_dir``."""
     from rdkit import Chem
 
@@ -545,8 +688,7 @@ def conformer_item(
         mol_h.RemoveAllConformers()
         ids = etkdg(mol_h, n_conformers, seed, prune_rms, threads)
         if not ids:
-            error = {"code": "invalid_input", "message": "ETKDG could not embed any conformer"}
-            return {"index": i, "ok": False, "error": error}
+            raise ToolError("invalid_input", "ETKDG could not embed any conformer")
         ff, energies = force_field_energies(mol_h, force_field, threads)
         order = sorted(range(len(ids)), key=lambda k: energies[k])
         e_min = energies[order[0]]
@@ -558,26 +700,23 @@ def conformer_item(
                 mol_h.SetProp("_Name", f"{Chem.MolToSmiles(mol)} conformer {rank}")
                 mol_h.SetDoubleProp("energy_kcal_mol", energies[k])
                 writer.write(mol_h, confId=ids[k])
-        item = {
-            "index": i,
-            "ok": True,
-            "smiles": Chem.MolToSmiles(mol),
-            "force_field": ff,
-            "n_conformers": len(order),
-            "energies_kcal_mol": [round(energies[k], 4) for k in order],
-            "relative_energies_kcal_mol": [round(energies[k] - e_min, 4) for k in order],
-            "sdf": str(path),
-        }
         fragments = len(Chem.GetMolFrags(mol))
-        if fragments > 1:
-            item["warnings"] = [
-                fragments_note(fragments) + "; the energies leave out the interactions between them"
-            ]
-        return item
+        note = fragments_note(fragments) + "; the energies leave out the interactions between them"
+        return ConformerItem(
+            index=i,
+            ok=True,
+            smiles=Chem.MolToSmiles(mol),
+            force_field=ff,
+            n_conformers=len(order),
+            energies_kcal_mol=[round(energies[k], 4) for k in order],
+            relative_energies_kcal_mol=[round(energies[k] - e_min, 4) for k in order],
+            sdf=str(path),
+            warnings=[note] if fragments > 1 else None,
+        )
     except ToolError as exc:
-        return {"index": i, "ok": False, "error": {"code": exc.code, "message": exc.message}}
+        return ConformerItem.failed(i, exc)
     except Exception as exc:
-        return _error_item(i, exc)
+        return ConformerItem.model_validate(_error_item(i, exc))
 
 
 @tool(
@@ -615,9 +754,9 @@ def chem_conformers(args: ConformerInput, ctx: ToolContext) -> ConformersResult:
     items = map_items(
         conformer_item, jobs, 1, lambda d, total: ctx.progress(d / total, f"conformers {d}/{total}")
     )
-    from tools_server.chem.tables import table_result
+    from tools_server.plugin import table_result
 
-    return {"n_molecules": n, **table_result(ctx, "conformers", items)}
+    return ConformersResult(n_molecules=n, **table_result(ctx, "conformers", items))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -689,10 +828,10 @@ def chem_depict(args: DepictInput, ctx: ToolContext) -> DepictResult:
     drawer.FinishDrawing()
     path = ctx.artifact("molecules.png")
     path.write_bytes(drawer.GetDrawingText())
-    return {
-        "png": str(path),
-        "width_px": width,
-        "height_px": height,
-        "n_drawn": len(mols) - len(errors),
-        "errors": errors,
-    }
+    return DepictResult(
+        png=str(path),
+        width_px=width,
+        height_px=height,
+        n_drawn=len(mols) - len(errors),
+        errors=[Item.model_validate(e) for e in errors],
+    )

@@ -17,7 +17,7 @@ from spu_common.jsonfiles import atomic_write_text
 from tools_server import __version__
 from tools_server.core import settings
 from tools_server.core.cache import ResultCache, cache_key, input_hash
-from tools_server.core.errors import ERROR_CODES, ToolError, storage_warning
+from tools_server.core.errors import ToolError, storage_warning
 from tools_server.core.execute import run_tool, validation_error
 from tools_server.core.finite import check_finite_arguments
 from tools_server.core.jobs import Job, JobManager
@@ -86,6 +86,8 @@ class Dispatcher:
         if spec.server_tool:
             started = time.perf_counter()
             result = await spec.fn(args, self)
+            if not spec.extra.get("job_answer"):
+                result = spec.conform(result)
             if spec.extra.get("passthrough"):
                 return result
             payload = {"result": result, "wall_s": time.perf_counter() - started}
@@ -315,24 +317,12 @@ def _names_files(params: dict[str, Any]) -> bool:
 def _canonical_input(spec: ToolSpec, args: Any, params: dict[str, Any]) -> tuple[Any, InputReads]:
     """The cache-key input, and the files read to make it: the tool's key function, else the arguments with
     every path-typed one keyed by the bytes of its file (:func:`~tools_server.core.paths.keyed_by_content`).
-    A domain error raised meanwhile (a molecule over the size limits) becomes a :class:`ToolError` with the
-    domain's code."""
+    A domain's error raised meanwhile (a molecule over the size limits) is a :class:`ToolError` and answers
+    the call."""
     with recording_reads() as reads:
         if spec.canonicalize is None:
             return keyed_by_content(spec.input_model, params), reads
-        return _tool_key(spec, args), reads
-
-
-def _tool_key(spec: ToolSpec, args: Any) -> Any:
-    try:
-        return spec.canonicalize(args)
-    except ToolError:
-        raise
-    except Exception as exc:
-        code, message = getattr(exc, "code", None), getattr(exc, "message", None)
-        if isinstance(code, str) and isinstance(message, str):
-            raise ToolError(code if code in ERROR_CODES else "invalid_input", message) from None
-        raise
+        return spec.canonicalize(args), reads
 
 
 def fit_budget(tool: str, result: dict[str, Any], stem: str) -> dict[str, Any]:

@@ -10,7 +10,6 @@ from pydantic import ValidationError
 
 from tools_server.core.context import ProgressSink, ToolContext
 from tools_server.core.errors import ToolError
-from tools_server.core.finite import check_finite_result
 from tools_server.core.paths import recording_reads
 from tools_server.core.registry import ToolSpec, tools_in_module
 
@@ -64,9 +63,6 @@ def run_tool(
     with recording_reads() as reads:
         result = spec.call(args, ctx)
     wall_s = time.perf_counter() - start
-    if not isinstance(result, dict):
-        raise ToolError("internal_error", f"tool {spec.name} returned {type(result).__name__}, not a dict")
-    check_finite_result(spec.name, result)
     return {
         "result": result,
         "warnings": ctx.warnings,

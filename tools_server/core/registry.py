@@ -1,8 +1,7 @@
 """The tool registry: how a function becomes an MCP tool.
 
 A tool is a plain function taking a pydantic input model (and optionally a :class:`ToolContext`) and
-returning its declared result type, a :class:`~tools_server.core.results.ToolResult` (or a ``dict`` of
-that shape)::
+returning an instance of its declared result type, a :class:`~tools_server.core.results.ToolResult`::
 
     class AddInput(BaseModel):
         a: float = Field(description="first addend")
@@ -16,7 +15,8 @@ that shape)::
         \"\"\"Add two numbers. Written for the model: say what it returns, with units.\"\"\"
         return AddResult(sum=args.a + args.b)
 
-The return annotation becomes the tool's ``outputSchema``; a tool annotated ``-> dict`` has none.
+The return annotation becomes the tool's ``outputSchema``, and the server sends the result's strict
+:func:`~tools_server.core.results.wire_form`; a tool annotated ``-> dict`` has neither.
 
 A tool that wants the server's help (progress, artifacts, warnings, engine facts) declares a parameter
 annotated :class:`~tools_server.core.context.ToolContext`; it is found by its annotation, whatever its name.
@@ -42,11 +42,20 @@ from importlib import metadata
 from types import ModuleType
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from tools_server.core.domain import DoctorCheck, Domain, Engine
 from tools_server.core.errors import ToolError
-from tools_server.core.results import output_schema
+from tools_server.core.finite import check_finite_result
+from tools_server.core.results import (
+    Item,
+    ItemsResult,
+    ToolResult,
+    compact_schema,
+    inline_refs,
+    output_schema,
+    wire_form,
+)
 from tools_server.core.waits import WAIT_S_SCHEMA
 
 log = logging.getLogger(__name__)
@@ -98,9 +107,11 @@ class ToolSpec:
         return self.resource in ("cpu", "gpu")
 
     def input_schema(self) -> dict[str, Any]:
-        schema = self.input_model.model_json_schema()
+        """The ``inputSchema`` sent in ``tools/list``: the input model's JSON schema, nested models written
+        in place and compact (:func:`~tools_server.core.results.compact_schema`), with ``wait_s`` for a
+        job."""
+        schema = compact_schema(inline_refs(self.input_model.model_json_schema()))
         if self.is_job:
-            schema = dict(schema)
             schema["properties"] = {**schema.get("properties", {}), "wait_s": WAIT_S_SCHEMA}
         return schema
 
@@ -117,8 +128,8 @@ class ToolSpec:
         return _check_threads(self.name, value)
 
     def call(self, args: BaseModel, context: Any = None) -> Any:
-        """Call the function, passing ``context`` to the parameter annotated for it, if any; a result of
-        the declared type comes back as its JSON dict, a dict is checked against the type."""
+        """Call the function, passing ``context`` to the parameter annotated for it, if any; returns what
+        the server sends (:meth:`conform`)."""
         if self.context_param is None:
             result = self.fn(args)
         else:
@@ -126,24 +137,27 @@ class ToolSpec:
         return self.conform(result)
 
     def conform(self, result: Any) -> Any:
-        """``result`` as the dict the server sends: a model is dumped (the fields it was given), a dict is
-        validated against :attr:`output_model`; a result that does not fit its type is an
-        ``internal_error`` naming the fields."""
-        if isinstance(result, BaseModel):
-            return result.model_dump(mode="json", exclude_unset=True)
-        if self.output_model is not None and isinstance(result, dict):
-            try:
-                self.output_model.model_validate(result)
-            except ValidationError as exc:
-                problems = "; ".join(
-                    f"{'.'.join(map(str, e['loc'])) or '(result)'}: {e['msg']}" for e in exc.errors()[:5]
-                )
-                raise ToolError(
-                    "internal_error",
-                    f"tool {self.name} returned a result that does not fit its declared type "
-                    f"{self.output_model.__name__}: {problems}",
-                ) from None
-        return result
+        """``result`` as the dict the server sends: an instance of :attr:`output_model` in its
+        :func:`~tools_server.core.results.wire_form` (validated strictly); a tool without a declared type
+        (``-> dict``) returns a dict, sent as it is. Anything else, a dict from a tool that declares a type
+        included, is an ``internal_error`` saying what to return; a result that does not fit its type is a
+        :class:`ToolError` naming the fields."""
+        declared = self.output_model
+        if declared is not None and isinstance(result, declared):
+            return wire_form(result)
+        if declared is None and isinstance(result, dict):
+            check_finite_result(self.name, result)
+            return result
+        if declared is not None:
+            hint = f"A bug in the tool: build its result type and return it: return {declared.__name__}(...)."
+        else:
+            hint = "A bug in the tool: return a dict, or declare a result type (a ToolResult subclass)."
+        raise ToolError(
+            "internal_error",
+            f"tool {self.name} is declared to return {declared.__name__ if declared else 'a dict'} but "
+            f"returned {type(result).__name__}",
+            hint=hint,
+        )
 
 
 def tool(
@@ -209,6 +223,18 @@ def tool(
             raise TypeError(f"tool {name}: write a docstring for the model")
         returns = hints.get("return")
         output_model = returns if isinstance(returns, type) and issubclass(returns, BaseModel) else None
+        if output_model is not None and not issubclass(output_model, ToolResult):
+            raise TypeError(
+                f"tool {name}: the result type {output_model.__name__} must subclass ToolResult "
+                "(from tools_server.plugin), which carries the keys the server adds (provenance, warnings)"
+            )
+        if output_model is not None and issubclass(output_model, ItemsResult):
+            item_type = typing.get_args(output_model.model_fields["items"].annotation)[0]
+            if item_type is Item:
+                raise TypeError(
+                    f"tool {name}: {output_model.__name__} does not declare its items: subclass Item with "
+                    f"the keys of one item and declare `items: list[MyItem]` in {output_model.__name__}"
+                )
         spec = ToolSpec(
             name=name,
             fn=fn,

@@ -36,8 +36,9 @@ def _server_tool(
     job_answer: bool = False,
     **flags: bool,
 ) -> ToolSpec:
-    """``result``: the declared result type. ``passthrough``: the result is another tool's (job tools) and
-    is returned as it is; ``job_answer``: it may be the answer of a job still running."""
+    """``result``: the declared result type, which ``fn`` returns. ``passthrough``: the result is sent without
+    provenance (the job tools); ``job_answer``: it is another tool's result (``job_wait``: the job's own,
+    already in the form the server sends) or the answer of a job still running."""
     return ToolSpec(
         name=name,
         fn=fn,
@@ -94,29 +95,29 @@ class JobList(ToolResult):
     jobs: list[dict[str, Any]]
 
 
-async def system_info(args: NoInput, dispatcher: Dispatcher) -> dict[str, Any]:
+async def system_info(args: NoInput, dispatcher: Dispatcher) -> SystemInfo:
     """Describe the machine the tools run on: CPU cores, memory (MiB), GPUs and CUDA presence, which
     compute engines are installed (with versions), the loaded tool domains and any plugin that failed to
     load, and the work and cache directories. Call it first to decide what is affordable (DFT on a GPU,
     ESMFold memory, MD length)."""
     gpus = hardware.gpus()
     registry = dispatcher.registry
-    return {
-        "server_version": __version__,
-        "python": sys.version.split()[0],
-        "platform": platform.platform(),
-        "cpu_cores": hardware.cpu_count(),
-        "memory_total_mb": hardware.memory_total_mb(),
-        "gpus": gpus,
-        "cuda_available": bool(gpus),
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "engines": registry.engine_table(),
-        "domains": sorted(registry.domains),
-        "plugin_errors": registry.load_errors,
-        "workdir": str(settings.workdir()),
-        "cache_dir": str(settings.cache_dir()),
-        "weights_dir": str(settings.weights_dir()),
-    }
+    return SystemInfo(
+        server_version=__version__,
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        cpu_cores=hardware.cpu_count(),
+        memory_total_mb=hardware.memory_total_mb(),
+        gpus=gpus,
+        cuda_available=bool(gpus),
+        cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+        engines=registry.engine_table(),
+        domains=sorted(registry.domains),
+        plugin_errors=registry.load_errors,
+        workdir=str(settings.workdir()),
+        cache_dir=str(settings.cache_dir()),
+        weights_dir=str(settings.weights_dir()),
+    )
 
 
 class JobWaitInput(BaseModel):
@@ -138,20 +139,22 @@ class JobIdInput(BaseModel):
     job_id: str = Field(description="The job to cancel.")
 
 
-async def job_cancel(args: JobIdInput, dispatcher: Dispatcher) -> dict[str, Any]:
+async def job_cancel(args: JobIdInput, dispatcher: Dispatcher) -> JobCancelResult:
     """Cancel a queued or running job; its worker process and everything it started are killed."""
     job = await anyio.to_thread.run_sync(dispatcher.jobs.lookup, args.job_id)  # may read its record
     if job.done:
         note = "The job had already finished."
-        return {"job_id": args.job_id, "status": job.status, "cancelled": False, "note": note}
+        return JobCancelResult(job_id=args.job_id, status=job.status, cancelled=False, note=note)
     await anyio.to_thread.run_sync(dispatcher.jobs.cancel, args.job_id)
     await dispatcher.jobs.wait(job, 10)
-    return {"job_id": args.job_id, "status": job.status, "cancelled": job.status == "cancelled"}
+    return JobCancelResult(job_id=args.job_id, status=job.status, cancelled=job.status == "cancelled")
 
 
-async def jobs(args: NoInput, dispatcher: Dispatcher) -> dict[str, Any]:
+async def jobs(args: NoInput, dispatcher: Dispatcher) -> JobList:
     """List recent jobs (newest first) with status, progress and timing; results are fetched with job_wait."""
-    return await anyio.to_thread.run_sync(dispatcher.jobs.listing)  # the records are read off the event loop
+    # the records are read off the event loop
+    listing = await anyio.to_thread.run_sync(dispatcher.jobs.listing)
+    return JobList(**listing)
 
 
 SERVER_TOOLS: tuple[ToolSpec, ...] = (

@@ -189,7 +189,7 @@ def prepare_receptor(
     """PDBFixer (no heterogens or water, missing atoms, H at ``ph``), then Meeko's receptor PDBQT."""
     from openmm.app import PDBFile
 
-    from tools_server.md.protein_system import load_fixer, repair
+    from tools_server.engines.protein_system import load_fixer, repair
 
     fixer = load_fixer(pdb_path, pdb_text)
     protein = [r for r in fixer.topology.residues() if r.name not in WATER]
@@ -236,27 +236,20 @@ def prepare_ligand(text: str, seed: int) -> tuple[Any, str]:
     from rdkit import Chem
 
     from tools_server.molecules import (
-        MoleculeError,
         check_geometry,
         embed_3d,
         load_molecule,
         relax_force_field,
     )
 
-    try:
-        mol = load_molecule(text)
-    except MoleculeError as exc:
-        raise ToolError(exc.code, exc.message) from None
+    mol = load_molecule(text)
     if mol.rdmol is None:
         raise ToolError("invalid_input", "The ligand needs bonds: give a SMILES, molblock or SDF, not XYZ.")
     untyped = sorted({z for z in mol.numbers if z not in VINA_ELEMENTS})
     if untyped:
         names = ", ".join(Chem.GetPeriodicTable().GetElementSymbol(z) for z in untyped)
         raise ToolError("unsupported_element", f"Vina has no atom type for {names} in the ligand.")
-    try:
-        check_geometry(mol)
-    except MoleculeError as exc:
-        raise ToolError(exc.code, exc.message) from None
+    check_geometry(mol)
     rdmol = Chem.Mol(mol.rdmol)
     if mol.source == "smiles" and seed != 0:
         embed_3d(rdmol, seed=seed)

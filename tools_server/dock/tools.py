@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, model_validator
 from tools_server.molecules import MoleculeText
 from tools_server.plugin import (
     Item,
+    ResultModel,
     StructurePath,
     ToolContext,
     ToolError,
@@ -31,6 +32,25 @@ _LIGAND_DESC = (
 ReferenceLigand = file_reference("molecule")
 
 
+class Pose(ResultModel):
+    rank: int
+    vina_score_kcal_mol: float
+    inter_kcal_mol: float
+    intra_kcal_mol: float
+    rmsd_to_reference_angstrom: float | None = None
+
+
+class LigandItem(Item):
+    """One ligand of ``dock``: its poses, best first, and their SDF."""
+
+    ligand: str | None = None
+    smiles: str | None = None
+    formal_charge: int | None = None
+    best_score_kcal_mol: float | None = None
+    poses: list[Pose] | None = None
+    poses_sdf: str | None = None
+
+
 class DockResult(ToolResult):
     scoring_function: str
     seed: int
@@ -39,7 +59,7 @@ class DockResult(ToolResult):
     receptor: dict[str, Any]
     n_ligands: int
     n_ok: int
-    ligands: list[Item]
+    ligands: list[LigandItem]
 
 
 class DockInput(BaseModel):
@@ -210,18 +230,18 @@ def dock(args: DockInput, ctx: ToolContext) -> DockResult:
         lambda d, total: ctx.progress(0.1 + 0.85 * d / total, f"docked {d}/{total} ligands"),
         shared=shared,
     )
-    return {
-        "scoring_function": "vina",
-        "seed": args.seed,
-        "exhaustiveness": args.exhaustiveness,
-        "box": {**box.as_dict(), "receptor_heavy_atoms_inside": n_in_box},
-        "receptor": {**report, "cleaned_pdb": str(cleaned), "pdbqt": str(receptor_pdbqt)},
-        "n_ligands": n,
-        "n_ok": sum(1 for r in results if r["ok"]),
-        "ligands": results,
-        "note": "Vina scores (kcal/mol) rank poses; they are not binding free energies and their error "
+    return DockResult(
+        scoring_function="vina",
+        seed=args.seed,
+        exhaustiveness=args.exhaustiveness,
+        box={**box.as_dict(), "receptor_heavy_atoms_inside": n_in_box},
+        receptor={**report, "cleaned_pdb": str(cleaned), "pdbqt": str(receptor_pdbqt)},
+        n_ligands=n,
+        n_ok=sum(1 for r in results if r.ok),
+        ligands=results,
+        note="Vina scores (kcal/mol) rank poses; they are not binding free energies and their error "
         "against measured affinities is typically 2-3 kcal/mol.",
-    }
+    )
 
 
 _RECEPTORS: dict[str, Path] = {}  # receptor PDBQT files this process wrote, by content hash
@@ -258,7 +278,7 @@ def dock_ligand(
     text: str,
     n: int,
     out_dir: str,
-) -> dict[str, Any]:
+) -> LigandItem:
     """One ligand of ``dock``: its item (poses, SDF artifact in ``out_dir``) or, in a batch, its error
     item; the error of a lone ligand fails the call."""
     from rdkit import Chem
@@ -281,21 +301,20 @@ def dock_ligand(
     except ToolError as err:
         if n == 1:
             raise
-        return {"index": i, "ligand": text, "ok": False, "error": err.to_dict()}
+        return LigandItem.failed(i, err, ligand=text)
     ref_for_rmsd = _reference_for_pose(reference, mols[0])
     poses = []
     sdf_path = Path(out_dir) / f"poses_{i}.sdf"
     writer = Chem.SDWriter(str(sdf_path))
     for rank, (mol, e) in enumerate(zip(mols, energies, strict=False), start=1):
         rmsd = engine.heavy_rmsd(mol, ref_for_rmsd) if ref_for_rmsd is not None else None
-        pose = {
-            "rank": rank,
-            "vina_score_kcal_mol": round(float(e[0]), 3),
-            "inter_kcal_mol": round(float(e[1]), 3),
-            "intra_kcal_mol": round(float(e[2]), 3),
-        }
-        if rmsd is not None:
-            pose["rmsd_to_reference_angstrom"] = round(rmsd, 3)
+        pose = Pose(
+            rank=rank,
+            vina_score_kcal_mol=round(float(e[0]), 3),
+            inter_kcal_mol=round(float(e[1]), 3),
+            intra_kcal_mol=round(float(e[2]), 3),
+            **({"rmsd_to_reference_angstrom": round(float(rmsd), 3)} if rmsd is not None else {}),
+        )
         poses.append(pose)
         mol.SetProp("_Name", f"ligand {i} pose {rank}")
         mol.SetProp("vina_score_kcal_mol", f"{float(e[0]):.3f}")
@@ -303,16 +322,16 @@ def dock_ligand(
         mol.SetProp("exhaustiveness", str(opts["exhaustiveness"]))
         writer.write(mol)
     writer.close()
-    return {
-        "index": i,
-        "ligand": text,
-        "ok": True,
-        "smiles": Chem.MolToSmiles(Chem.RemoveHs(rdmol)),
-        "formal_charge": Chem.GetFormalCharge(rdmol),
-        "best_score_kcal_mol": poses[0]["vina_score_kcal_mol"] if poses else None,
-        "poses": poses,
-        "poses_sdf": str(sdf_path),
-    }
+    return LigandItem(
+        index=i,
+        ligand=text,
+        ok=True,
+        smiles=Chem.MolToSmiles(Chem.RemoveHs(rdmol)),
+        formal_charge=Chem.GetFormalCharge(rdmol),
+        best_score_kcal_mol=poses[0].vina_score_kcal_mol if poses else None,
+        poses=poses,
+        poses_sdf=str(sdf_path),
+    )
 
 
 def _rmsd_reference(ref_mol: Any, spec: str | None, raw_text: str) -> tuple[str, Any] | None:

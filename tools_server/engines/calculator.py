@@ -26,19 +26,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tools_server.engines.units import angstrom_per_bohr, ev_per_hartree
+from tools_server.plugin import ToolError
 
 
-class CalculatorError(Exception):
-    """An engine failure with a stable code (``not_converged``, ``engine_error`` ...); picklable, so it
-    crosses process pools."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (self.code, self.message))
+class CalculatorError(ToolError):
+    """An engine failure with a stable code (``not_converged``, ``engine_error`` ...). A
+    :class:`~tools_server.plugin.ToolError` (picklable, so it crosses process pools): it reaches the
+    client as it is, or becomes the error of its batch item."""
 
 
 @dataclass

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from tools_server.engines.calculator import CalculatorError
 from tools_server.engines.task import TaskOptions, error_item, run_task
 from tools_server.engines.units import kcal_mol_per_hartree
-from tools_server.plugin import ToolResult
+from tools_server.plugin import ResultModel, ToolResult
 
 #: Conformers listed inline; all are in the SDF.
 INLINE_CONFORMERS = 50
@@ -64,10 +64,9 @@ class SearchInput(BaseModel):
     )
 
 
-class ConformerRow(BaseModel):
-    """One kept conformer; an engine may add properties of its single point (``gap_ev`` ...)."""
-
-    model_config = ConfigDict(extra="allow")
+class ConformerRow(ResultModel):
+    """One kept conformer; an engine's row type (a subclass) adds properties of its single point
+    (``gap_ev`` ...), copied from the optimised conformer's result."""
 
     rank: int
     input_index: int
@@ -303,12 +302,12 @@ def search(
     options: SearchOptions,
     out_path: Path,
     processes: int,
-    row_properties: tuple[str, ...] = (),
+    row_type: type[ConformerRow] = ConformerRow,
     progress: Callable[[float, str], None] | None = None,
 ) -> ConformerSearchResult:
     """Optimise every conformer of ``rdmol`` (from :func:`conformer_set`) with ``engine``, de-duplicate,
-    keep the energy window, rank, and write the SDF to ``out_path``. ``row_properties``: keys of the
-    engine's single point copied into each conformer's row. Raises the first error when no conformer
+    keep the energy window, rank, and write the SDF to ``out_path``. ``row_type``: the engine's row, whose
+    own fields are copied from each conformer's single point. Raises the first error when no conformer
     could be optimised."""
     from rdkit import Chem
     from rdkit.Geometry import Point3D
@@ -381,12 +380,13 @@ def search(
             for c in ranked
         ],
     )
+    row_properties = set(row_type.model_fields) - set(ConformerRow.model_fields)
     rows = []
     for c in ranked:
         res = c.item["result"]
         opt = res.get("optimization") or {}
         rows.append(
-            ConformerRow(
+            row_type(
                 rank=c.rank,
                 input_index=c.item["index"],
                 energy_hartree=c.energy_hartree,
@@ -394,7 +394,7 @@ def search(
                 boltzmann_weight=round(c.boltzmann_weight, 6),
                 converged=bool(opt.get("converged", True)),
                 n_steps=int(opt.get("n_steps", 0)),
-                **{k: res[k] for k in row_properties if k in res},
+                **{k: res[k] for k in row_properties if res.get(k) is not None},
             )
         )
     warnings = []

@@ -6,16 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel
-
 from tools_server.engines.calculator import Calculator
 from tools_server.engines.geometric import OptimizationResult
 from tools_server.engines.units import angstrom_per_bohr, ev_per_hartree
+from tools_server.plugin import ResultModel
 
 Optimizer = Literal["geometric", "bfgs"]
 
 
-class OptimizationReport(BaseModel):
+class OptimizationReport(ResultModel):
     """The ``optimization`` block of every engine's result."""
 
     converged: bool
@@ -27,10 +26,10 @@ class OptimizationReport(BaseModel):
     @classmethod
     def of(cls, opt: OptimizationResult, optimizer: str) -> OptimizationReport:
         return cls(
-            converged=opt.converged,
-            n_steps=opt.n_steps,
-            energy_change_hartree=opt.energy_hartree - opt.energies_hartree[0],
-            max_gradient_hartree_bohr=round(opt.max_gradient_hartree_bohr, 7),
+            converged=bool(opt.converged),
+            n_steps=int(opt.n_steps),
+            energy_change_hartree=float(opt.energy_hartree - opt.energies_hartree[0]),
+            max_gradient_hartree_bohr=round(float(opt.max_gradient_hartree_bohr), 7),
             optimizer=optimizer,
         )
 

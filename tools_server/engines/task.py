@@ -8,8 +8,7 @@ beside the energy) and in the optimiser it asks for (geomeTRIC, or BFGS to a for
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from tools_server.engines.calculator import Calculator, CalculatorError
 from tools_server.engines.optimize import OptimizationReport, Optimizer, describe, optimize
 from tools_server.engines.units import bohr_per_angstrom
+from tools_server.plugin import Item, ResultModel
 
 #: A finite-difference Hessian takes 6N gradients (~10 min at 300 atoms for xTB on one core).
 MAX_FREQUENCY_ATOMS = 300
@@ -44,7 +44,7 @@ class TaskOptions:
     pressure_pa: float = 101325.0
 
 
-class FrequencyReport(BaseModel):
+class FrequencyReport(ResultModel):
     n_imaginary: int
     wavenumbers_cm1: list[float]
     wavenumbers_file: str | None = None
@@ -52,9 +52,52 @@ class FrequencyReport(BaseModel):
     note: str | None = None
 
 
+class EntropyTerms(ResultModel):
+    translational: float
+    rotational: float
+    vibrational: float
+    electronic: float
+
+
+class Thermo(ResultModel):
+    """Ideal-gas, rigid-rotor, harmonic-oscillator thermochemistry at ``temperature_k`` and ``pressure_pa``
+    (:func:`tools_server.engines.thermo.thermochemistry`)."""
+
+    temperature_k: float
+    pressure_pa: float
+    symmetry_number: int
+    zpe_hartree: float
+    thermal_energy_correction_hartree: float
+    enthalpy_correction_hartree: float
+    gibbs_correction_hartree: float
+    entropy_cal_mol_k: float
+    entropy_terms_cal_mol_k: EntropyTerms
+    enthalpy_hartree: float
+    gibbs_free_energy_hartree: float
+    n_low_modes_below_50_cm1: int
+
+
+class TaskItem(Item):
+    """One molecule's item in a batch of :func:`run_task` (``xtb_run``, ``mlip_run``); each engine's item
+    type adds the properties its single point reports (``homo_ev``, ``max_force_ev_a`` ...)."""
+
+    smiles: str | None = None
+    formula: str | None = None
+    n_atoms: int | None = None
+    charge: int | None = None
+    multiplicity: int | None = None
+    energy_hartree: float | None = None
+    optimization: OptimizationReport | None = None
+    geometry_xyz: str | None = None
+    geometry_sdf: str | None = None
+    frequencies: FrequencyReport | None = None
+    thermo: Thermo | None = None
+
+
 class TaskResult(BaseModel):
-    """What every engine reports for one molecule; the engine's own properties (``homo_ev``,
-    ``scf``, ``max_force_ev_a`` ...) are extra keys, their units in their names."""
+    """What every engine reports for one molecule, as :func:`run_task` hands it to the tool (which builds
+    its item or result type from :meth:`as_item`); the engine's own properties (``homo_ev``, ``scf``,
+    ``max_force_ev_a`` ...) are extra keys, their units in their names."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -68,7 +111,7 @@ class TaskResult(BaseModel):
     geometry_xyz: str | None = None
     geometry_sdf: str | None = None
     frequencies: FrequencyReport | None = None
-    thermo: dict[str, Any] | None = None
+    thermo: Thermo | None = None
     warnings: list[str] | None = None
     _coords_angstrom: Any = PrivateAttr(default=None)
 
@@ -205,8 +248,10 @@ def _frequencies(
     )
     modes = freq.wavenumbers_cm1
     report = FrequencyReport(
-        n_imaginary=freq.n_imaginary,
-        wavenumbers_cm1=modes if len(modes) <= INLINE_MODES else modes[:INLINE_LOW_MODES],
+        n_imaginary=int(freq.n_imaginary),
+        wavenumbers_cm1=[
+            float(w) for w in (modes if len(modes) <= INLINE_MODES else modes[:INLINE_LOW_MODES])
+        ],
         method=f"harmonic, unscaled; Hessian by {freq.hessian_method}",
     )
     if out_dir is not None:
@@ -218,7 +263,7 @@ def _frequencies(
     if len(modes) > INLINE_MODES:
         report.note = f"lowest {INLINE_LOW_MODES} of {len(modes)} modes inline; all in wavenumbers_file"
     result.frequencies = report
-    result.thermo = freq.thermo
+    result.thermo = Thermo(**freq.thermo)
     if freq.n_imaginary:
         warnings.append(f"{freq.n_imaginary} imaginary mode(s) (lowest {modes[0]} cm-1): not a minimum")
     n_low = freq.thermo["n_low_modes_below_50_cm1"]
@@ -229,31 +274,8 @@ def _frequencies(
 
 
 def error_item(index: int, exc: BaseException) -> dict[str, Any]:
-    """The item of a molecule that failed: the error's code and message (``engine_crashed`` for an
-    exception without a code), with the recovery hint of the code."""
-    from tools_server.plugin import ERROR_CODES
+    """The item of a molecule that failed: the :class:`~tools_server.plugin.ToolError`'s code, message and
+    hint (``engine_crashed`` for any other exception)."""
+    from tools_server.plugin import ItemError
 
-    if callable(getattr(exc, "to_dict", None)):  # a ToolError: its own hint and details
-        return {"index": index, "ok": False, "error": exc.to_dict()}
-    code, message = getattr(exc, "code", None), getattr(exc, "message", None)
-    if not (isinstance(code, str) and isinstance(message, str)):
-        code, message = "engine_crashed", f"{type(exc).__name__}: {exc}"
-    error = {"code": code, "message": message, "hint": ERROR_CODES.get(code, "")}
-    return {"index": index, "ok": False, "error": error}
-
-
-@contextmanager
-def tool_errors() -> Iterator[None]:
-    """Inside a tool: an engine's or a molecule's error (anything with a string ``code`` and
-    ``message``) leaves as the :class:`~tools_server.plugin.ToolError` of that code."""
-    from tools_server.plugin import ToolError
-
-    try:
-        yield
-    except ToolError:
-        raise
-    except Exception as exc:
-        code, message = getattr(exc, "code", None), getattr(exc, "message", None)
-        if isinstance(code, str) and isinstance(message, str):
-            raise ToolError(code, message) from None
-        raise
+    return {"index": index, "ok": False, "error": ItemError.of(exc).model_dump(exclude_none=True)}

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from tools_server.engines.protein_system import BuiltSystem
 from tools_server.plugin import ToolError
 
 #: amu -> g, for densities.
@@ -26,17 +27,6 @@ class Component:
     count: int
     mol: Any  # RDKit Mol with explicit hydrogens and one conformer
     is_water: bool
-
-
-@dataclass
-class BuiltSystem:
-    """What the simulation needs: OpenMM system, topology, positions (nm) and a description."""
-
-    system: Any
-    topology: Any
-    positions_nm: Any
-    periodic: bool
-    description: dict[str, Any]
 
 
 def _openmm_knows(symbol: str) -> bool:

@@ -170,7 +170,7 @@ def md_run(args: MdRunInput, ctx: ToolContext) -> MdResult:
             cutoff_nm=args.cutoff_nm,
         )
     else:
-        from tools_server.md.protein_system import build_protein
+        from tools_server.engines.protein_system import build_protein
 
         built = build_protein(
             pdb_path=args.pdb_path,
@@ -239,7 +239,7 @@ def md_run(args: MdRunInput, ctx: ToolContext) -> MdResult:
     }
     result["estimated_s"] = round(estimate, 1)
     result["warnings"] = list(ctx.warnings)
-    return result
+    return MdResult(**result)
 
 
 AnalysisName = Literal["rmsd", "rmsf", "rg", "sasa", "hbonds", "density", "diffusion"]
@@ -362,7 +362,7 @@ def md_analyze(args: MdAnalyzeInput, ctx: ToolContext) -> MdAnalysis:
         _write_rows(path, rows)
         out["series_csv"] = str(path)
     ctx.set_engine("mdtraj", _version("mdtraj"), device="cpu")
-    return out
+    return MdAnalysis(**out)
 
 
 def _fit_atoms(traj, atoms, has_protein: bool):

@@ -9,8 +9,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from tools_server.engines.conformers import ConformerSearchResult, SearchInput
+from tools_server.engines.task import TaskItem
 from tools_server.molecules import MoleculeText
-from tools_server.plugin import BatchResult, ToolContext, ToolError, tool
+from tools_server.plugin import BatchResult, ResultModel, ToolContext, ToolError, tool
 
 Engine = Literal["ani2x", "aimnet2", "mace_off", "sevennet"]
 
@@ -25,12 +26,47 @@ _ENGINE_DESC = (
 )
 
 
+class MdFrame(ResultModel):
+    step: int
+    time_fs: float
+    epot_ev: float
+    ekin_ev: float
+    temperature_k: float
+
+
+class MdSummary(ResultModel):
+    """Langevin NVT dynamics of one molecule (``task="md"``)."""
+
+    steps: int
+    timestep_fs: float
+    temperature_target_k: float
+    temperature_mean_second_half_k: float | None = None
+    epot_mean_ev: float
+    epot_std_ev: float
+    n_frames: int
+    #: at most about 60 frames, evenly spaced; every frame is in trajectory_xyz
+    series: list[MdFrame]
+
+
+class MlipItem(TaskItem):
+    """One molecule of ``mlip_run``: the task's fields, the model's energy in eV and forces (eV/Å), or the
+    dynamics."""
+
+    energy_ev: float | None = None
+    max_force_ev_a: float | None = None
+    rms_force_ev_a: float | None = None
+    forces_ev_a: list[list[float]] | None = None
+    md: MdSummary | None = None
+    trajectory_xyz: str | None = None
+
+
 class MlipResult(BatchResult):
     engine: str
     model: str
     reference_method: str
     device: str
     task: str
+    items: list[MlipItem]
 
 
 class MlipConformersResult(ConformerSearchResult):
@@ -101,21 +137,15 @@ def _run_key(args: MlipInput) -> dict[str, Any]:
 
 
 def _load(text: str, charge: int | None) -> Any:
-    from tools_server.molecules import MoleculeError, load_molecule
+    from tools_server.molecules import load_molecule
 
-    try:
-        return load_molecule(text, charge=charge)
-    except MoleculeError as exc:
-        raise ToolError(exc.code, exc.message) from None
+    return load_molecule(text, charge=charge)
 
 
 def _check_structure(numbers: list[int], coords: Any, what: str) -> None:
-    from tools_server.molecules import MoleculeError, check_structure
+    from tools_server.molecules import check_structure
 
-    try:
-        check_structure(numbers, coords, what)
-    except MoleculeError as exc:
-        raise ToolError(exc.code, exc.message) from None
+    check_structure(numbers, coords, what)
 
 
 def _device(ctx: ToolContext) -> str:
@@ -154,12 +184,12 @@ def _prepare(args: Any, ctx: ToolContext) -> tuple[Any, str, str]:
 
 def mlip_item(
     i: int, text: str, opts: dict[str, Any], out_dir: str, n: int, progress: Any = None
-) -> dict[str, Any]:
+) -> MlipItem:
     """One molecule of ``mlip_run`` (``opts``: its arguments with the model's ``name`` and ``device``):
     its item, or its error item; artifacts go to ``out_dir``. ``weights_missing`` and
     ``engine_unavailable`` are raised (the whole call fails), as is any error of a single molecule."""
     from tools_server.engines.calculator import AseCalculator
-    from tools_server.engines.task import TaskOptions, run_task, tool_errors
+    from tools_server.engines.task import TaskOptions, run_task
     from tools_server.mlip import models, run
 
     engine, name, device = opts["engine"], opts["name"], opts["device"]
@@ -184,33 +214,34 @@ def mlip_item(
                 fmax_ev_a=opts["fmax_ev_a"],
                 temperature_k=opts["temperature_k"],
             )
-            with tool_errors():
-                done = run_task(model, mol, options, Path(out_dir), f"mol{i}", tick)
-            return {"index": i, "ok": True, **done.as_item()}
-        item: dict[str, Any] = {"index": i, "ok": True, "formula": mol.formula(), "n_atoms": mol.n_atoms}
-        if mol.smiles:
-            item["smiles"] = mol.smiles
+            done = run_task(model, mol, options, Path(out_dir), f"mol{i}", tick)
+            return MlipItem(index=i, ok=True, **done.as_item())
         traj = Path(out_dir) / f"md_{i}.xyz"
-        item.update(
-            run.langevin(
-                run.atoms_from(mol.numbers, mol.coords_angstrom),
-                calc,
-                steps=opts["md_steps"],
-                timestep_fs=opts["timestep_fs"],
-                temperature_k=opts["temperature_k"],
-                friction_per_fs=opts["friction_per_fs"],
-                seed=opts["seed"],
-                report_every=opts["report_every"],
-                trajectory=traj,
-                progress=lambda s: tick(min(1.0, s / max(1, opts["md_steps"])), f"step {s}"),
-            )
+        dynamics = run.langevin(
+            run.atoms_from(mol.numbers, mol.coords_angstrom),
+            calc,
+            steps=opts["md_steps"],
+            timestep_fs=opts["timestep_fs"],
+            temperature_k=opts["temperature_k"],
+            friction_per_fs=opts["friction_per_fs"],
+            seed=opts["seed"],
+            report_every=opts["report_every"],
+            trajectory=traj,
+            progress=lambda s: tick(min(1.0, s / max(1, opts["md_steps"])), f"step {s}"),
         )
-        item["trajectory_xyz"] = str(traj)
+        return MlipItem(
+            index=i,
+            ok=True,
+            formula=mol.formula(),
+            n_atoms=mol.n_atoms,
+            **({"smiles": mol.smiles} if mol.smiles else {}),
+            **dynamics,
+            trajectory_xyz=str(traj),
+        )
     except ToolError as err:
         if n == 1 or err.code in ("weights_missing", "engine_unavailable"):
             raise
-        return {"index": i, "ok": False, "error": err.to_dict()}
-    return item
+        return MlipItem.failed(i, err)
 
 
 @tool(
@@ -251,23 +282,22 @@ def mlip_run(args: MlipInput, ctx: ToolContext) -> MlipResult:
             mlip_item, jobs, 1, lambda d, total: ctx.progress(d / total, f"{d}/{total} molecules")
         )
     for item in items:
-        for w in item.get("warnings", []):
-            ctx.warn(f"molecule {item['index']}: {w}")
-    from tools_server.chem.tables import table_result
+        for w in item.warnings or []:
+            ctx.warn(f"molecule {item.index}: {w}")
+    from tools_server.plugin import table_result
 
-    n_ok = sum(1 for it in items if it["ok"])
-    result: dict[str, Any] = {
-        "engine": args.engine,
-        "model": name,
-        "reference_method": models.INFO[args.engine].level,
-        "device": device,
-        "task": args.task,
-        "n_molecules": n,
-        "n_ok": n_ok,
-        "n_failed": n - n_ok,
-    }
-    result.update(table_result(ctx, "mlip_results", items))
-    return result
+    n_ok = sum(1 for it in items if it.ok)
+    return MlipResult(
+        engine=args.engine,
+        model=name,
+        reference_method=models.INFO[args.engine].level,
+        device=device,
+        task=args.task,
+        n_molecules=n,
+        n_ok=n_ok,
+        n_failed=n - n_ok,
+        **table_result(ctx, "mlip_results", items),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -321,42 +351,40 @@ def mlip_conformers(args: MlipConformersInput, ctx: ToolContext) -> MlipConforme
     electronic energies at 0 K of optimised structures (no zero-point, thermal or entropy terms, gas
     phase); differences below ~0.5 kcal/mol are within the models' error."""
     from tools_server.engines import conformers
-    from tools_server.engines.task import TaskOptions, tool_errors
+    from tools_server.engines.task import TaskOptions
 
     models, name, device = _prepare(args, ctx)
-    with tool_errors():
-        base, rdmol, source = conformers.conformer_set(
-            args.molecule,
-            n_conformers=args.n_conformers,
-            seed=args.seed,
-            charge=args.charge,
-            multiplicity=None,
-            prune_rms=0.3,
-            relax=False,
-        )
+    base, rdmol, source = conformers.conformer_set(
+        args.molecule,
+        n_conformers=args.n_conformers,
+        seed=args.seed,
+        charge=args.charge,
+        multiplicity=None,
+        prune_rms=0.3,
+        relax=False,
+    )
     # the model's element, charge and species checks (and weights_missing) before anything is fanned out
     models.check_molecule(args.engine, base.numbers, base.charge, base.multiplicity)
     calc = models.load_calculator(args.engine, name, device, charge=base.charge)
     models.check_model_species(args.engine, calc, base.numbers)
-    with tool_errors():
-        # one process (the model loaded once); on a Dask cluster the conformers become tasks
-        found = conformers.search(
-            base,
-            rdmol,
-            source,
-            engine=args.engine,
-            calc_options={"model": name, "device": device},
-            task_options=TaskOptions(
-                task="optimize", optimizer="bfgs", fmax_ev_a=args.fmax_ev_a, max_steps=args.max_steps
-            ),
-            options=conformers.SearchOptions.of(args),
-            out_path=ctx.artifact("conformers_ranked.sdf"),
-            processes=1,
-            progress=ctx.progress,
-        )
-    return {
-        "engine": args.engine,
-        "model": name,
-        "reference_method": models.INFO[args.engine].level,
-        **found.model_dump(mode="json", exclude_none=True),
-    }
+    # one process (the model loaded once); on a Dask cluster the conformers become tasks
+    found = conformers.search(
+        base,
+        rdmol,
+        source,
+        engine=args.engine,
+        calc_options={"model": name, "device": device},
+        task_options=TaskOptions(
+            task="optimize", optimizer="bfgs", fmax_ev_a=args.fmax_ev_a, max_steps=args.max_steps
+        ),
+        options=conformers.SearchOptions.of(args),
+        out_path=ctx.artifact("conformers_ranked.sdf"),
+        processes=1,
+        progress=ctx.progress,
+    )
+    return MlipConformersResult(
+        engine=args.engine,
+        model=name,
+        reference_method=models.INFO[args.engine].level,
+        **{k: getattr(found, k) for k in found.model_fields_set},
+    )

@@ -6,7 +6,31 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from tools_server.plugin import StructurePath, ToolContext, ToolError, ToolResult, tool
+from tools_server.plugin import ResultModel, StructurePath, ToolContext, ToolError, ToolResult, tool
+
+
+class TitratableGroup(ResultModel):
+    """One titratable group as PROPKA labels it (``ASP  25 A``), its pKa and its shift from the model pKa."""
+
+    label: str
+    residue: str
+    number: int | None = None
+    chain: str | None = None
+    pka: float
+    model_pka: float
+    shift: float
+    buried_percent: float
+    ligand_group: bool
+    coupled_with: str | None = None
+
+
+class ProtonationState(ResultModel):
+    residue: str
+    #: the residue number, or its text where it is not a number (an insertion code)
+    number: int | str
+    chain: str | None = None
+    amber_name: str
+    state: str
 
 
 class PkaResult(ToolResult):
@@ -15,9 +39,9 @@ class PkaResult(ToolResult):
     pi_folded: float | None
     pi_unfolded: float | None
     folding_free_energy_kcal_mol: float | None
-    groups: list[dict[str, Any]]
+    groups: list[TitratableGroup]
     artifacts: dict[str, str]
-    states: list[dict[str, Any]] | None = None
+    states: list[ProtonationState] | None = None
     net_charge_e: float | None = None
     large_shifts: list[str] | None = None
 
@@ -132,4 +156,4 @@ def protein_pka(args: ProteinPkaInput, ctx: ToolContext) -> PkaResult:
         "PROPKA pKa values are empirical estimates for this one structure (RMSE about 1 unit against "
         "measured values); they are not free energies and do not sample conformations."
     )
-    return result
+    return PkaResult(**result)

@@ -67,9 +67,8 @@ def number_with_anarcii(sequences: list[str], scheme: str, threads: int, gpu: bo
         for index, seq in batch:
             entry = out[str(index)]
             if entry.get("error") or not entry.get("numbering"):
-                items.append(
-                    {"index": index, "ok": False, "error": {**_NOT_A_DOMAIN, "detail": entry.get("error")}}
-                )
+                error = {**_NOT_A_DOMAIN, "details": {"anarcii": entry.get("error")}}
+                items.append({"index": index, "ok": False, "error": error})
                 continue
             domain = (entry["numbering"], entry["query_start"], entry["query_end"])
             info = {"chain_type": entry["chain_type"], "species": None, "score": entry.get("score")}

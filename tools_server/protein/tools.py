@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from tools_server.plugin import ItemsResult, ToolContext, ToolError, ToolResult, tool
+from tools_server.plugin import Item, ItemsResult, ResultModel, ToolContext, ToolError, ToolResult, tool
 from tools_server.protein.sequences import (
     EXTENDED_AMINO_ACIDS,
     STANDARD_AMINO_ACIDS,
@@ -20,8 +20,29 @@ MAX_PROTPARAM_LENGTH = 100_000
 MAX_ALIGN_LENGTH = 10_000
 
 
+class ByCysteineState(ResultModel):
+    cys_reduced: float
+    cystines: float
+
+
+class PropertiesItem(Item):
+    """ProtParam's properties of one sequence."""
+
+    length: int | None = None
+    molecular_mass_da: float | None = None
+    isoelectric_point: float | None = None
+    charge_at_ph: float | None = None
+    extinction_coefficient_m1_cm1: ByCysteineState | None = None
+    absorbance_0_1_percent: ByCysteineState | None = None
+    gravy: float | None = None
+    instability_index: float | None = None
+    aliphatic_index: float | None = None
+    aromaticity: float | None = None
+
+
 class ProteinPropertiesResult(ItemsResult):
     ph: float
+    items: list[PropertiesItem]
 
 
 class AlignmentResult(ToolResult):
@@ -38,8 +59,42 @@ class AlignmentResult(ToolResult):
     alignment: str | None = None
 
 
+class Germline(ResultModel):
+    gene: str
+    species: str
+    identity: float
+
+
+class Region(ResultModel):
+    model_config = ConfigDict(serialize_by_alias=True)
+
+    sequence: str
+    #: first and last position, as numbered ('H27', 'H38A'); null for a region with no residue
+    from_: str | None = Field(None, alias="from")
+    to: str | None = None
+
+
+class VariableDomain(ResultModel):
+    chain_type: str
+    species: str | None = None
+    start: int
+    end: int
+    #: 'H1:E' style: position (the scheme's number and insertion code) and residue
+    numbering: list[str]
+    v_gene: Germline | None = None
+    j_gene: Germline | None = None
+    regions: dict[str, Region] | None = None
+    cdr_definition: str | None = None
+
+
+class NumberingItem(Item):
+    length: int | None = None
+    domains: list[VariableDomain] | None = None
+
+
 class NumberingResult(ItemsResult):
     scheme: str
+    items: list[NumberingItem]
 
 
 class EmbeddingResult(ToolResult):
@@ -52,7 +107,16 @@ class EmbeddingResult(ToolResult):
     cosine_similarity: list[list[float]] | None = None
 
 
+class VariantItem(Item):
+    variant: str | None = None
+    n_mutations: int | None = None
+    #: natural-log likelihood ratio against the wild type (the mean over the models)
+    score: float | None = None
+    per_model: dict[str, float] | None = None
+
+
 class VariantScoresResult(ItemsResult):
+    items: list[VariantItem]
     models: list[str]
     method: str
     units: str
@@ -105,32 +169,31 @@ def protein_properties(args: ProteinPropertiesInput, ctx: ToolContext) -> Protei
         try:
             seq = clean_sequence(raw, max_length=MAX_PROTPARAM_LENGTH)
         except ToolError as err:
-            items.append({"index": index, "ok": False, "error": err.to_dict()})
+            items.append(PropertiesItem.failed(index, err))
             continue
         pa = ProteinAnalysis(seq)
         mass = pa.molecular_weight()
         eps_reduced, eps_cystines = pa.molar_extinction_coefficient()
         items.append(
-            {
-                "index": index,
-                "ok": True,
-                "length": len(seq),
-                "molecular_mass_da": round(mass, 2),
-                "isoelectric_point": round(pa.isoelectric_point(), 2),
-                "charge_at_ph": round(pa.charge_at_pH(args.ph), 3),
-                "extinction_coefficient_m1_cm1": {"cys_reduced": eps_reduced, "cystines": eps_cystines},
-                "absorbance_0_1_percent": {
-                    "cys_reduced": round(eps_reduced / mass, 3),
-                    "cystines": round(eps_cystines / mass, 3),
-                },
-                "gravy": round(pa.gravy(), 3),
-                "instability_index": round(pa.instability_index(), 2),
-                "aliphatic_index": round(aliphatic_index(seq), 2),
-                "aromaticity": round(pa.aromaticity(), 4),
-            }
+            PropertiesItem(
+                index=index,
+                ok=True,
+                length=len(seq),
+                molecular_mass_da=round(mass, 2),
+                isoelectric_point=round(pa.isoelectric_point(), 2),
+                charge_at_ph=round(pa.charge_at_pH(args.ph), 3),
+                extinction_coefficient_m1_cm1=ByCysteineState(cys_reduced=eps_reduced, cystines=eps_cystines),
+                absorbance_0_1_percent=ByCysteineState(
+                    cys_reduced=round(eps_reduced / mass, 3), cystines=round(eps_cystines / mass, 3)
+                ),
+                gravy=round(pa.gravy(), 3),
+                instability_index=round(pa.instability_index(), 2),
+                aliphatic_index=round(aliphatic_index(seq), 2),
+                aromaticity=round(pa.aromaticity(), 4),
+            )
         )
     ctx.set_engine("biopython", _version("biopython"), device="cpu")
-    return {"ph": args.ph, "items": items}
+    return ProteinPropertiesResult(ph=args.ph, items=items)
 
 
 def aliphatic_index(seq: str) -> float:
@@ -195,21 +258,21 @@ def sequence_align(args: SequenceAlignInput, ctx: ToolContext) -> AlignmentResul
         else:
             insertions.append(f"ins{ref_pos}_{ref_pos + 1}{b}")
     columns = len(aligned_ref)
-    out: dict[str, Any] = {
-        "score": float(alignment.score),
-        "mode": args.mode,
-        "alignment_length": columns,
-        "identical": identical,
-        "identity": round(identical / columns, 4) if columns else 0.0,
-        "identity_over_reference": round(identical / len(ref), 4),
-        "substitutions": substitutions,
-        "deletions": deletions,
-        "insertions": insertions,
-    }
+    out = AlignmentResult(
+        score=float(alignment.score),
+        mode=args.mode,
+        alignment_length=columns,
+        identical=identical,
+        identity=round(identical / columns, 4) if columns else 0.0,
+        identity_over_reference=round(identical / len(ref), 4),
+        substitutions=substitutions,
+        deletions=deletions,
+        insertions=insertions,
+    )
     if not deletions and not insertions and substitutions:
-        out["variant"] = ":".join(substitutions)
+        out.variant = ":".join(substitutions)
     if len(ref) <= 2000 and len(qry) <= 2000:
-        out["alignment"] = str(alignment)
+        out.alignment = str(alignment)
     ctx.set_engine("biopython", _version("biopython"), device="cpu")
     return out
 
@@ -261,7 +324,9 @@ def antibody_number(args: AntibodyNumberInput, ctx: ToolContext) -> NumberingRes
                 "engine_unavailable", "ANARCII is not installed.", hint="pip install anarcii"
             ) from exc
         ctx.set_engine("anarcii", _version("anarcii"), device="cuda" if ctx.gpu_available else "cpu")
-        return number_with_anarcii(args.sequences, args.scheme, ctx.threads, ctx.gpu_available)
+        return NumberingResult(
+            **number_with_anarcii(args.sequences, args.scheme, ctx.threads, ctx.gpu_available)
+        )
     try:
         import anarci
     except ImportError as exc:
@@ -274,7 +339,7 @@ def antibody_number(args: AntibodyNumberInput, ctx: ToolContext) -> NumberingRes
     if bindir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = bindir + os.pathsep + os.environ.get("PATH", "")
     ctx.set_engine("anarci", _version("anarci"), device="cpu")
-    return number_sequences(anarci, args.sequences, args.scheme)
+    return NumberingResult(**number_sequences(anarci, args.sequences, args.scheme))
 
 
 # --- ESM language models ------------------------------------------------------------------------------
@@ -341,17 +406,19 @@ def protein_embed(args: ProteinEmbedInput, ctx: ToolContext) -> EmbeddingResult:
     emb_path, sim_path = ctx.artifact("embeddings.npy"), ctx.artifact("similarity.npy")
     np.save(emb_path, emb)
     np.save(sim_path, sim.astype(np.float32))
-    out: dict[str, Any] = {
-        "model": args.model,
-        "n_sequences": len(seqs),
-        "embedding_dim": int(emb.shape[1]),
-        "names": args.names or [f"seq{i}" for i in range(len(seqs))],
-        "norms": [round(float(x), 4) for x in norms],
-        "artifacts": {"embeddings_npy": str(emb_path), "similarity_npy": str(sim_path)},
-    }
-    if len(seqs) <= 50:
-        out["cosine_similarity"] = [[round(float(x), 4) for x in row] for row in sim]
-    return out
+    return EmbeddingResult(
+        model=args.model,
+        n_sequences=len(seqs),
+        embedding_dim=int(emb.shape[1]),
+        names=args.names or [f"seq{i}" for i in range(len(seqs))],
+        norms=[round(float(x), 4) for x in norms],
+        artifacts={"embeddings_npy": str(emb_path), "similarity_npy": str(sim_path)},
+        **(
+            {"cosine_similarity": [[round(float(x), 4) for x in row] for row in sim]}
+            if len(seqs) <= 50
+            else {}
+        ),
+    )
 
 
 class VariantScoresInput(BaseModel):
@@ -396,28 +463,26 @@ def protein_variant_scores(args: VariantScoresInput, ctx: ToolContext) -> Varian
     from tools_server.protein import language_model, weights
 
     wt = clean_sequence(args.wild_type, name="wild type", max_length=language_model.MAX_RESIDUES)
-    items: list[dict[str, Any]] = []
+    items: list[VariantItem] = []
     parsed = []
     for index, text in enumerate(args.variants):
         try:
             muts = parse_mutations(text, wt)
         except ToolError as err:
-            items.append({"index": index, "variant": text, "ok": False, "error": err.to_dict()})
+            items.append(VariantItem.failed(index, err, variant=text))
             continue
-        items.append(
-            {"index": index, "variant": format_mutations(muts), "ok": True, "n_mutations": len(muts)}
-        )
+        items.append(VariantItem(index=index, variant=format_mutations(muts), ok=True, n_mutations=len(muts)))
         parsed.append((index, muts))
     if not parsed:  # every variant is wrong: say so before any weights are looked for or loaded
-        return {
-            "models": [],
-            "method": args.method,
-            "units": "natural-log likelihood ratio vs wild type",
-            "wild_type_length": len(wt),
-            "items": items,
-            "ranking_high_to_low": [],
-            "n_errors": len(items),
-        }
+        return VariantScoresResult(
+            models=[],
+            method=args.method,
+            units="natural-log likelihood ratio vs wild type",
+            wild_type_length=len(wt),
+            items=items,
+            ranking_high_to_low=[],
+            n_errors=len(items),
+        )
     models = _variant_models(args.model)
     for name in models:
         weights.check_esm(name)
@@ -446,20 +511,20 @@ def protein_variant_scores(args: VariantScoresInput, ctx: ToolContext) -> Varian
             args.method, variants, groups, log_probs, lambda t, tokens=tokens: tokens.get(t, tokens["<unk>"])
         )
     for j, (index, _muts) in enumerate(parsed):
-        scores = [per_model[n][j] for n in models]
-        items[index]["score"] = round(sum(scores) / len(scores), 4)
+        scores = [float(per_model[n][j]) for n in models]
+        items[index].score = round(sum(scores) / len(scores), 4)
         if len(models) > 1:
-            items[index]["per_model"] = {n: round(s, 4) for n, s in zip(models, scores, strict=True)}
-    ranked = sorted((it for it in items if it["ok"]), key=lambda it: -it["score"])
-    return {
-        "models": models,
-        "method": args.method,
-        "units": "natural-log likelihood ratio vs wild type",
-        "wild_type_length": len(wt),
-        "items": items,
-        "ranking_high_to_low": [it["variant"] for it in ranked[:200]],
-        "n_errors": sum(1 for it in items if not it["ok"]),
-    }
+            items[index].per_model = {n: round(s, 4) for n, s in zip(models, scores, strict=True)}
+    ranked = sorted((it for it in items if it.ok), key=lambda it: -it.score)
+    return VariantScoresResult(
+        models=models,
+        method=args.method,
+        units="natural-log likelihood ratio vs wild type",
+        wild_type_length=len(wt),
+        items=items,
+        ranking_high_to_low=[it.variant for it in ranked[:200]],
+        n_errors=sum(1 for it in items if not it.ok),
+    )
 
 
 def _runs(n: int, batch: int, most: int) -> list[tuple[int, int]]:
@@ -578,15 +643,15 @@ def protein_fold(args: ProteinFoldInput, ctx: ToolContext) -> FoldResult:
     mean = float(np.mean(plddt))
     if mean < 70:
         ctx.warn(f"Mean pLDDT {mean:.1f} < 70: low confidence; treat the structure as a rough model.")
-    return {
-        "length": len(seq),
-        "model": args.model,
-        "mean_plddt": round(mean, 2),
-        "ptm": round(result["ptm"], 4),
-        "plddt_per_residue": [round(float(x), 1) for x in plddt],
-        "low_confidence_residues": [i + 1 for i, x in enumerate(plddt) if x < 50][:200],
-        "memory_estimate_gb": round(need / 1024**3, 2),
-        "chunk_size": chunk,
-        "artifacts": {"pdb": str(pdb_path)},
-        "warnings": list(ctx.warnings),
-    }
+    return FoldResult(
+        length=len(seq),
+        model=args.model,
+        mean_plddt=round(mean, 2),
+        ptm=round(float(result["ptm"]), 4),
+        plddt_per_residue=[round(float(x), 1) for x in plddt],
+        low_confidence_residues=[i + 1 for i, x in enumerate(plddt) if x < 50][:200],
+        memory_estimate_gb=round(need / 1024**3, 2),
+        chunk_size=chunk,
+        artifacts={"pdb": str(pdb_path)},
+        warnings=list(ctx.warnings),
+    )

@@ -427,7 +427,7 @@ def _engine_version(device: str) -> str | None:
 
 
 def run(args: Any, ctx: Any) -> dict[str, Any]:
-    from tools_server.engines.task import TaskOptions, run_task, tool_errors
+    from tools_server.engines.task import TaskOptions, run_task
     from tools_server.molecules import check_elements, check_geometry
     from tools_server.qc.device import choose_device
 
@@ -518,8 +518,7 @@ def run(args: Any, ctx: Any) -> dict[str, Any]:
     def progress(fraction: float, message: str) -> None:
         ctx.progress(0.05 + 0.9 * fraction, message)
 
-    with tool_errors():
-        done = run_task(calc, mol, options, ctx.artifact_path, "molecule", progress)
+    done = run_task(calc, mol, options, ctx.artifact_path, "molecule", progress)
     result.update(done.as_item())
     if args.task == "tddft":
         ctx.progress(0.5, "TDDFT")

@@ -11,59 +11,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from tools_server.engines.conformers import ConformerSearchResult, SearchInput
-from tools_server.engines.optimize import OptimizationReport
-from tools_server.engines.task import FrequencyReport
+from tools_server.engines.conformers import SearchInput
 from tools_server.molecules import MoleculeText
-from tools_server.plugin import BatchResult, ToolContext, ToolError, ToolResult, tool
+from tools_server.plugin import ToolContext, ToolError, tool
 from tools_server.qc.inputs import _MOL_DESC, DftInput
-
-
-class XtbResult(BatchResult):
-    method: str
-    engine: str
-    task: str
-    solvation: str
-
-
-class XtbConformersResult(ConformerSearchResult):
-    method: str
-    solvation: str
-
-
-class DftResult(ToolResult):
-    method: str
-    basis: str
-    task: str
-    dispersion: str
-    density_fitting: bool
-    solvation: str
-    smiles: str | None = None
-    formula: str
-    n_atoms: int
-    n_basis: int
-    charge: int
-    multiplicity: int
-    reference: str
-    device: str
-    device_reason: str
-    scf: dict[str, Any]
-    energy_hartree: float
-    homo_ev: float | None = None
-    lumo_ev: float | None = None
-    gap_ev: float | None = None
-    dipole_debye: float | None = None
-    dipole_vector_debye: list[float] | None = None
-    dipole_note: str | None = None
-    mulliken_charges_e: list[float] | None = None
-    charges_note: str | None = None
-    dispersion_energy_hartree: float | None = None
-    optimization: OptimizationReport | None = None
-    geometry_xyz: str | None = None
-    geometry_sdf: str | None = None
-    frequencies: FrequencyReport | None = None
-    thermo: dict[str, Any] | None = None
-    excitations: dict[str, Any] | None = None
+from tools_server.qc.results import DftResult, XtbConformerRow, XtbConformersResult, XtbResult
 
 
 def _mol_keys(molecules: list[str]) -> list[str]:
@@ -127,7 +79,7 @@ def _xtb_key(args: XtbInput) -> dict[str, Any]:
 
 
 def _xtb_settings(args: Any) -> Any:
-    from tools_server.qc.xtb import XtbError, XtbSettings, normalise_solvent
+    from tools_server.qc.xtb import XtbSettings, normalise_solvent
 
     settings = XtbSettings(
         method=args.method,
@@ -137,10 +89,7 @@ def _xtb_settings(args: Any) -> Any:
         accuracy=args.accuracy,
         electronic_temperature_k=args.electronic_temperature_k,
     )
-    try:
-        return normalise_solvent(settings)
-    except XtbError as exc:
-        raise ToolError(exc.code, exc.message) from None
+    return normalise_solvent(settings)
 
 
 def _check_engine(engine: str) -> None:
@@ -180,9 +129,8 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> XtbResult:
     error.code: invalid_smiles, charge_multiplicity_mismatch, unsupported_element (xTB: H-Rn), not_converged).
     Energies are total electronic energies in Hartree (1 Eh = 627.5 kcal/mol); compare only between
     molecules with the same atoms, or as reaction energies."""
-    from tools_server.chem.tables import table_result
     from tools_server.engines.task import TaskOptions
-    from tools_server.plugin import map_items
+    from tools_server.plugin import map_items, table_result
     from tools_server.qc.xtb import engine_version, run_item
 
     _check_engine(args.engine)
@@ -212,29 +160,25 @@ def xtb_run(args: XtbInput, ctx: ToolContext) -> XtbResult:
         items = map_items(
             run_item, jobs, ctx.threads, lambda d, total: ctx.progress(d / total, f"{d}/{total} molecules")
         )
-    for item in items:
-        for w in item.get("warnings", []):
-            if n == 1:
-                ctx.warn(w)
-    n_ok = sum(1 for it in items if it["ok"])
-    result: dict[str, Any] = {
-        "method": args.method,
-        "engine": args.engine,
-        "task": args.task,
-        "solvation": settings.solvent_label() or "gas phase",
-        "n_molecules": n,
-        "n_ok": n_ok,
-        "n_failed": n - n_ok,
-    }
-    if n > 20:
-        result["note"] = (
-            "partial charges are left out of batches above 20 molecules; run small batches for them"
-        )
-    if n == 1 and not items[0]["ok"]:
-        err = items[0]["error"]
-        raise ToolError(err["code"], err["message"])
-    result.update(table_result(ctx, "xtb_results", items))
-    return result
+    if n == 1:
+        for w in items[0].warnings or []:
+            ctx.warn(w)
+    if n == 1 and not items[0].ok:
+        err = items[0].error
+        raise ToolError(err.code, err.message)
+    n_ok = sum(1 for it in items if it.ok)
+    note = "partial charges are left out of batches above 20 molecules; run small batches for them"
+    return XtbResult(
+        method=args.method,
+        engine=args.engine,
+        task=args.task,
+        solvation=settings.solvent_label() or "gas phase",
+        n_molecules=n,
+        n_ok=n_ok,
+        n_failed=n - n_ok,
+        **({"note": note} if n > 20 else {}),
+        **table_result(ctx, "xtb_results", items),
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -291,7 +235,7 @@ def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> XtbConformersRe
     to dft_run to refine the lowest). This is a quick ETKDG-based search, not an exhaustive metadynamics
     (CREST) search."""
     from tools_server.engines import conformers
-    from tools_server.engines.task import TaskOptions, tool_errors
+    from tools_server.engines.task import TaskOptions
     from tools_server.qc.xtb import calculator_options, engine_version
 
     _check_engine(args.engine)
@@ -304,34 +248,33 @@ def xtb_conformers(args: XtbConformerInput, ctx: ToolContext) -> XtbConformersRe
         solvation=settings.solvent_label(),
         parallel_processes=ctx.threads,
     )
-    with tool_errors():
-        base, rdmol, source = conformers.conformer_set(
-            args.molecule,
-            n_conformers=args.n_conformers,
-            seed=args.seed,
-            charge=args.charge,
-            multiplicity=args.multiplicity,
-            prune_rms=0.1,
-            relax=True,
-        )
-        found = conformers.search(
-            base,
-            rdmol,
-            source,
-            engine="xtb",
-            calc_options={**calculator_options(settings), "inline_charges": False},
-            task_options=TaskOptions(task="optimize", max_steps=args.max_steps),
-            options=conformers.SearchOptions.of(args),
-            out_path=ctx.artifact("ensemble_conformers.sdf"),
-            processes=ctx.threads,
-            row_properties=("gap_ev", "dipole_debye"),
-            progress=ctx.progress,
-        )
-    return {
-        "method": args.method,
-        "solvation": settings.solvent_label() or "gas phase",
-        **found.model_dump(mode="json", exclude_none=True),
-    }
+    base, rdmol, source = conformers.conformer_set(
+        args.molecule,
+        n_conformers=args.n_conformers,
+        seed=args.seed,
+        charge=args.charge,
+        multiplicity=args.multiplicity,
+        prune_rms=0.1,
+        relax=True,
+    )
+    found = conformers.search(
+        base,
+        rdmol,
+        source,
+        engine="xtb",
+        calc_options={**calculator_options(settings), "inline_charges": False},
+        task_options=TaskOptions(task="optimize", max_steps=args.max_steps),
+        options=conformers.SearchOptions.of(args),
+        out_path=ctx.artifact("ensemble_conformers.sdf"),
+        processes=ctx.threads,
+        row_type=XtbConformerRow,
+        progress=ctx.progress,
+    )
+    return XtbConformersResult(
+        method=args.method,
+        solvation=settings.solvent_label() or "gas phase",
+        **{k: getattr(found, k) for k in found.model_fields_set},
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -374,10 +317,6 @@ def dft_run(args: DftInput, ctx: ToolContext) -> DftResult:
     cycles, retried}, geometry artifacts, warnings. A cost estimate from the number of basis functions is
     made first: a job that cannot finish on the CPU within the time limit is refused (too_large_for_cpu)
     with advice (xTB, a smaller basis, or a GPU)."""
-    from tools_server.molecules import MoleculeError
     from tools_server.qc import dft
 
-    try:
-        return dft.run(args, ctx)
-    except MoleculeError as exc:
-        raise ToolError(exc.code, exc.message) from None
+    return DftResult(**dft.run(args, ctx))

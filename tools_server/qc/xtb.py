@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tools_server.engines.calculator import Calculator, CalculatorError, SinglePoint
-from tools_server.engines.task import TaskOptions, error_item, run_task
+from tools_server.engines.task import TaskOptions, run_task
 from tools_server.engines.units import k_hartree_per_kelvin, kcal_mol_per_hartree
 from tools_server.molecules import Molecule, check_elements, check_geometry, load_molecule
 
@@ -390,12 +390,15 @@ def run_item(
     out_dir: str,
     inline_charges: bool,
     progress: Callable[[float, str], None] | None = None,
-) -> dict[str, Any]:
-    """Everything for one molecule; returns a per-item result (ok or error) and never raises."""
+) -> Any:
+    """Everything for one molecule; returns its :class:`~tools_server.qc.results.XtbItem` (ok, or failed with
+    its error) and never raises."""
+    from tools_server.qc.results import XtbItem
+
     try:
         mol = prepare(text, charge, multiplicity)
         calc = XtbCalculator(settings, mol, inline_charges=inline_charges)
         result = run_task(calc, mol, options, Path(out_dir), f"mol{index}", progress)
-        return {"index": index, "ok": True, **result.as_item()}
+        return XtbItem(index=index, ok=True, **result.as_item())
     except Exception as exc:
-        return error_item(index, exc)
+        return XtbItem.failed(index, exc)

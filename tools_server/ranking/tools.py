@@ -7,13 +7,14 @@ Spearman with average ranks for ties. All three run in the server (``instant``) 
 from __future__ import annotations
 
 import itertools
-import math
 from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
 
 from tools_server.plugin import (
+    FiniteOrNull,
     InputDir,
+    ResultModel,
     SubmissionPath,
     ToolError,
     ToolResult,
@@ -30,35 +31,80 @@ MIN_GROUP_FOR_WARNINGS = 4
 MAX_PAIRWISE_ITEMS = 25
 
 
+class RankingWarning(ResultModel):
+    """A shortcut a group's order takes: ``presented_order`` or ``monotone_in_condition`` (``column``)."""
+
+    group_id: str
+    kind: str
+    detail: str
+    column: str | None = None
+
+
+class GroupCheck(ResultModel):
+    group_id: str
+    n: int
+    ok: bool
+    #: Spearman rho of the order against the presented order (null for a one-experiment group)
+    presented_order_rho: FiniteOrNull = None
+    condition_rhos: dict[str, float] | None = None
+
+
 class CheckResult(ToolResult):
     task_id: str
     valid: bool
     strict_valid: bool
-    file_errors: list[Any]
-    group_errors: dict[str, Any]
-    recovered: list[Any]
+    file_errors: list[str]
+    group_errors: dict[str, list[str]]
+    recovered: list[str]
     #: ranking diagnostics (a group that follows the presented order ...), besides the server's own text
-    warnings: list[dict[str, Any] | str] | None = None
-    groups: list[dict[str, Any]]
+    warnings: list[RankingWarning | str] | None = None
+    groups: list[GroupCheck]
     normalized: dict[str, Any] | None = None
+
+
+class ExpectedRank(ResultModel):
+    id: str
+    expected_rank: float
+    rank_sd: float
+    p_highest: float
+
+
+class AdjacentPair(ResultModel):
+    lower: str
+    higher: str
+    p_in_this_order: float
+
+
+class PairwiseMatrix(ResultModel):
+    ids: list[str]
+    #: P(row below column), rows and columns in ``ids`` order
+    matrix: list[list[float]]
+
+
+class ProxyAgreement(ResultModel):
+    a: str
+    b: str
+    #: null when a proxy's central values are all equal (no order to compare)
+    spearman: FiniteOrNull
 
 
 class AggregateResult(ToolResult):
     order: list[str]
-    items: list[dict[str, Any]]
-    adjacent_pairs: list[dict[str, Any]]
+    items: list[ExpectedRank]
+    adjacent_pairs: list[AdjacentPair]
     samples: int
     seed: int
-    pairwise_p_below: dict[str, Any] | None = None
-    proxy_agreement: list[dict[str, Any]] | None = None
+    pairwise_p_below: PairwiseMatrix | None = None
+    proxy_agreement: list[ProxyAgreement] | None = None
 
 
 class CompareResult(ToolResult):
     n_common: int
     only_in_a: list[str]
     only_in_b: list[str]
-    spearman: float | None
-    pair_agreement: float | None
+    #: null where undefined (the values are all equal)
+    spearman: FiniteOrNull
+    pair_agreement: FiniteOrNull
     same_highest: bool | None
 
 
@@ -95,42 +141,39 @@ def _load_task(task_dir: str):
         ) from None
 
 
-def _follow_warnings(task, group_id: str, order: list[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def _follow_warnings(task, group_id: str, order: list[str]) -> tuple[GroupCheck, list[RankingWarning]]:
     from spu_common.rank_agreement import spearman_of_values
 
     group = task.group(group_id)
     n = len(order)
     position = {e: i for i, e in enumerate(order)}
     submitted = [position[e] for e in group.experiment_ids]
-    info: dict[str, Any] = {"group_id": group_id, "n": n}
-    warnings: list[dict[str, Any]] = []
+    warnings: list[RankingWarning] = []
     presented_rho = spearman_of_values(list(range(n)), submitted)
-    # None for a one-experiment group: no order to compare (never NaN in a tool result)
-    info["presented_order_rho"] = None if math.isnan(presented_rho) else round(presented_rho, 4)
     if order == list(group.experiment_ids) and n >= 3:
         warnings.append(
-            {
-                "group_id": group_id,
-                "kind": "presented_order",
-                "detail": "the order is exactly the presented order (contract.json / targets.csv); "
+            RankingWarning(
+                group_id=group_id,
+                kind="presented_order",
+                detail="the order is exactly the presented order (contract.json / targets.csv); "
                 "in SPU that scored about like chance",
-            }
+            )
         )
     elif order == list(reversed(group.experiment_ids)) and n >= 3:
         warnings.append(
-            {
-                "group_id": group_id,
-                "kind": "presented_order",
-                "detail": "the order is exactly the presented order reversed",
-            }
+            RankingWarning(
+                group_id=group_id,
+                kind="presented_order",
+                detail="the order is exactly the presented order reversed",
+            )
         )
     elif n >= MIN_GROUP_FOR_WARNINGS and abs(presented_rho) >= MONOTONE_RHO:
         warnings.append(
-            {
-                "group_id": group_id,
-                "kind": "presented_order",
-                "detail": f"the order nearly follows the presented order (rho = {presented_rho:+.2f})",
-            }
+            RankingWarning(
+                group_id=group_id,
+                kind="presented_order",
+                detail=f"the order nearly follows the presented order (rho = {presented_rho:+.2f})",
+            )
         )
     rows = {row["experiment_id"]: row for row in task.rows_of(group_id)}
     condition_rhos: dict[str, float] = {}
@@ -142,16 +185,23 @@ def _follow_warnings(task, group_id: str, order: list[str]) -> tuple[dict[str, A
         condition_rhos[column] = round(rho, 4)
         if n >= MIN_GROUP_FOR_WARNINGS and abs(rho) >= MONOTONE_RHO:
             warnings.append(
-                {
-                    "group_id": group_id,
-                    "kind": "monotone_in_condition",
-                    "column": column,
-                    "detail": f"the order is monotone in the condition {column!r} (rho = {rho:+.2f}); "
+                RankingWarning(
+                    group_id=group_id,
+                    kind="monotone_in_condition",
+                    column=column,
+                    detail=f"the order is monotone in the condition {column!r} (rho = {rho:+.2f}); "
                     "SPU excluded trivially monotone series, and agents that ranked along one "
                     "condition scored poorly",
-                }
+                )
             )
-    info["condition_rhos"] = condition_rhos
+    # rho is NaN for a one-experiment group (no order to compare): null
+    info = GroupCheck(
+        group_id=group_id,
+        n=n,
+        ok=True,
+        presented_order_rho=round(presented_rho, 4),
+        condition_rhos=condition_rhos,
+    )
     return info, warnings
 
 
@@ -171,27 +221,27 @@ def ranking_check(args: CheckInput) -> CheckResult:
         read_input(args.draft_path, kind="submission").data if args.draft_path is not None else args.draft
     )
     report = validate_submission(data, task)
-    groups: list[dict[str, Any]] = []
-    warnings: list[dict[str, Any]] = []
+    groups: list[GroupCheck] = []
+    warnings: list[RankingWarning | str] = []
     for group in task.groups:
         order = report.orders.get(group.group_id)
         if order is None:
-            groups.append({"group_id": group.group_id, "n": len(group.experiment_ids), "ok": False})
+            groups.append(GroupCheck(group_id=group.group_id, n=len(group.experiment_ids), ok=False))
             continue
         info, group_warnings = _follow_warnings(task, group.group_id, order)
-        groups.append({**info, "ok": True})
+        groups.append(info)
         warnings.extend(group_warnings)
-    return {
-        "task_id": task.task_id,
-        "valid": report.valid,
-        "strict_valid": report.strict_valid,
-        "file_errors": report.file_errors,
-        "group_errors": report.group_errors,
-        "recovered": report.recovered,
-        "warnings": warnings,
-        "groups": groups,
-        "normalized": report.normalized if report.recovered else None,
-    }
+    return CheckResult(
+        task_id=task.task_id,
+        valid=report.valid,
+        strict_valid=report.strict_valid,
+        file_errors=report.file_errors,
+        group_errors=report.group_errors,
+        recovered=report.recovered,
+        warnings=warnings,
+        groups=groups,
+        normalized=report.normalized if report.recovered else None,
+    )
 
 
 class Proxy(BaseModel):
@@ -291,38 +341,39 @@ def ranking_aggregate(args: AggregateInput) -> AggregateResult:
     order = [items[k] for k in order_index]
     highest = (ranks == ranks.max(axis=1, keepdims=True)).mean(axis=0)
     adjacent = [
-        {
-            "lower": items[a],
-            "higher": items[b],
-            "p_in_this_order": round(float((ranks[:, a] < ranks[:, b]).mean()), 4),
-        }
+        AdjacentPair(
+            lower=items[a],
+            higher=items[b],
+            p_in_this_order=round(float((ranks[:, a] < ranks[:, b]).mean()), 4),
+        )
         for a, b in itertools.pairwise(order_index)
     ]
-    result: dict[str, Any] = {
-        "order": order,
-        "items": [
-            {
-                "id": items[k],
-                "expected_rank": round(float(expected[k]), 3),
-                "rank_sd": round(float(ranks[:, k].std()), 3),
-                "p_highest": round(float(highest[k]), 4),
-            }
+    result = AggregateResult(
+        order=order,
+        items=[
+            ExpectedRank(
+                id=items[k],
+                expected_rank=round(float(expected[k]), 3),
+                rank_sd=round(float(ranks[:, k].std()), 3),
+                p_highest=round(float(highest[k]), 4),
+            )
             for k in order_index
         ],
-        "adjacent_pairs": adjacent,
-        "samples": args.samples,
-        "seed": args.seed,
-    }
+        adjacent_pairs=adjacent,
+        samples=args.samples,
+        seed=args.seed,
+    )
     if n <= MAX_PAIRWISE_ITEMS:
         below = (ranks[:, order_index][:, :, None] < ranks[:, order_index][:, None, :]).mean(axis=0)
-        result["pairwise_p_below"] = {"ids": order, "matrix": np.round(below, 3).tolist()}
+        result.pairwise_p_below = PairwiseMatrix(ids=order, matrix=np.round(below, 3).tolist())
     if len(args.proxies) > 1:
-        result["proxy_agreement"] = [
-            {
-                "a": args.proxies[i].name,
-                "b": args.proxies[j].name,
-                "spearman": round(spearman_of_values(centers[i], centers[j]), 4),
-            }
+        # a proxy whose central values are all equal has no order: its agreement is null, not NaN
+        result.proxy_agreement = [
+            ProxyAgreement(
+                a=args.proxies[i].name,
+                b=args.proxies[j].name,
+                spearman=round(spearman_of_values(centers[i], centers[j]), 4),
+            )
             for i in range(len(args.proxies))
             for j in range(i + 1, len(args.proxies))
         ]
@@ -367,11 +418,11 @@ def ranking_compare(args: CompareInput) -> CompareResult:
     values = {i: reference[i] for i in common}
     rho = spearman_of_order(common, values)
     pairs = pairs_in_order(common, values)
-    return {
-        "n_common": len(common),
-        "only_in_a": only_a[:50],
-        "only_in_b": only_b[:50],
-        "spearman": None if math.isnan(rho) else round(rho, 6),
-        "pair_agreement": None if math.isnan(pairs) else round(pairs, 6),
-        "same_highest": top1_hit(common, values),
-    }
+    return CompareResult(
+        n_common=len(common),
+        only_in_a=only_a[:50],
+        only_in_b=only_b[:50],
+        spearman=round(rho, 6),
+        pair_agreement=round(pairs, 6),
+        same_highest=top1_hit(common, values),
+    )

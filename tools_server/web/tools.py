@@ -12,7 +12,7 @@ import os
 import threading
 from typing import Any
 
-from tools_server.plugin import ToolContext, ToolError, ToolResult, tool, workdir
+from tools_server.plugin import ResultModel, ToolContext, ToolError, ToolResult, tool, workdir
 from tools_server.web.fetch import FetchInput
 from tools_server.web.scholarly import LiteratureInput, PDBInput, PubChemInput, UniProtInput
 from tools_server.web.search import SearchInput
@@ -21,20 +21,34 @@ _gateways: dict[tuple[str | None, ...], Any] = {}
 _lock = threading.Lock()
 
 
+class PolicyNotice(ResultModel):
+    flagged: bool
+    action: str
+    message: str
+
+
 class WebResult(ToolResult):
     """A web tool's result, or, when the information policy flags it, only the stop notice: ``withheld``
     true, ``policy`` and ``tool`` (so every other key may be absent)."""
 
     withheld: bool | None = None
-    policy: dict[str, Any] | None = None
+    policy: PolicyNotice | None = None
     tool: str | None = None
+
+
+class SearchHit(ResultModel):
+    rank: int | None = None
+    title: str
+    url: str
+    snippet: str | None = None
+    published: str | None = None
 
 
 class SearchResult(WebResult):
     provider: str | None = None
     query: str | None = None
     n_results: int | None = None
-    results: list[dict[str, Any]] | None = None
+    results: list[SearchHit] | None = None
 
 
 class FetchResult(WebResult):
@@ -55,25 +69,88 @@ class FetchResult(WebResult):
     content: str | None = None
 
 
+#: identifiers and years as the providers give them: numbers from some, text from others
+Identifier = int | str | None
+
+
+class Paper(ResultModel):
+    title: str | None = None
+    authors: list[str]
+    journal: str | None = None
+    year: Identifier = None
+    date: str | None = None
+    doi: str | None = None
+    pmid: Identifier = None
+    pmcid: str | None = None
+    arxiv_id: str | None = None
+    url: str | None = None
+    abstract: str | None = None
+
+
 class LiteratureResult(WebResult):
     source: str | None = None
     query: str | None = None
     total_hits: int | None = None
     n_results: int | None = None
-    results: list[dict[str, Any]] | None = None
+    results: list[Paper] | None = None
+
+
+class Compound(ResultModel):
+    cid: Identifier = None
+    iupac_name: str | None = None
+    molecular_formula: str | None = None
+    molecular_weight_g_mol: float | None = None
+    exact_mass_da: float | None = None
+    smiles: str | None = None
+    connectivity_smiles: str | None = None
+    inchi: str | None = None
+    inchikey: str | None = None
+    xlogp: float | None = None
+    tpsa_a2: float | None = None
+    hbond_donors: int | None = None
+    hbond_acceptors: int | None = None
+    rotatable_bonds: int | None = None
+    formal_charge: int | None = None
+    heavy_atoms: int | None = None
+    cas: list[str]
+    synonyms: list[str]
+    url: str
 
 
 class PubChemResult(WebResult):
     query: str | None = None
     kind: str | None = None
     n_results: int | None = None
-    compounds: list[dict[str, Any]] | None = None
+    compounds: list[Compound] | None = None
+
+
+class UniProtEntry(ResultModel):
+    accession: str | None = None
+    entry_name: str | None = None
+    reviewed: bool
+    protein_name: str | None = None
+    genes: list[str | None]
+    organism: str | None = None
+    taxon_id: int | None = None
+    length: int | None = None
+    mass_da: float | None = None
+    function: str | None = None
+    sequence: str | None = None
+    url: str
 
 
 class UniProtResult(WebResult):
     query: str | None = None
     n_results: int | None = None
-    entries: list[dict[str, Any]] | None = None
+    entries: list[UniProtEntry] | None = None
+
+
+class Citation(ResultModel):
+    title: str | None = None
+    journal: str | None = None
+    year: Identifier = None
+    doi: str | None = None
+    pmid: Identifier = None
 
 
 class PDBResult(WebResult):
@@ -85,7 +162,7 @@ class PDBResult(WebResult):
     polymer_entities: int | None = None
     deposited_atoms: int | None = None
     molecular_weight_kda: float | None = None
-    citation: dict[str, Any] | None = None
+    citation: Citation | None = None
     file_format: str | None = None
     structure_bytes: int | None = None
     structure_sha256: str | None = None
@@ -146,6 +223,7 @@ def _make(key: tuple[str | None, ...]) -> Any:
 
 
 def _run(name: str, args: Any, ctx: ToolContext) -> dict[str, Any]:
+    """The gateway's answer (embedded, or the audit service's JSON): the result, or the stop notice."""
     result = current_gateway().call(name, args.model_dump(mode="json"), call_id=ctx.job_id)
     ctx.set_engine("spu-audited-web", None)
     return result
@@ -160,7 +238,7 @@ def web_search(args: SearchInput, ctx: ToolContext) -> SearchResult:
     Every search is recorded in the audit log. If `withheld` is true, the information policy applies:
     stop, do not retrieve the item another way, and record the step in your report.
     """
-    return _run("web_search", args, ctx)
+    return SearchResult.model_validate(_run("web_search", args, ctx))
 
 
 @tool(name="web_fetch", resource="net", read_only=True, idempotent=False, open_world=True, time_limit_s=180)
@@ -174,7 +252,7 @@ def web_fetch(args: FetchInput, ctx: ToolContext) -> FetchResult:
     local addresses are refused (`url_refused`), and robots.txt is respected. If `withheld` is true, the
     information policy applies: stop and record the step in your report.
     """
-    return _run("web_fetch", args, ctx)
+    return FetchResult.model_validate(_run("web_fetch", args, ctx))
 
 
 @tool(
@@ -193,7 +271,7 @@ def literature_search(args: LiteratureInput, ctx: ToolContext) -> LiteratureResu
     arxiv_id, url and the start of the abstract (600 characters). If `withheld` is true, the information
     policy applies: stop and record the step in your report.
     """
-    return _run("literature_search", args, ctx)
+    return LiteratureResult.model_validate(_run("literature_search", args, ctx))
 
 
 @tool(
@@ -207,7 +285,7 @@ def pubchem_lookup(args: PubChemInput, ctx: ToolContext) -> PubChemResult:
     surface area, Å²), H-bond donors/acceptors, rotatable bonds, formal charge, heavy atoms, CAS numbers
     and up to ten synonyms. An unknown compound is an `invalid_input` error.
     """
-    return _run("pubchem_lookup", args, ctx)
+    return PubChemResult.model_validate(_run("pubchem_lookup", args, ctx))
 
 
 @tool(
@@ -220,7 +298,7 @@ def uniprot_lookup(args: UniProtInput, ctx: ToolContext) -> UniProtResult:
     taxon id, length (residues), mass_da, the function comment (first 800 characters) and the sequence
     (entries up to 5000 residues).
     """
-    return _run("uniprot_lookup", args, ctx)
+    return UniProtResult.model_validate(_run("uniprot_lookup", args, ctx))
 
 
 @tool(name="pdb_lookup", resource="net", read_only=True, idempotent=False, open_world=True, time_limit_s=300)
@@ -237,4 +315,4 @@ def pdb_lookup(args: PDBInput, ctx: ToolContext) -> PDBResult:
         path = ctx.artifact(f"{result['pdb_id']}.{result['file_format']}")
         path.write_text(text, encoding="utf-8")
         result["structure_file"] = str(path)
-    return result
+    return PDBResult.model_validate(result)

@@ -53,6 +53,7 @@ from tools_server.core import hardware
 from tools_server.core.errors import ToolError
 from tools_server.core.jobs.model import Finisher, Job
 from tools_server.core.registry import tool
+from tools_server.core.results import ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -236,12 +237,16 @@ class _ItemsInput(BaseModel):
     payload: str  # (func, shared, jobs), pickled
 
 
+class ItemsChunkResult(ToolResult):
+    results: str  # the items' results, pickled
+
+
 @tool(name="spu_run_items", resource="cpu", cacheable=False)
-def run_items(args: _ItemsInput) -> dict[str, Any]:
+def run_items(args: _ItemsInput) -> ItemsChunkResult:
     """A chunk of a batch's items, run by :func:`run_chunk` in a worker process of a Dask worker (an internal
     job, not a tool the server offers): ``func(*shared, *job)`` for each job, the results pickled."""
     func, shared, jobs = _unpickled(args.payload)
-    return {"results": _pickled([func(*shared, *job) for job in jobs])}
+    return ItemsChunkResult(results=_pickled([func(*shared, *job) for job in jobs]))
 
 
 def run_chunk(
@@ -310,7 +315,8 @@ def run_chunk(
 
 
 def relocate(value: Any, old: str, new: str | None) -> Any:
-    """``value`` with every string that starts with the folder ``old`` pointing into ``new`` instead."""
+    """``value`` (a result: dicts, lists, models) with every string that starts with the folder ``old``
+    pointing into ``new`` instead."""
     if new is None:
         return value
     if isinstance(value, str):
@@ -319,6 +325,9 @@ def relocate(value: Any, old: str, new: str | None) -> Any:
         return {k: relocate(v, old, new) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return type(value)(relocate(v, old, new) for v in value)
+    if isinstance(value, BaseModel):  # an item model: its fields, as they were set
+        moved = {k: relocate(getattr(value, k), old, new) for k in value.model_fields_set}
+        return value.model_copy(update=moved)
     return value
 
 

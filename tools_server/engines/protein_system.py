@@ -1,12 +1,27 @@
-"""Proteins from a PDB or mmCIF file: repaired with PDBFixer, parameterised with Amber14."""
+"""Proteins from a PDB or mmCIF file: repaired with PDBFixer (:func:`load_fixer`, :func:`repair`), and
+parameterised with Amber14 for OpenMM (:func:`build_protein`). ``md_run`` simulates them; ``dock`` prepares
+its receptors with the same repair, so both live here, below the domains.
+"""
 
 from __future__ import annotations
 
 import io
+from dataclasses import dataclass
 from typing import Any
 
-from tools_server.md.liquid import BuiltSystem
 from tools_server.plugin import ToolError, read_input
+
+
+@dataclass
+class BuiltSystem:
+    """What the simulation needs: OpenMM system, topology, positions (nm) and a description."""
+
+    system: Any
+    topology: Any
+    positions_nm: Any
+    periodic: bool
+    description: dict[str, Any]
+
 
 #: solvent name -> extra force-field file (None: vacuum).
 IMPLICIT_MODELS = {"gbn2": "implicit/gbn2.xml", "obc2": "implicit/obc2.xml"}
@@ -40,16 +55,13 @@ def check_input_structure(fixer: Any) -> None:
     import numpy as np
     from openmm import unit
 
-    from tools_server.molecules import MoleculeError, check_coordinates, check_no_coincident_atoms
+    from tools_server.molecules import check_coordinates, check_no_coincident_atoms
 
     xyz = np.asarray(
         [[v.x, v.y, v.z] for v in fixer.positions.value_in_unit(unit.angstrom)], dtype=float
     ).reshape(-1, 3)
-    try:
-        check_coordinates(xyz, "coordinates of the structure")
-        check_no_coincident_atoms(xyz)
-    except MoleculeError as exc:
-        raise ToolError(exc.code, exc.message) from None
+    check_coordinates(xyz, "coordinates of the structure")
+    check_no_coincident_atoms(xyz)
     residues = [r.name for r in fixer.topology.residues()]
     if not any(name in _STANDARD for name in residues):
         found = ", ".join(sorted(set(residues))[:5]) or "no residues"
