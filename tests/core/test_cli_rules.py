@@ -195,6 +195,7 @@ class Workspace:
             "parameters": lambda: self.parameters,
             "predictions": lambda: self.predictions,
             "spec": lambda: self.spec,
+            "specs": lambda: self.spec,
             "jobs_dir": lambda: self.jobs,
             "out": lambda: fresh / "out",
             "model": lambda: "replay:demo-aromatic-acidity",
