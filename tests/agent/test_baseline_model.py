@@ -195,7 +195,8 @@ def test_an_entry_the_card_lacks_is_refused_before_the_run(spu_env, tmp_path):
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert "lists no entry 'no such entry'" in done.stderr
-    assert "best (= 'smiles: VSA_EState7 descending')" in done.stderr and "proxy:GFN2-xTB" in done.stderr
+    best = resolve_entry("best", SUITE / "med-rat-microsomal-clearance" / "task")  # the card's first entry
+    assert f"best (= '{best.name} {best.direction}')" in done.stderr and "proxy:GFN2-xTB" in done.stderr
     assert not out.exists()
 
 
@@ -236,7 +237,11 @@ def test_a_page_cut_at_the_output_limit_is_read_again_in_smaller_pages(spu_env, 
 @pytest.mark.slow
 def test_batch_report_analyze_and_view_run_without_a_key(spu_env, tmp_path):
     tasks = tmp_path / "tasks"
-    for slug in ("med-rat-microsomal-clearance", "mat-hea-hardness", "bio-cyp-isoform-selectivity-narrow"):
+    for slug in (
+        "med-rat-microsomal-clearance",
+        "mat-hea-compressive-strength",
+        "bio-cyp-isoform-selectivity-narrow",
+    ):
         shutil.copytree(SUITE / slug, tasks / slug)
     env, runs = keyless(spu_env), tmp_path / "runs"
     done = spu(
@@ -247,7 +252,7 @@ def test_batch_report_analyze_and_view_run_without_a_key(spu_env, tmp_path):
     assert summary["configurations"][0]["configuration"] == "baseline_best"
     assert summary["configurations"][0]["scored_tasks"] == 3
     rows = (runs / "_report" / "runs.csv").read_text()
-    assert all(slug in rows for slug in ("med-rat-microsomal-clearance", "mat-hea-hardness"))
+    assert all(slug in rows for slug in ("med-rat-microsomal-clearance", "mat-hea-compressive-strength"))
     analyzed = spu("analyze", str(runs), "--out", str(tmp_path / "analysis"), env=env)
     assert analyzed.returncode == 0, analyzed.stderr
     viewed = spu("view", str(runs), "--out", str(tmp_path / "view.html"), "--json", env=env)
@@ -258,13 +263,16 @@ def test_batch_report_analyze_and_view_run_without_a_key(spu_env, tmp_path):
 @pytest.mark.slow
 def test_batch_refuses_a_task_whose_card_lacks_the_entry_before_any_run(spu_env, tmp_path):
     tasks = tmp_path / "tasks"
-    for slug in ("med-rat-microsomal-clearance", "mat-hea-hardness"):
+    for slug in ("med-rat-microsomal-clearance", "mat-hea-compressive-strength"):
         shutil.copytree(SUITE / slug, tasks / slug)
     runs = tmp_path / "runs"
     entry = "smiles: Crippen logP ascending"  # on the clearance task's card, not on the alloy task's
     done = spu("batch", str(tasks), "--model", f"baseline:{entry}", "--out", str(runs), env=keyless(spu_env))
     assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-    assert "lists no entry 'smiles: Crippen logP'" in done.stderr and "alloy: Fe fraction" in done.stderr
+    assert (
+        "lists no entry 'smiles: Crippen logP'" in done.stderr
+        and "alloy: spread molar heat capacity" in done.stderr
+    )
     assert not runs.exists()
 
 
