@@ -1,6 +1,6 @@
 """Start-up time: from launching the server process to its answer to ``initialize``, over stdio.
 
-    .venv/bin/python bench/startup.py [--runs 7] [--baseline DIR]
+    .venv/bin/python bench/startup.py [--runs 7] [--baseline DIR] [--source]
 
 Measures, in the same run and alternating between them, a bare MCPServer from the official SDK with one
 echo tool (the baseline) and ``spu serve``; prints min and median of each, their ratio, and whether
@@ -10,6 +10,12 @@ echo tool (the baseline) and ``spu serve``; prints min and median of each, their
 last start stored, as for a user's restarted server) and with an empty one (a first start, which builds the
 list from the registry). With ``--baseline DIR`` (a checkout of an earlier commit), that checkout's server is
 started in turn too, both ways: old and new code in the same run.
+
+Every server runs with its modules' bytecode, as an installed package has it (pip compiles it at install):
+``PYTHONDONTWRITEBYTECODE`` is dropped and ``PYTHONPYCACHEPREFIX`` names a folder of this run, which one
+unmeasured start of each case fills first. Without it, a checkout used with ``PYTHONDONTWRITEBYTECODE=1``
+compiles every module of ``spu serve`` from source at every start, while the SDK the bare server imports
+comes compiled from its wheel: ``--source`` measures that way (compiled bytecode for nobody's checkout).
 """
 
 from __future__ import annotations
@@ -45,9 +51,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--baseline", type=Path, help="a checkout of an earlier commit, started in turn too")
+    parser.add_argument(
+        "--source", action="store_true", help="keep the environment's bytecode setting (see the docstring)"
+    )
     opts = parser.parse_args()
     work = tempfile.mkdtemp(prefix="spu-bench-startup-")
     env = {**os.environ, "SPU_WORKDIR": work, "SPU_CACHE_DIR": work + "/cache"}
+    if not opts.source:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = work + "/bytecode"
     spu = ["-m", "spu", "serve"]
     cases = {
         "bare MCPServer echo (baseline)": StdioServerParameters(
@@ -66,8 +78,11 @@ def main() -> None:
         )
         firsts["baseline checkout: first start"] = (old, root)
     times: dict[str, list[tuple[float, float]]] = {label: [] for label in [*cases, *firsts]}
-    for params in cases.values():  # one unmeasured start each: the OS file cache
+    for params in cases.values():  # one unmeasured start each: the OS file cache, the bytecode
         asyncio.run(_once(params))
+    for k, (base_env, cwd) in enumerate(firsts.values()):  # a first start imports every domain's modules
+        empty = {**base_env, "SPU_CACHE_DIR": f"{work}/empty-cache-warm-{k}"}
+        asyncio.run(_once(StdioServerParameters(command=sys.executable, args=spu, env=empty, cwd=cwd)))
     for run in range(opts.runs):
         for label, params in cases.items():
             times[label].append(asyncio.run(_once(params)))

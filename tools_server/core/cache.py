@@ -27,7 +27,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from spu_common.jsonfiles import atomic_write_json, canonical_json
+from spu_common.jsonfiles import atomic_write_text, canonical_json
 from tools_server.core import settings
 from tools_server.core.deferred import DeferredWrites
 
@@ -151,11 +151,12 @@ class ResultCache:
         return None
 
     def put(self, key: str, result: dict[str, Any]) -> None:
-        # through JSON first, so the checksum covers exactly what a reader will load
-        clean = json.loads(json.dumps(result, default=str))
-        entry = {"sha256": input_hash(clean), "result": clean}
+        # written as JSON once: the checksum covers exactly what a reader will load (the text read back),
+        # and the entry is that text with the checksum beside it
+        text = json.dumps(result, ensure_ascii=False, allow_nan=False, default=str)
+        entry = f'{{"sha256": "{input_hash(json.loads(text))}", "result": {text}}}'
         try:
-            atomic_write_json(self.path_of(key), entry, indent=None, fsync=False, default=str)
+            atomic_write_text(self.path_of(key), entry, fsync=False)
         except OSError as exc:
             self.write_problem = exc.strerror or str(exc)
             raise
