@@ -260,3 +260,15 @@ def test_schemas_write_nested_models_in_place_and_keep_a_reference_only_for_recu
     validator_for(tree).check_schema(tree)
     assert _fits(tree, {"root": {"name": "a", "children": [{"name": "b", "children": []}]}}) == []
     assert _fits(tree, {"root": {"name": "a", "children": [{"name": "b", "extra": 1}]}}) != []
+
+
+class CountedBatch(ProbeBatch):
+    n_molecules: int
+    n_ok: int
+
+
+def test_a_result_reads_summary_first_the_items_then_what_every_result_carries():
+    # pydantic lists a base class's fields first: the items came before the counts, and an agent that keeps a
+    # long result's head and tail lost them
+    result = CountedBatch(items=[ProbeItem(index=0, ok=True)], n_molecules=1, n_ok=1, warnings=["w"], note="n")
+    assert list(wire_form(result)) == ["n_molecules", "n_ok", "items", "warnings", "note"]

@@ -211,7 +211,19 @@ def wire_form(result: ResultModel) -> dict[str, Any]:
     out = checked.model_dump(mode="json", exclude_unset=True)
     if "NaN" in text or "Infinity" in text:  # the JSON of a non-finite float (or such text in a string)
         check_finite_result(model.__name__, out)  # where no field's type covers it (a dict[str, Any])
-    return out
+    return {key: out[key] for key in _reading_order(model) if key in out} | out
+
+
+@cache
+def _reading_order(model: type[BaseModel]) -> tuple[str, ...]:
+    """A result's keys summary first: the tool's own fields (counts, energies ...), then a batch's items,
+    then what every result carries (warnings, note, provenance). pydantic lists a base class's fields first,
+    which put the items before the counts: a reader of a long result, or an agent that keeps only its head
+    and tail, lost the counts."""
+    carried = list(ToolResult.model_fields)
+    later = [*(name for name in ItemsResult.model_fields if name not in carried), *carried]
+    own = [name for name in model.model_fields if name not in later]
+    return (*own, *(name for name in later if name in model.model_fields))
 
 
 #: Keys of a result that the server may leave out: ``fit_budget`` moves large fields to an artifact.
