@@ -270,5 +270,6 @@ class CountedBatch(ProbeBatch):
 def test_a_result_reads_summary_first_the_items_then_what_every_result_carries():
     # pydantic lists a base class's fields first: the items came before the counts, and an agent that keeps a
     # long result's head and tail lost them
-    result = CountedBatch(items=[ProbeItem(index=0, ok=True)], n_molecules=1, n_ok=1, warnings=["w"], note="n")
+    items = [ProbeItem(index=0, ok=True)]
+    result = CountedBatch(items=items, n_molecules=1, n_ok=1, warnings=["w"], note="n")
     assert list(wire_form(result)) == ["n_molecules", "n_ok", "items", "warnings", "note"]
