@@ -11,5 +11,7 @@ DOMAIN = Domain(
     error_codes={
         "empty_box": "Centre the box on the binding site: use box_ligand with a bound ligand, box_residues "
         "with pocket residues, or check centre and size against the receptor's coordinates.",
+        "receptor_unpreparable": "Fix or remove the residue the message names in the receptor file (atoms "
+        "closer than a bond, a broken residue, a residue that is not an amino acid) and dock again.",
     },
 )

@@ -210,9 +210,20 @@ def _receptor_pdbqt(pdb_string: str, out: Path) -> list[str]:
     from meeko import MoleculePreparation, PDBQTWriterLegacy, Polymer, ResidueChemTemplates
 
     templates = ResidueChemTemplates.create_from_defaults()
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        polymer = Polymer.from_pdb_string(pdb_string, templates, MoleculePreparation(), allow_bad_res=True)
-        rigid, _flex = PDBQTWriterLegacy.write_from_polymer(polymer)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            polymer = Polymer.from_pdb_string(
+                pdb_string, templates, MoleculePreparation(), allow_bad_res=True
+            )
+            rigid, _flex = PDBQTWriterLegacy.write_from_polymer(polymer)
+    except (RuntimeError, ValueError, KeyError) as exc:  # Meeko's ways of refusing a residue it cannot type
+        raise ToolError(
+            "receptor_unpreparable",
+            f"Meeko could not type the repaired receptor for Vina: {exc}",
+            hint="Look at the residue it names in the receptor_clean.pdb PDBFixer wrote: atoms closer than "
+            "a bond would be, a residue that is not an amino acid, or a chain break inside a residue; fix or "
+            "remove that residue in the receptor file and dock again.",
+        ) from exc
     out.write_text(rigid)
     deleted = []
     for res_id, monomer in getattr(polymer, "monomers", {}).items():

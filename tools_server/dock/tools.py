@@ -136,6 +136,7 @@ def _check_engines() -> None:
     items="ligands",
     read_only=True,
     idempotent=True,
+    version="2",  # 2: added C-terminal oxygens placed as in a carboxylate (the prepared receptor changed)
     engines=("vina", "meeko", "pdbfixer"),
     time_limit_s=7200,
     canonicalize=_key,
@@ -152,7 +153,8 @@ def dock(args: DockInput, ctx: ToolContext) -> DockResult:
     SDF artifact of the poses (score in each record), plus box, seed, exhaustiveness and receptor
     preparation facts. A Vina score is an empirical estimate tuned to binding affinities; it is not a
     binding free energy: use it to rank poses of one ligand and, roughly, similar ligands in one pocket.
-    Errors: empty_box (no receptor atom in the box), no_protein, invalid_smiles, invalid_input."""
+    Errors: empty_box (no receptor atom in the box), no_protein, receptor_unpreparable (a residue Meeko
+    cannot type, named in the message), invalid_smiles, invalid_input."""
     import numpy as np
 
     from tools_server.dock import engine

@@ -96,7 +96,13 @@ def repair(fixer: Any, ph: float) -> dict[str, Any]:
     missing_atoms = sum(len(v) for v in fixer.missingAtoms.values()) + sum(
         len(v) for v in fixer.missingTerminals.values()
     )
+    added_oxt = {
+        (res.chain.id, res.id, res.insertionCode)
+        for res, names in fixer.missingTerminals.items()
+        if "OXT" in names
+    }
     fixer.addMissingAtoms()
+    place_terminal_oxygens(fixer, added_oxt)
     fixer.addMissingHydrogens(ph)
     return {
         "built_missing_residues": internal_missing,
@@ -105,6 +111,42 @@ def repair(fixer: Any, ph: float) -> dict[str, Any]:
         "removed_heterogens": heterogens,
         "protonation_ph": ph,
     }
+
+
+#: C-O bond length of a carboxylate, Å (Engh & Huber 1991).
+CARBOXYLATE_CO_ANGSTROM = 1.25
+
+
+def place_terminal_oxygens(fixer: Any, residues: set[tuple[str, str, str]]) -> None:
+    """Put the OXT that PDBFixer added to each of ``residues`` (chain id, residue id, insertion code) where a
+    carboxylate has it: in the plane of CA, C and O, 1.25 Å from C, trigonal (the unit vector opposite the
+    sum of the unit vectors C->CA and C->O).
+
+    PDBFixer places an added OXT by overlaying a template and minimising with its soft force field; on
+    chains whose caps were stripped it comes out at a CA-C-OXT angle of 76-106 degrees, OXT 1.8-2.4 Å from
+    CA, where a reader that bonds atoms by distance (Meeko's receptor templates) bonds it to CA too.
+    """
+    import numpy as np
+    from openmm import Vec3, unit
+
+    if not residues:
+        return
+    pos = np.asarray(fixer.positions.value_in_unit(unit.angstrom), dtype=float)
+    for res in fixer.topology.residues():
+        if (res.chain.id, res.id, res.insertionCode) not in residues:
+            continue
+        atoms = {atom.name: atom.index for atom in res.atoms()}
+        if not {"CA", "C", "O", "OXT"} <= atoms.keys():
+            continue
+        c = pos[atoms["C"]]
+        to_ca = pos[atoms["CA"]] - c
+        to_o = pos[atoms["O"]] - c
+        bisector = to_ca / np.linalg.norm(to_ca) + to_o / np.linalg.norm(to_o)
+        norm = np.linalg.norm(bisector)
+        if norm == 0.0:  # CA, C and O in a straight line: no plane to place OXT in; leave PDBFixer's
+            continue
+        pos[atoms["OXT"]] = c - CARBOXYLATE_CO_ANGSTROM * bisector / norm
+    fixer.positions = unit.Quantity([Vec3(*row) for row in pos.tolist()], unit.angstrom)
 
 
 _STANDARD = {

@@ -133,7 +133,7 @@ def _md_analyze_cache_key(args: MdAnalyzeInput) -> dict[str, Any]:
     threads="all",
     read_only=True,
     idempotent=True,
-    version="1",
+    version="2",  # 2: added C-terminal oxygens of proteins placed as in a carboxylate
     time_limit_s=6 * 3600,
     engines=("openmm", "pdbfixer", "rdkit"),
     canonicalize=lambda args: _md_run_cache_key(args),
