@@ -38,7 +38,7 @@ import bisect
 import functools
 import math
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -141,10 +141,13 @@ def _by_luck(span: float, decimals: int) -> float:
 
 
 def _carried(values: dict[str, float]) -> dict[str, int]:
-    """The significant digits each value carries, at the precision the task records its values (the most
-    decimals any of them has): a whole-number task's 10.0 carries two digits (10), a pIC50 task's 5.0 two."""
+    """The significant digits each value carries, at the precision most of the task's values are recorded
+    at (the commonest count of decimals; a float's ``.0`` is how it is printed, not a decimal): a task of
+    whole percentages carries two digits in 10.0, as in 10, though a few of its values have a decimal; a
+    pIC50 task's 5.0 carries two."""
     forms = {eid: _noise_free(_normal(repr(v)) or "0") for eid, v in values.items()}
-    decimals = max((len(f.removesuffix(".0").partition(".")[2]) for f in forms.values()), default=0)
+    counts = Counter(len(f.removesuffix(".0").partition(".")[2]) for f in forms.values())
+    decimals = max(counts, key=lambda d: (counts[d], -d)) if counts else 0
     return {
         eid: _significant(form_string(decimals, round(Decimal(f).scaleb(decimals))))
         for eid, f in forms.items()

@@ -298,22 +298,25 @@ def test_links_are_not_followed(tmp_path):
     assert scan_path(secret, _scanner("chem-fragment-pka-logp")) != []
 
 
-#: the suite's tasks that record whole numbers only (percent inhibition, counts)
-WHOLE_TASKS = [t for t in TASK_IDS if all(float(v).is_integer() for v in _task(t)[1].values())]
+#: the suite's tasks that record most values as whole numbers (percent inhibition, yields, counts)
+WHOLE_TASKS = [
+    t for t in TASK_IDS if 2 * sum(float(v).is_integer() for v in _task(t)[1].values()) > len(_task(t)[1])
+]
 
 
 @FAST
 @given(data=st.data())
 def test_a_whole_number_written_with_a_decimal_point_is_no_more_evidence(data):
-    # a task of whole numbers: 10.0 is 10 as a float prints it (pandas' and NumPy's files are full of such
-    # runs); the same run of values written with or without ".0" gets the same verdict (values of two digits
-    # or more: a one-digit number is no evidence, and only 1.0 keeps a place in a run as 0 does)
+    # a task of whole numbers (a few values may have a decimal): 10.0 is 10 as a float prints it (pandas'
+    # and NumPy's files are full of such runs); the same run of whole values written with or without ".0"
+    # gets the same verdict (values of two digits or more: a one-digit number is no evidence, and only 1.0
+    # keeps a place in a run as 0 does)
     task_id = data.draw(st.sampled_from(WHOLE_TASKS))
     task, values = _task(task_id)
     presented = [e for g in task.groups for e in g.experiment_ids]
     start = data.draw(st.integers(0, len(presented) - 2))
     run = [values[e] for e in presented[start : start + data.draw(st.integers(2, 12))]]
-    assume(all(abs(v) >= 10 for v in run))
+    assume(all(abs(v) >= 10 and float(v).is_integer() for v in run))
     bare = " ".join(f"{v:.0f}" for v in run).encode()
     dotted = " ".join(f"{v:.1f}" for v in run).encode()
     assert bool(_scan(task_id, dotted)) == bool(_scan(task_id, bare)), (task_id, dotted)
