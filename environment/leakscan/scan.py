@@ -265,12 +265,14 @@ class Scanner:
         numbers: dict[int, _Number] = {}
         #: task -> index of a number among all the document's numbers -> experiment id -> digits worth
         values: dict[int, dict[int, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+        count = 0
         for i, match in enumerate(_NUMBER.finditer(low)):
+            count = i + 1
             if match.group(0) in forms:
                 numbers[i] = _Number(match.start(), match.end(), match.group(0))
                 for index, eid, digits in forms[match.group(0)]:
                     values[index][i][eid] = digits
-        doc = _Numbers(low, numbers)
+        doc = _Numbers(low, numbers, count)
         for index, task_values in values.items():
             own = ids.get(index, [])
             what = (
@@ -374,8 +376,10 @@ def _weak_run(hits: list[tuple[int, Gram]]) -> list[Gram]:
 class _Numbers:
     """The numbers of one document that are values of some task, by their index among all its numbers."""
 
-    def __init__(self, low: str, numbers: dict[int, _Number]) -> None:
+    def __init__(self, low: str, numbers: dict[int, _Number], count: int) -> None:
         self.low, self.numbers = low, numbers
+        #: where a run without ids may start by luck: at any of the document's numbers
+        self.starts_by_luck = math.log10(max(count, 1))
         self.starts = {n.start: i for i, n in numbers.items()}
         self.ends = {n.end: i for i, n in numbers.items()}
         self.order = sorted(numbers, key=lambda i: numbers[i].start)
@@ -448,6 +452,10 @@ class _Numbers:
                     digits += values[nxt][sequence[t + run]]
                     at.append(nxt)
                     run += 1
+                # without ids to anchor it, a run may start at any number of the document: a table of
+                # 10,000 distances holds runs of one-decimal values by luck
+                if presented:
+                    digits -= self.starts_by_luck
                 if run >= min_run and digits >= min_digits:
                     shown = " ".join(self.numbers[q].text for q in at[:4])
                     how = "the order the task presents them" if presented else "the order of their ids"

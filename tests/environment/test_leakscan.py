@@ -22,6 +22,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
@@ -324,3 +325,15 @@ def test_a_whole_number_written_with_a_decimal_point_is_no_more_evidence(data):
 
 def test_the_suite_has_whole_number_tasks_to_check():
     assert len(WHOLE_TASKS) >= 2, WHOLE_TASKS
+
+
+@EXPORTS
+@given(task_id=st.sampled_from(TASK_IDS), seed=st.integers(0, 2**32 - 1), decimals=st.integers(0, 2))
+def test_a_large_table_of_numbers_in_the_range_of_the_values_holds_no_run_by_luck(task_id, seed, decimals):
+    # a data file of 20,000 numbers written like the task's values (scipy ships a table of iris distances
+    # to one decimal): runs of values in the task's order turn up in it by luck, at one of its many numbers
+    _, values = _task(task_id)
+    low, high = min(values.values()), max(values.values())
+    numbers = np.random.default_rng(seed).uniform(low, high, size=20_000)
+    lines = [" ".join(f"{x:.{decimals}e}" for x in numbers[i : i + 10]) for i in range(0, len(numbers), 10)]
+    assert _scan(task_id, "\n".join(lines).encode()) == []
