@@ -27,6 +27,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import math
@@ -44,6 +45,8 @@ MAX_CONNECTIONS = 1000
 MAX_HEAD_BYTES = 64 * 1024
 #: The size of the pieces a body that was read whole is handed to the application in.
 REPLAY_PIECE_BYTES = 2**20
+#: at most this much of a refused body is read (and dropped) so that the client reads the refusal
+DRAIN_BYTES = 64 * 2**20
 
 _RUN = 5  # an arithmetic run of this many characters (small step) is a sequence
 _REPEAT = 6  # a stretch of this many characters seen earlier in the token is a repetition
@@ -121,6 +124,22 @@ async def _send_json(send: Any, status: int, body: bytes, extra: Iterable[tuple[
     await send({"type": "http.response.body", "body": body})
 
 
+async def _drain(receive: Any, timeout_s: float) -> None:
+    """Read and drop the rest of a refused body, up to :data:`DRAIN_BYTES` and ``timeout_s``: a server that
+    closes the connection while the client still sends makes the kernel reset it, and the client may lose
+    the refusal it was sent (httpx: "peer closed connection without sending complete message body")."""
+    dropped = 0
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            while dropped <= DRAIN_BYTES:
+                event = await receive()
+                if event["type"] != "http.request":
+                    return
+                dropped += len(event.get("body", b""))
+                if not event.get("more_body", False):
+                    return
+
+
 def guard_requests(
     app: Any,
     *,
@@ -166,6 +185,7 @@ def guard_requests(
                 return
             if int(lengths[0]) > max_body_bytes:
                 await _reply(send, 413, f"body larger than {max_body_bytes} bytes")
+                await _drain(receive, body_timeout_s)
                 return
         if scope.get("method") not in ("POST", "PUT", "PATCH"):
             await app(scope, receive, send)
@@ -207,6 +227,8 @@ def guard_requests(
                     size += len(chunk)
                     if size > max_body_bytes:
                         await _reply(send, 413, f"body larger than {max_body_bytes} bytes")
+                        if event.get("more_body", False):
+                            await _drain(receive, body_timeout_s)
                         return
                     chunks.append(chunk)
                     more = event.get("more_body", False)
