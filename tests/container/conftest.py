@@ -88,8 +88,8 @@ def docker_ready() -> None:
     pytest.skip(reason)
 
 
-@pytest.fixture(scope="session")
-def test_image(docker_ready) -> Iterator[str]:
+@pytest.fixture(scope="session", name="test_image")
+def built_test_image(docker_ready) -> Iterator[str]:
     """The test image built from the current sources (cached: seconds when only code changed), under this
     session's own tag (``spu-scaffold:test-<PREFIX>``), removed at the end; ``spu-scaffold:test`` names the
     last one built."""

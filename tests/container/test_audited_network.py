@@ -29,7 +29,8 @@ SOCKET = "/run/spu-audit/audit.sock"
 
 PROBE = r"""
 set -u
-cat > /tmp/probe.py <<'PY'
+work=$(mktemp -d)   # the container's own temporary folder
+cat > "$work/probe.py" <<'PY'
 import asyncio, json, os, socket, subprocess
 
 from mcp import ClientSession, StdioServerParameters
@@ -71,7 +72,7 @@ for name, header in (("no_token", []), ("token", bearer)):
     found[f"health_{name}"] = done.stdout
 json.dump(found, open("/app/output/probe.json", "w"), indent=1)
 PY
-AUDIT_SOCKET=@SOCKET@ WEB_PORT=@WEB_PORT@ python3 /tmp/probe.py
+AUDIT_SOCKET=@SOCKET@ WEB_PORT=@WEB_PORT@ python3 "$work/probe.py"
 python3 - <<'PY'
 import json
 contract = json.load(open("/app/task/contract.json"))
@@ -103,8 +104,9 @@ def test_web_fetch_goes_through_the_audit_socket_and_the_agent_has_no_network(
         "command": [
             "sh",
             "-c",
-            f"mkdir -p /tmp/site && echo '{page}' > /tmp/site/page.html && "
-            f"exec python3 -m http.server {WEB_PORT} --bind 127.0.0.1 --directory /tmp/site",
+            # $$: Compose's own interpolation leaves one $ for the shell
+            f"site=$$(mktemp -d) && echo '{page}' > $$site/page.html && "
+            f"exec python3 -m http.server {WEB_PORT} --bind 127.0.0.1 --directory $$site",
         ],
         "healthcheck": {"test": ["CMD", "true"], "interval": "1s", "retries": 30},
     }
