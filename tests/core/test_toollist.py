@@ -1,12 +1,16 @@
-"""The tool list kept between server starts (tools_server/core/toollist.py): used only while the code it was
-built from is unchanged, and checked against the registry once that has loaded."""
+"""The tool list shipped with the package and kept between server starts (tools_server/core/toollist.py):
+used only while the code it was built from is unchanged, and checked against the registry once that has
+loaded."""
 
 from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tools_server.core import toollist
 
@@ -59,6 +63,76 @@ def _started():
 
 def _names_and_docs(tools):
     return {t.name: t.description for t in tools}
+
+
+def _dumped(tools):
+    return [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
+
+
+def test_the_shipped_list_is_the_registry_s_list_for_the_code_here(spu_env, monkeypatch):
+    monkeypatch.delenv("SPU_TOOL_MODULES", raising=False)
+    from tools_server.core.server import SpuServer
+
+    shipped = toollist.shipped()
+    assert shipped is not None, "tool-list.json is stale: run python -m tools_server.core.toollist"
+    assert shipped == _dumped(SpuServer().tools())
+
+
+def test_a_first_start_serves_the_shipped_list_and_keeps_it(spu_env, monkeypatch):
+    monkeypatch.delenv("SPU_TOOL_MODULES", raising=False)
+    assert toollist.load() is None  # an empty cache folder: a first start
+    server, finish = _started()
+    assert server._tools is not None and server.dispatcher._registry is None  # no domain imported yet
+    assert _dumped(server._tools) == toollist.shipped()
+    finish()  # the registry loaded, agreed, and the list is kept for the next start
+    assert toollist.load() == toollist.shipped()
+
+
+def test_no_shipped_list_for_another_set_of_tools(plugin):
+    assert toollist.shipped_key() is None and toollist.shipped() is None
+
+
+def _write_tree(root: Path, files: dict[str, bytes]) -> Path:
+    for name, content in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(content)
+    return root
+
+
+_names = st.lists(st.sampled_from(["a", "b", "pkg", "sub", "x_1"]), min_size=1, max_size=3).map(
+    lambda parts: "/".join(parts) + ".py"
+)
+_trees = st.dictionaries(_names, st.binary(max_size=40), min_size=1, max_size=6).filter(
+    # a name that is both a file and a folder cannot be written
+    lambda files: not any(other.startswith(name[:-3] + "/") for name in files for other in files)
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(files=_trees, data=st.data())
+def test_the_key_is_of_content_not_of_place_or_time(tmp_path_factory, files, data):
+    """The same files in another folder, written at another time, with other files beside them, have the
+    same digest; one changed byte, a renamed file or one more ``.py`` file changes it."""
+    first = _write_tree(tmp_path_factory.mktemp("one"), files)
+    second = _write_tree(tmp_path_factory.mktemp("two"), files)
+    (second / "notes.txt").write_text("not a source")
+    (second / "__pycache__").mkdir(exist_ok=True)
+    (second / "__pycache__" / "stale.py").write_text("")
+    key = toollist.tree_digest([first])
+    assert toollist.tree_digest([second]) == key
+
+    name = data.draw(st.sampled_from(sorted(files)))
+    content = files[name]
+    at = data.draw(st.integers(0, len(content)))
+    edited = content[:at] + bytes([data.draw(st.integers(0, 255))]) + content[at + 1 :]
+    renamed = {**files, name[:-3] + "_moved.py": content}
+    del renamed[name]
+    changes = [{**files, name: content + b"#"}, renamed, {**files, "added.py": b""}]
+    if edited != content:
+        changes.append({**files, name: edited})
+    for changed in changes:
+        third = _write_tree(tmp_path_factory.mktemp("three"), changed)
+        assert toollist.tree_digest([third]) != key
 
 
 def test_a_second_start_serves_the_stored_list_before_loading_the_registry(plugin):

@@ -5,6 +5,7 @@ allow-list; MANIFEST.in drops what a stale manifest would add), read whole by th
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -78,6 +79,23 @@ def test_wheel_and_sdist_ship_only_task_folders_and_no_marks(tmp_path):
     assert sorted(set(shipped) - set(wheel_names)) == []
     assert sorted(set(shipped) - set(sdist_names)) == []
     assert "spu/cli.py" in wheel_names and "pyproject.toml" in sdist_names
+    # the shipped tool list is in the wheel, and its content key matches the code installed from it
+    assert "tools_server/core/tool-list.json" in wheel_names
+    installed = tmp_path / "installed"
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(installed)
+    probe = "from tools_server.core import toollist; print(toollist.SHIPPED, toollist.shipped() is not None)"
+    env = {k: v for k, v in os.environ.items() if k not in ("SPU_TOOL_MODULES", "PYTHONPATH")}
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(installed)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert proc.stdout.split() == [str(installed / "tools_server/core/tool-list.json"), "True"], proc.stdout
     # read whole, whatever the names: no author key, source identifier or value of any task
     assert scan_path(wheel, every_task_scanner()) == []
     assert scan_path(sdist, every_task_scanner()) == []

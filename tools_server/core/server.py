@@ -92,11 +92,13 @@ class SpuServer:
 
     def preload(self) -> None:
         """Have the tool list ready for the first ``tools/list``: the list a server on the same code built
-        last (:mod:`tools_server.core.toollist`), else the registry loaded and the list built from a
-        background thread. Then (after the first ``tools/list``, or a second at most, when the list came
-        from the store) load the registry, check the stored list against it and keep the list for the next
-        start; only then start the warm workers (their imports would compete with start-up for the CPU)."""
-        stored = toollist.load()
+        last, else the list shipped with the package if it was built from the same code
+        (:mod:`tools_server.core.toollist`), else the registry loaded and the list built from a background
+        thread. Then (after the first ``tools/list``, or a second at most, when the list came from the
+        store) load the registry, check the stored list against it and keep the list for the next start;
+        only then start the warm workers (their imports would compete with start-up for the CPU)."""
+        kept = toollist.load()
+        stored = kept if kept is not None else toollist.shipped()
         if stored is not None:
             try:
                 self._tools = [Tool.model_validate(t) for t in stored]
@@ -110,10 +112,10 @@ class SpuServer:
                 self._listed.wait(1.0)
                 tools = self._build_tools()
             fresh = [_dump(t) for t in tools]
-            if fresh != stored:
-                if stored is not None:
-                    log.warning("the stored tool list differed from the registry's; serving the registry's")
-                    self._tools = tools
+            if stored is not None and fresh != stored:
+                log.warning("the stored tool list differed from the registry's; serving the registry's")
+                self._tools = tools
+            if fresh != kept:
                 toollist.store(fresh, {spec.module for spec in self.dispatcher.registry.tools.values()})
             self.dispatcher.warm_up_later()
 

@@ -1,4 +1,4 @@
-"""The tool list, kept between server starts.
+"""The tool list, shipped with the package and kept between server starts.
 
 Building the list imports every domain's tool modules and generates their input schemas: about 60 ms on a
 2-core machine, most of what the server adds to the SDK's own start-up before its first ``tools/list``. A
@@ -11,6 +11,13 @@ A stored list is used only while nothing it was built from has changed: the same
 version, ``SPU_TOOL_MODULES`` and import path (one file per combination), and the same size and
 modification time of every source file and folder of the packages the tools came from and of every
 folder on the import path (installing or removing a package changes its folder's time).
+
+A first start (nothing stored yet) answers from the list shipped in the package (``tool-list.json`` beside
+this module, written by ``python -m tools_server.core.toollist``) when its key still matches: a digest of
+the content of every ``.py`` file of ``tools_server`` and ``spu_common``, the ``spu.tools`` entry points, an
+empty ``SPU_TOOL_MODULES``, and the versions of Python, the MCP SDK and pydantic that shape the schemas. The
+key is of content, not of times or paths, so an installed wheel, a clean clone and a checkout all match it;
+a plugin, an edited tool or another pydantic does not, and the registry builds the list as before.
 """
 
 from __future__ import annotations
@@ -31,6 +38,10 @@ from tools_server.core import settings
 log = logging.getLogger(__name__)
 
 SCHEMA = "spu.tool-list/1"
+#: the list shipped with the package, for a first start
+SHIPPED = Path(__file__).with_name("tool-list.json")
+#: the packages whose sources the shipped list's key covers
+KEYED_PACKAGES = ("tools_server", "spu_common")
 
 
 def _path() -> Path:
@@ -94,3 +105,84 @@ def store(tools: list[dict[str, Any]], modules: Iterable[str]) -> None:
         atomic_write_json(_path(), record, indent=None, fsync=False)
     except OSError:
         log.debug("could not store the tool list", exc_info=True)
+
+
+def tree_digest(folders: Iterable[Path]) -> str:
+    """A digest of the ``.py`` files under ``folders``: their paths relative to their folder and their
+    bytes, in a fixed order; file times and the folders' own locations do not enter it."""
+    digest = hashlib.sha256()
+    for index, folder in enumerate(folders):
+        for root, dirs, files in os.walk(folder):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not d.startswith("."))
+            for name in sorted(f for f in files if f.endswith(".py")):
+                path = Path(root, name)
+                relative = f"{index}/{path.relative_to(folder).as_posix()}".encode()
+                content = path.read_bytes()
+                digest.update(b"%d:%s%d:" % (len(relative), relative, len(content)))
+                digest.update(content)
+    return digest.hexdigest()
+
+
+def shipped_key() -> str | None:
+    """The key a shipped list must carry to be served here (see the module's docstring); None where no
+    shipped list can apply (modules named in ``SPU_TOOL_MODULES``)."""
+    if os.environ.get("SPU_TOOL_MODULES", "").strip():
+        return None
+    import importlib.util
+    from importlib import metadata
+
+    import pydantic
+    import pydantic_core
+
+    folders = []
+    for name in KEYED_PACKAGES:
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        folders.extend(Path(p) for p in spec.submodule_search_locations)
+    entry_points = sorted(f"{ep.name}={ep.value}" for ep in metadata.entry_points(group="spu.tools"))
+    context = [
+        SCHEMA,
+        __version__,
+        list(sys.version_info[:2]),
+        metadata.version("mcp"),
+        pydantic.VERSION,
+        pydantic_core.__version__,
+        entry_points,
+        tree_digest(folders),
+    ]
+    return hashlib.sha256(json.dumps(context).encode()).hexdigest()
+
+
+def shipped() -> list[dict[str, Any]] | None:
+    """The tool list shipped with the package, if its key matches the code and environment here."""
+    try:
+        record = json.loads(SHIPPED.read_bytes())
+        if record.get("schema") != SCHEMA or record.get("key") != shipped_key():
+            return None
+        tools = record["tools"]
+        return tools if isinstance(tools, list) else None
+    except (OSError, ValueError, KeyError, TypeError, ImportError):
+        return None
+
+
+def write_shipped(tools: list[dict[str, Any]]) -> Path:
+    """Write ``tools`` (the in-tree list) as the shipped list, keyed to the code here."""
+    key = shipped_key()
+    if key is None:
+        raise RuntimeError("unset SPU_TOOL_MODULES: the shipped list holds the in-tree tools only")
+    text = json.dumps({"schema": SCHEMA, "key": key, "tools": tools})
+    SHIPPED.write_text(text + "\n", encoding="utf-8")
+    return SHIPPED
+
+
+def main() -> None:
+    """``python -m tools_server.core.toollist``: rebuild the shipped list from the registry."""
+    from tools_server.core.server import SpuServer, _dump
+
+    path = write_shipped([_dump(tool) for tool in SpuServer().tools()])
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
