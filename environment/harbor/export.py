@@ -436,7 +436,7 @@ def render_instruction(task: Task) -> str:
   `{CONTAINER_OUTPUT_DIR}/report.md`. Only this directory is kept after the run.
 - The `spu` MCP server (`spu serve`) provides the audited web search and fetch, cheminformatics, xTB,
   DFT (GPU), molecular dynamics, protein and ranking tools; `spu --help` lists the command line.
-  Check a draft with `spu validate {CONTAINER_OUTPUT_DIR}/rankings.json --task {CONTAINER_TASK_DIR}`.
+  Check a draft with `spu validate {CONTAINER_TASK_DIR} {CONTAINER_OUTPUT_DIR}/rankings.json`.
 """
     )
 
@@ -483,7 +483,7 @@ COLLECTION=${{SPU_COLLECTION:-{COLLECTED_DIR}/collection.json}}
 TESTS_DIR=$(cd "$(dirname "$0")" && pwd)
 LOGS=${{SPU_VERIFIER_LOGS:-/logs/verifier}}
 mkdir -p "$LOGS"
-spu grade "$SUBMISSION" --task "$TESTS_DIR/task" --answers "$TESTS_DIR/answers.json" --json \\
+spu grade "$TESTS_DIR/task" "$SUBMISSION" --answers "$TESTS_DIR/answers.json" --json \\
     > "$LOGS/grade.json" 2> "$LOGS/grade.stderr"
 status=$?
 # spu grade: 0 valid, 1 invalid submission (still scored), anything else is a verifier failure

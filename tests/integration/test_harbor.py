@@ -100,6 +100,49 @@ def test_export_layout_keeps_answers_in_tests_only(tmp_path):
     assert not (out / "solution").exists()
 
 
+def _spu_command_lines(text: str) -> list[list[str]]:
+    """Every ``spu`` command the text writes out, as words (shell quotes, backticks and line joins
+    dropped)."""
+    text = text.replace("\\\n", " ")
+    found = []
+    for line in text.splitlines():
+        for part in re.split(r"`|\$\(|\|", line):
+            words = part.replace('"', "").split()
+            if words[:1] == ["spu"] and words[1:]:  # not the bare name ("the `spu` MCP server")
+                found.append(words[1:])
+    return found
+
+
+def test_exported_commands_use_the_documented_grammar(tmp_path):
+    """The commands an exported task writes for the agent (instruction.md) and runs (tests/test.sh) name
+    no option the CLI hides (``--task`` is a hidden alias of the positional TASK), and name commands that
+    exist."""
+    import typer
+
+    from spu.cli import make_app
+
+    commands = {}
+    stack = [((), typer.main.get_command(make_app()))]
+    while stack:
+        path, command = stack.pop()
+        for name, sub in getattr(command, "commands", {}).items():
+            stack.append(((*path, name), sub))
+        commands[path] = command
+    out = tmp_path / "task"
+    export_task(demo_task_dir("aromatic-acidity"), out, image=PINNED, profile="benchmark")
+    lines = [
+        w for f in ("instruction.md", "tests/test.sh") for w in _spu_command_lines((out / f).read_text())
+    ]
+    assert {tuple(w[:1]) for w in lines} >= {("validate",), ("grade",)}
+    for words in lines:
+        path = max((p for p in commands if tuple(words[: len(p)]) == p), key=len)
+        shown = {"--help"} | {
+            o for p in commands[path].params if not getattr(p, "hidden", False) for o in p.opts
+        }
+        used = {w.split("=", 1)[0] for w in words if w.startswith("--")}
+        assert (path or words[0].startswith("-")) and used <= shown, (words, used - shown)
+
+
 def test_export_profiles_fit_the_machine(tmp_path, monkeypatch):
     import psutil
 
