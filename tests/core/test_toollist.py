@@ -74,7 +74,7 @@ def test_the_shipped_list_is_the_registry_s_list_for_the_code_here(spu_env, monk
     from tools_server.core.server import SpuServer
 
     shipped = toollist.shipped()
-    assert shipped is not None, "tool-list.json is stale: run python -m tools_server.core.toollist"
+    assert shipped is not None, "tool-list.json is stale: run python -m tools_server.commands.ship_tool_list"
     assert shipped == _dumped(SpuServer().tools())
 
 

@@ -49,7 +49,7 @@ def mcp_tool(spec: ToolSpec) -> Tool:
     )
 
 
-def _dump(tool: Tool) -> dict[str, Any]:
+def dump_tool(tool: Tool) -> dict[str, Any]:
     return tool.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
@@ -111,7 +111,7 @@ class SpuServer:
             else:
                 self._listed.wait(1.0)
                 tools = self._build_tools()
-            fresh = [_dump(t) for t in tools]
+            fresh = [dump_tool(t) for t in tools]
             if stored is not None and fresh != stored:
                 log.warning("the stored tool list differed from the registry's; serving the registry's")
                 self._tools = tools

@@ -13,11 +13,12 @@ modification time of every source file and folder of the packages the tools came
 folder on the import path (installing or removing a package changes its folder's time).
 
 A first start (nothing stored yet) answers from the list shipped in the package (``tool-list.json`` beside
-this module, written by ``python -m tools_server.core.toollist``) when its key still matches: a digest of
-the content of every ``.py`` file of ``tools_server`` and ``spu_common``, the ``spu.tools`` entry points, an
-empty ``SPU_TOOL_MODULES``, and the versions of Python, the MCP SDK and pydantic that shape the schemas. The
-key is of content, not of times or paths, so an installed wheel, a clean clone and a checkout all match it;
-a plugin, an edited tool or another pydantic does not, and the registry builds the list as before.
+this module, written by ``python -m tools_server.commands.ship_tool_list``) when its key still matches: a
+digest of the content of every ``.py`` file of ``tools_server`` and ``spu_common``, the ``spu.tools`` entry
+points, an empty ``SPU_TOOL_MODULES``, and the versions of Python, the MCP SDK and pydantic that shape the
+schemas. The key is of content, not of times or paths, so an installed wheel, a clean clone and a checkout
+all match it; a plugin, an edited tool or another pydantic does not, and the registry builds the list as
+before.
 """
 
 from __future__ import annotations
@@ -174,15 +175,3 @@ def write_shipped(tools: list[dict[str, Any]]) -> Path:
     text = json.dumps({"schema": SCHEMA, "key": key, "tools": tools})
     SHIPPED.write_text(text + "\n", encoding="utf-8")
     return SHIPPED
-
-
-def main() -> None:
-    """``python -m tools_server.core.toollist``: rebuild the shipped list from the registry."""
-    from tools_server.core.server import SpuServer, _dump
-
-    path = write_shipped([_dump(tool) for tool in SpuServer().tools()])
-    print(f"wrote {path}")
-
-
-if __name__ == "__main__":
-    main()
