@@ -31,7 +31,7 @@ exit "$(cat "$root/$part.status")"
 """
 
 
-def _run(tmp_path: Path, rest: int, container: int) -> subprocess.CompletedProcess:
+def _run(tmp_path: Path, rest: int, container: int, jobs: str | None = "2") -> subprocess.CompletedProcess:
     (tmp_path / "scripts").mkdir()
     shutil.copy(REPO / "scripts" / "test.sh", tmp_path / "scripts" / "test.sh")
     (tmp_path / "scripts" / "setup.sh").write_text("exit 0\n")
@@ -42,7 +42,10 @@ def _run(tmp_path: Path, rest: int, container: int) -> subprocess.CompletedProce
     (tmp_path / "rest.status").write_text(str(rest))
     (tmp_path / "container.status").write_text(str(container))
     (tmp_path / "tmp").mkdir()  # the container part's log goes there, and is removed at the end
-    env = {**os.environ, "SPU_TEST_SETUP": "venv", "SPU_TEST_JOBS": "2", "TMPDIR": str(tmp_path / "tmp")}
+    env = {**os.environ, "SPU_TEST_SETUP": "venv", "TMPDIR": str(tmp_path / "tmp")}
+    env.pop("SPU_TEST_JOBS", None)
+    if jobs is not None:
+        env["SPU_TEST_JOBS"] = jobs
     return subprocess.run(
         ["bash", str(tmp_path / "scripts" / "test.sh")],
         capture_output=True,
@@ -86,3 +89,21 @@ def test_the_container_tests_run_beside_the_rest_and_both_statuses_count(tmp_pat
     if 5 in (rest, container):
         assert "pytest collected no tests; that is a failure here" in proc.stdout + proc.stderr
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_part_one_runs_in_one_process_more_than_the_cores(tmp_path, cores):
+    """Without SPU_TEST_JOBS: one process on one core, else one more than the cores ``nproc`` counts (the
+    script runs on as many cores as the test gives it)."""
+    available = sorted(os.sched_getaffinity(0))
+    if len(available) < cores:
+        pytest.skip(f"this machine has {len(available)} cores")
+    previous = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, available[:cores])  # the child inherits it; nproc reads it
+    try:
+        proc = _run(tmp_path, 0, 0, jobs=None)
+    finally:
+        os.sched_setaffinity(0, previous)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    args = (tmp_path / "rest.args").read_text().splitlines()
+    assert (args[args.index("-n") + 1] if "-n" in args else "1") == str(1 if cores == 1 else cores + 1)
