@@ -4,7 +4,7 @@
 #   Codex, MCP Inspector), Chromium (apt, for the browser tests), Docker with the Compose plugin (as root:
 #   scripts/setup-docker.sh, for tests/container); each step is idempotent and fast once done.
 # Without arguments: the whole suite, everything but the container tests in SPU_TEST_JOBS processes
-# (pytest-xdist, default one more than the cores, 1 on one core; a file's tests stay in one process), and
+# (pytest-xdist, default one per core, at most 8; a file's tests stay in one process), and
 # beside them, in one more process, the container tests (each session owns its Docker objects: tests/container/conftest.py), whose
 # output is printed once both are done; the exit status is the worse of the two, and a part that collects
 # no tests fails. With arguments, one plain pytest run with them (e.g. -m "not slow",
@@ -46,9 +46,10 @@ container_log=$(mktemp -t spu-container-tests.XXXXXX)
 run -m container tests/container >"$container_log" 2>&1 &
 container_pid=$!
 trap 'kill "$container_pid" 2>/dev/null || true; rm -f "$container_log"' EXIT
-# one more process than cores: many tests wait on a subprocess (a client, a server, a worker) for most of
-# their time (docs/testing.md has the figures)
-jobs="${SPU_TEST_JOBS:-$(( $(nproc) >= 2 ? $(nproc) + 1 : 1 ))}"
+# one process per core, at most 8 (nproc counts the cores this process may use; it would also obey
+# OMP_NUM_THREADS, which a user's shell may set)
+cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+jobs="${SPU_TEST_JOBS:-$(( cores > 8 ? 8 : cores ))}"
 if [ "$jobs" -gt 1 ]; then
   run -n "$jobs" --dist loadfile -m "not container" || status=$?
 else

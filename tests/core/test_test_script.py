@@ -92,18 +92,20 @@ def test_the_container_tests_run_beside_the_rest_and_both_statuses_count(tmp_pat
 
 
 @pytest.mark.parametrize("cores", [1, 2])
-def test_part_one_runs_in_one_process_more_than_the_cores(tmp_path, cores):
-    """Without SPU_TEST_JOBS: one process on one core, else one more than the cores ``nproc`` counts (the
-    script runs on as many cores as the test gives it)."""
+def test_part_one_runs_in_one_process_per_core(tmp_path, cores, monkeypatch):
+    """Without SPU_TEST_JOBS: one process per core the script may use (``nproc``, which reads the affinity
+    the test sets), whatever OMP_NUM_THREADS says (``nproc`` obeys it; a test before this one may have set
+    it, as a user's shell may)."""
     available = sorted(os.sched_getaffinity(0))
     if len(available) < cores:
         pytest.skip(f"this machine has {len(available)} cores")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
     previous = os.sched_getaffinity(0)
-    os.sched_setaffinity(0, available[:cores])  # the child inherits it; nproc reads it
+    os.sched_setaffinity(0, available[:cores])  # the child inherits it
     try:
         proc = _run(tmp_path, 0, 0, jobs=None)
     finally:
         os.sched_setaffinity(0, previous)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     args = (tmp_path / "rest.args").read_text().splitlines()
-    assert (args[args.index("-n") + 1] if "-n" in args else "1") == str(1 if cores == 1 else cores + 1)
+    assert (args[args.index("-n") + 1] if "-n" in args else "1") == str(cores)
