@@ -250,14 +250,44 @@ def test_an_interrupted_doctor_leaves_no_check_running(spu_env, monkeypatch, tmp
         stderr=subprocess.PIPE,
         text=True,
         cwd=REPO,
-        env=dict(os.environ),
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},  # SIGABRT prints every thread's stack
     )
     check_pid = None
     try:
         _wait_for(pid_file, proc, "the check's start")
         check_pid = int(pid_file.read_text())
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 130
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            children = subprocess.run(
+                ["ps", "-o", "pid,pgid,sid,stat,args", "--ppid", str(proc.pid)],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            masks = [
+                line
+                for line in status.splitlines()
+                if line.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))
+            ]
+            mine = [
+                line
+                for line in Path("/proc/thread-self/status").read_text().splitlines()
+                if line.startswith(("SigBlk", "SigIgn"))
+            ]
+            proc.send_signal(signal.SIGABRT)
+            try:
+                _, stderr = proc.communicate(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                _, stderr = proc.communicate()
+            pytest.fail(
+                f"doctor did not end within 60 s of SIGINT; its signal masks {masks}, this thread's {mine}; "
+                f"its threads:\n{stderr[-6000:]}\n{children}"
+            )
+        assert proc.returncode == 130
         assert "Traceback" not in proc.stderr.read()
         with pytest.raises(ProcessLookupError):
             os.kill(check_pid, 0)
