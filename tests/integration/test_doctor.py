@@ -244,8 +244,15 @@ def test_an_interrupted_doctor_leaves_no_check_running(spu_env, monkeypatch, tmp
         "time.sleep(600)\n"
     )
     _shadow(monkeypatch, tmp_path, {"mdtraj": code})
+    # doctor as a terminal's foreground command has it: SIGINT at its default. A run started in the
+    # background by a script (bash ignores SIGINT in background jobs) or under nohup has it ignored, the
+    # doctor inherits that, and Python leaves an ignored SIGINT ignored, rightly.
+    foreground = (
+        "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+        "sys.argv[0] = 'spu'; runpy.run_module('spu', run_name='__main__')"
+    )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "spu", "doctor", "--only", "mdtraj", "--timeout", "300"],
+        [sys.executable, "-c", foreground, "doctor", "--only", "mdtraj", "--timeout", "300"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
