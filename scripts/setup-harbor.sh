@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .harbor-venv: Harbor (needs Python >= 3.12) beside the project's own .venv, so the Harbor export
 # can be checked by Harbor's own models and `harbor` CLI, and `harbor run` can import scaffold.harbor_agent.
-# Idempotent. Measured here: 3 min 21 s (2 cores, shared with other installs; docs/harbor.md).
+# Idempotent; installs with uv as setup.sh does (scripts/venv-install.sh).
 #   PYTHON=python3.13 bash scripts/setup-harbor.sh     choose the interpreter
 #   HARBOR_VERSION=0.25.0                              the Harbor release to install
 set -euo pipefail
@@ -39,7 +39,9 @@ if [ ! -x .harbor-venv/bin/python ]; then
   echo "setup-harbor: creating .harbor-venv with $("$PYTHON" --version)"
   "$PYTHON" -m venv .harbor-venv
 fi
-.harbor-venv/bin/python -m pip install -q "harbor==$HARBOR_VERSION"
+source scripts/venv-install.sh
+venv_installer .harbor-venv
+venv_install "harbor==$HARBOR_VERSION"
 rm -f .harbor-venv/.spu-harbor-*
 touch "$STAMP"
 echo "setup-harbor: done; .harbor-venv/bin/harbor $(HARBOR_TELEMETRY=0 .harbor-venv/bin/harbor --version 2>/dev/null || true)"

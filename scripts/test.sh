@@ -14,10 +14,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HARBOR_TELEMETRY=0
-bash scripts/setup.sh
+# The set-up steps touch different folders, so the venvs and the npm clients install side by side, each
+# logging to a file printed when all are done; the apt steps (Chromium, Docker) run one after the other.
+setup_logs=$(mktemp -d -t spu-setup.XXXXXX)
+setup_pids=()
+beside() {
+  bash "scripts/$1.sh" >"$setup_logs/$1" 2>&1 &
+  setup_pids+=("$!:$1")
+}
+beside setup
 if [ "${SPU_TEST_SETUP:-all}" != "venv" ]; then
-  bash scripts/setup-harbor.sh
-  bash scripts/install-npm-clients.sh
+  beside setup-harbor
+  beside install-npm-clients
   bash scripts/setup-browser.sh   # headless Chromium from apt for tests/view (they skip without it)
   if [ "${SPU_TEST_DOCKER:-1}" != "0" ]; then
     if [ "$(id -u)" = "0" ]; then
@@ -28,6 +36,18 @@ if [ "${SPU_TEST_SETUP:-all}" != "venv" ]; then
     fi
   fi
 fi
+setup_failed=0
+for entry in "${setup_pids[@]}"; do
+  step_status=0
+  wait "${entry%%:*}" || step_status=$?
+  cat "$setup_logs/${entry#*:}"
+  if [ "$step_status" -ne 0 ]; then
+    echo "test: scripts/${entry#*:}.sh failed (exit $step_status)" >&2
+    setup_failed=1
+  fi
+done
+rm -rf "$setup_logs"
+[ "$setup_failed" -eq 0 ] || exit 1
 run() {
   local status=0
   .venv/bin/python -m pytest "$@" || status=$?

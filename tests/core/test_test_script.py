@@ -109,3 +109,62 @@ def test_part_one_runs_in_one_process_per_core(tmp_path, cores, monkeypatch):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     args = (tmp_path / "rest.args").read_text().splitlines()
     assert (args[args.index("-n") + 1] if "-n" in args else "1") == str(cores)
+
+
+#: a set-up step: it says it started, waits (at most 60 s) until the other two side-by-side steps have
+#: started too (so steps run one after the other fail, 98), prints a line and exits with its chosen status
+SETUP_STAND_IN = r"""#!/usr/bin/env bash
+root=$(cd "$(dirname "$0")/.." && pwd)
+me=$(basename "$0" .sh)
+touch "$root/$me.started"
+for _ in $(seq 600); do
+  [ -e "$root/setup.started" ] && [ -e "$root/setup-harbor.started" ] \
+    && [ -e "$root/install-npm-clients.started" ] && break
+  sleep 0.1
+done
+[ -e "$root/setup.started" ] && [ -e "$root/setup-harbor.started" ] \
+  && [ -e "$root/install-npm-clients.started" ] || { echo "$me ran alone"; exit 98; }
+echo "$me says done"
+exit "$(cat "$root/$me.status" 2>/dev/null || echo 0)"
+"""
+
+
+@pytest.mark.parametrize("failing", [None, "setup", "setup-harbor", "install-npm-clients"])
+def test_the_set_up_steps_run_side_by_side_and_a_failed_one_stops_the_run(tmp_path, failing):
+    """The venvs and the npm clients install side by side (the stand-ins wait for each other), every step's
+    output is printed, and a step that fails stops the run before any test, naming the step."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / "scripts" / "test.sh", tmp_path / "scripts" / "test.sh")
+    for step in ("setup", "setup-harbor", "install-npm-clients"):
+        script = tmp_path / "scripts" / f"{step}.sh"
+        script.write_text(SETUP_STAND_IN)
+        script.chmod(0o755)
+    (tmp_path / "scripts" / "setup-browser.sh").write_text("echo browser says done\n")
+    if failing:
+        (tmp_path / f"{failing}.status").write_text("3")
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("#!/usr/bin/env bash\necho pytest ran\nexit 0\n")
+    python.chmod(0o755)
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "SPU_TEST_SETUP": "all", "SPU_TEST_DOCKER": "0", "TMPDIR": str(tmp_path / "tmp")}
+    proc = subprocess.run(
+        ["bash", str(tmp_path / "scripts" / "test.sh"), "tests/core"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    out = proc.stdout + proc.stderr
+    assert "ran alone" not in out
+    for step in ("setup", "setup-harbor", "install-npm-clients", "browser"):
+        assert f"{step} says done" in out
+    if failing:
+        assert proc.returncode == 1, out
+        assert f"test: scripts/{failing}.sh failed (exit 3)" in out
+        assert "pytest ran" not in out
+    else:
+        assert proc.returncode == 0, out
+        assert "pytest ran" in out
+    assert list((tmp_path / "tmp").iterdir()) == []
