@@ -14,6 +14,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HARBOR_TELEMETRY=0
+# The suite starts hundreds of Python processes (servers, workers, CLIs): let them keep compiled bytecode
+# (the project's own modules and pytest's rewritten tests; the venvs are compiled at install) instead of
+# compiling every import again in every process, as PYTHONDONTWRITEBYTECODE=1 would have them do.
+unset PYTHONDONTWRITEBYTECODE
 # The set-up steps touch different folders, so the venvs and the npm clients install side by side, each
 # logging to a file printed when all are done; the apt steps (Chromium, Docker) run one after the other.
 setup_logs=$(mktemp -d -t spu-setup.XXXXXX)
