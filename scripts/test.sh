@@ -18,9 +18,6 @@ export HARBOR_TELEMETRY=0
 # (the project's own modules and pytest's rewritten tests; the venvs are compiled at install) instead of
 # compiling every import again in every process, as PYTHONDONTWRITEBYTECODE=1 would have them do.
 unset PYTHONDONTWRITEBYTECODE
-# so a venv this script sets up is not compiled whole at install: each module is compiled at its first
-# import (about a third of the installed code is ever imported; compiling it all took 70 s of CPU)
-export SPU_COMPILE_BYTECODE=${SPU_COMPILE_BYTECODE:-0}
 # The set-up steps touch different folders, so the venvs and the npm clients install side by side, each
 # logging to a file printed when all are done; the apt steps (Chromium, Docker) run one after the other.
 setup_logs=$(mktemp -d -t spu-setup.XXXXXX)
