@@ -356,7 +356,7 @@ def _independent_p(task, answers, columns, draws: int, seed: int, observed: floa
             ]
         )
         scores += group.weight * ranks @ measured / norm
-        shuffled = np.array([rng.permutation(measured) for _ in range(draws)])
+        shuffled = rng.permuted(np.tile(measured, (draws, 1)), axis=1)  # each row shuffled on its own
         null += group.weight * shuffled @ ranks.T / norm
     best = np.abs(scores).max() if observed is None else observed
     return float(np.mean(np.abs(null).max(axis=1) >= best - 1e-9))
