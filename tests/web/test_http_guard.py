@@ -305,3 +305,26 @@ def test_bad_ports_are_usage_errors(spu_env, tmp_path, port):
     ):
         result = _cli(args, spu_env)
         assert result.returncode == 2 and "Traceback" not in result.stderr, (args, result.stderr)
+
+
+def test_a_body_over_the_limit_sent_whole_still_gets_its_refusal(server):
+    """The refusal of a body over the limit comes at once, and the connection closes only after the body is
+    read: closed with 32 MiB unread, the kernel reset it, and a client that sent the whole body before
+    reading (as httpx does) lost the 413 (httpx: "peer closed connection without sending complete message
+    body"). 32 MiB is over both servers' limits and under the drain cap, and more than loopback's socket
+    buffers take without the server reading."""
+    from tools_server.core.http_guard import DRAIN_BYTES
+
+    host, port, path, proc = server
+    body = b"x" * (32 * 2**20)
+    assert len(body) < DRAIN_BYTES
+    head = _head(port, path, AUTH, JSON, f"Content-Length: {len(body)}").replace("\n", "\r\n").encode()
+    with socket.create_connection((host, port), timeout=60) as sock:
+        sock.sendall(head + b"\r\n" + body)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    status, _, rest = data.partition(b"\r\n")
+    assert status.startswith(b"HTTP/1.1 413"), data[:200]
+    assert json.loads(rest.split(b"\r\n\r\n", 1)[1])["error"].startswith("body larger than")
+    assert proc.poll() is None

@@ -124,10 +124,28 @@ async def _send_json(send: Any, status: int, body: bytes, extra: Iterable[tuple[
     await send({"type": "http.response.body", "body": body})
 
 
+async def _refuse_body(receive: Any, send: Any, max_body_bytes: int, timeout_s: float) -> None:
+    """A 413 sent at once, whole, and the response finished only once the rest of the body is read and
+    dropped (:func:`_drain`): uvicorn closes the connection when a ``connection: close`` response is
+    complete and hands out no more of the body after it, and a connection closed with request bytes unread
+    is reset by the kernel, which can cost the client the refusal it was sent (httpx: "peer closed
+    connection without sending complete message body"). The client has its answer before it sends the
+    body; the server reads what it sends, up to :data:`DRAIN_BYTES` and ``timeout_s``, then closes."""
+    body = json.dumps({"error": f"body larger than {max_body_bytes} bytes"}).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+    await _drain(receive, timeout_s)
+    await send({"type": "http.response.body", "body": b""})
+
+
 async def _drain(receive: Any, timeout_s: float) -> None:
-    """Read and drop the rest of a refused body, up to :data:`DRAIN_BYTES` and ``timeout_s``: a server that
-    closes the connection while the client still sends makes the kernel reset it, and the client may lose
-    the refusal it was sent (httpx: "peer closed connection without sending complete message body")."""
+    """Read and drop the rest of a refused body, up to :data:`DRAIN_BYTES` and ``timeout_s`` (or until the
+    client goes), while the refusal's response is still open (:func:`_refuse_body`)."""
     dropped = 0
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
@@ -184,8 +202,7 @@ def guard_requests(
                 await _reply(send, 400, "invalid Content-Length")
                 return
             if int(lengths[0]) > max_body_bytes:
-                await _reply(send, 413, f"body larger than {max_body_bytes} bytes")
-                await _drain(receive, body_timeout_s)
+                await _refuse_body(receive, send, max_body_bytes, body_timeout_s)
                 return
         if scope.get("method") not in ("POST", "PUT", "PATCH"):
             await app(scope, receive, send)
@@ -226,9 +243,7 @@ def guard_requests(
                     chunk = event.get("body", b"")
                     size += len(chunk)
                     if size > max_body_bytes:
-                        await _reply(send, 413, f"body larger than {max_body_bytes} bytes")
-                        if event.get("more_body", False):
-                            await _drain(receive, body_timeout_s)
+                        await _refuse_body(receive, send, max_body_bytes, body_timeout_s)
                         return
                     chunks.append(chunk)
                     more = event.get("more_body", False)
