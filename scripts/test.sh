@@ -2,7 +2,8 @@
 # The README's test command: set up everything the tests use, then run the whole suite.
 #   .venv (all engines and test tools), .harbor-venv (Harbor, Python >= 3.12), .npm-clients (Claude Code,
 #   Codex, MCP Inspector), Chromium (apt, for the browser tests), Docker with the Compose plugin (as root:
-#   scripts/setup-docker.sh, for tests/container); each step is idempotent and fast once done.
+#   scripts/setup-docker.sh, for tests/container); each step is idempotent and fast once done, and the first
+#   three run side by side.
 # Without arguments: the whole suite, everything but the container tests in SPU_TEST_JOBS processes
 # (pytest-xdist, default one per core, at most 8; a file's tests stay in one process), and
 # beside them, in one more process, the container tests (each session owns its Docker objects: tests/container/conftest.py), whose
@@ -21,6 +22,7 @@ unset PYTHONDONTWRITEBYTECODE
 # The set-up steps touch different folders, so the venvs and the npm clients install side by side, each
 # logging to a file printed when all are done; the apt steps (Chromium, Docker) run one after the other.
 setup_logs=$(mktemp -d -t spu-setup.XXXXXX)
+trap 'rm -rf "$setup_logs"' EXIT   # also when an apt step fails under set -e
 setup_pids=()
 beside() {
   bash "scripts/$1.sh" >"$setup_logs/$1" 2>&1 &
