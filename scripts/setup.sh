@@ -3,7 +3,7 @@
 # Idempotent: a second run only checks. Python 3.11 is preferred (xtb-python has wheels up to 3.11).
 # Packages go in with uv (parallel downloads and installs, compiled to bytecode as pip does), itself
 # installed into .venv by pip; SPU_INSTALLER=pip uses pip throughout. Measured on 2 cores: 85 s with
-# pip, about 50 s with uv (33 s of it compiling bytecode), from empty caches (docs/testing.md).
+# pip, 44 s with uv (33 s of it compiling bytecode), from empty caches (docs/testing.md).
 #   PYTHON=python3.11 bash scripts/setup.sh      choose the interpreter
 #   SPU_EXTRAS=all,dev                           extras to install (default: all,dev)
 set -euo pipefail

@@ -31,29 +31,37 @@ exit "$(cat "$root/$part.status")"
 """
 
 
-def _run(tmp_path: Path, rest: int, container: int, jobs: str | None = "2") -> subprocess.CompletedProcess:
+def _script(tmp_path: Path, python: str, steps: dict[str, str], env: dict[str, str | None], *args: str):
+    """scripts/test.sh copied into ``tmp_path`` beside stand-in set-up steps (``steps``: name -> script)
+    and a stand-in ``.venv/bin/python``, run with ``env`` over this environment (None: unset); its
+    temporary files go to ``tmp_path/tmp``, which the script must leave empty."""
     (tmp_path / "scripts").mkdir()
     shutil.copy(REPO / "scripts" / "test.sh", tmp_path / "scripts" / "test.sh")
-    (tmp_path / "scripts" / "setup.sh").write_text("exit 0\n")
-    python = tmp_path / ".venv" / "bin" / "python"
-    python.parent.mkdir(parents=True)
-    python.write_text(STAND_IN)
-    python.chmod(0o755)
-    (tmp_path / "rest.status").write_text(str(rest))
-    (tmp_path / "container.status").write_text(str(container))
-    (tmp_path / "tmp").mkdir()  # the container part's log goes there, and is removed at the end
-    env = {**os.environ, "SPU_TEST_SETUP": "venv", "TMPDIR": str(tmp_path / "tmp")}
-    env.pop("SPU_TEST_JOBS", None)
-    if jobs is not None:
-        env["SPU_TEST_JOBS"] = jobs
+    for name, text in steps.items():
+        step = tmp_path / "scripts" / f"{name}.sh"
+        step.write_text(text)
+        step.chmod(0o755)
+    stand_in = tmp_path / ".venv" / "bin" / "python"
+    stand_in.parent.mkdir(parents=True)
+    stand_in.write_text(python)
+    stand_in.chmod(0o755)
+    (tmp_path / "tmp").mkdir()
+    full = {**os.environ, "TMPDIR": str(tmp_path / "tmp"), **env}
     return subprocess.run(
-        ["bash", str(tmp_path / "scripts" / "test.sh")],
+        ["bash", str(tmp_path / "scripts" / "test.sh"), *args],
         capture_output=True,
         text=True,
-        env=env,
+        env={name: value for name, value in full.items() if value is not None},
         timeout=300,
         check=False,
     )
+
+
+def _run(tmp_path: Path, rest: int, container: int, jobs: str | None = "2") -> subprocess.CompletedProcess:
+    (tmp_path / "rest.status").write_text(str(rest))
+    (tmp_path / "container.status").write_text(str(container))
+    env = {"SPU_TEST_SETUP": "venv", "SPU_TEST_JOBS": jobs}
+    return _script(tmp_path, STAND_IN, {"setup": "exit 0\n"}, env)
 
 
 @pytest.mark.parametrize(
@@ -133,29 +141,13 @@ exit "$(cat "$root/$me.status" 2>/dev/null || echo 0)"
 def test_the_set_up_steps_run_side_by_side_and_a_failed_one_stops_the_run(tmp_path, failing):
     """The venvs and the npm clients install side by side (the stand-ins wait for each other), every step's
     output is printed, and a step that fails stops the run before any test, naming the step."""
-    (tmp_path / "scripts").mkdir()
-    shutil.copy(REPO / "scripts" / "test.sh", tmp_path / "scripts" / "test.sh")
-    for step in ("setup", "setup-harbor", "install-npm-clients"):
-        script = tmp_path / "scripts" / f"{step}.sh"
-        script.write_text(SETUP_STAND_IN)
-        script.chmod(0o755)
-    (tmp_path / "scripts" / "setup-browser.sh").write_text("echo browser says done\n")
     if failing:
         (tmp_path / f"{failing}.status").write_text("3")
-    python = tmp_path / ".venv" / "bin" / "python"
-    python.parent.mkdir(parents=True)
-    python.write_text("#!/usr/bin/env bash\necho pytest ran\nexit 0\n")
-    python.chmod(0o755)
-    (tmp_path / "tmp").mkdir()
-    env = {**os.environ, "SPU_TEST_SETUP": "all", "SPU_TEST_DOCKER": "0", "TMPDIR": str(tmp_path / "tmp")}
-    proc = subprocess.run(
-        ["bash", str(tmp_path / "scripts" / "test.sh"), "tests/core"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-        check=False,
-    )
+    steps = dict.fromkeys(("setup", "setup-harbor", "install-npm-clients"), SETUP_STAND_IN)
+    steps["setup-browser"] = "echo browser says done\n"
+    pytest_stand_in = "#!/usr/bin/env bash\necho pytest ran\nexit 0\n"
+    env = {"SPU_TEST_SETUP": "all", "SPU_TEST_DOCKER": "0"}
+    proc = _script(tmp_path, pytest_stand_in, steps, env, "tests/core")
     out = proc.stdout + proc.stderr
     assert "ran alone" not in out
     for step in ("setup", "setup-harbor", "install-npm-clients", "browser"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -230,11 +231,29 @@ def test_each_check_is_printed_as_it_finishes(spu_env, monkeypatch, tmp_path):
     assert "timed out" not in rest and rest.rstrip().endswith("required checks failing: mdtraj")
 
 
+def _hang_report(proc: subprocess.Popen) -> str:
+    """What a process that ignored SIGINT was doing: its signal masks and this thread's, its children, and
+    (after SIGABRT, with PYTHONFAULTHANDLER set) every thread's stack."""
+    ps = ["ps", "-o", "pid,pgid,sid,stat,args", "--ppid", str(proc.pid)]
+    children = subprocess.run(ps, capture_output=True, text=True, check=False).stdout
+
+    def masks(status: Path, fields: tuple[str, ...]) -> list[str]:
+        return [line for line in status.read_text().splitlines() if line.startswith(fields)]
+
+    theirs = masks(Path(f"/proc/{proc.pid}/status"), ("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))
+    mine = masks(Path("/proc/thread-self/status"), ("SigBlk", "SigIgn"))
+    proc.send_signal(signal.SIGABRT)
+    try:
+        _, stderr = proc.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        _, stderr = proc.communicate()
+    return f"its signal masks {theirs}, this thread's {mine}; its threads:\n{stderr[-6000:]}\n{children}"
+
+
 def test_an_interrupted_doctor_leaves_no_check_running(spu_env, monkeypatch, tmp_path):
     """Ctrl-C stops doctor at once and kills the checks it started (each runs in a session of its own, so
     the terminal's SIGINT does not reach them); on 9a09d4a doctor waited for the check's time limit."""
-    import signal
-
     pid_file = tmp_path / "check.pid"
     code = (
         "import os, pathlib, time\n"
@@ -267,33 +286,7 @@ def test_an_interrupted_doctor_leaves_no_check_running(spu_env, monkeypatch, tmp
         try:
             proc.wait(timeout=60)
         except subprocess.TimeoutExpired:
-            children = subprocess.run(
-                ["ps", "-o", "pid,pgid,sid,stat,args", "--ppid", str(proc.pid)],
-                capture_output=True,
-                text=True,
-                check=False,
-            ).stdout
-            status = Path(f"/proc/{proc.pid}/status").read_text()
-            masks = [
-                line
-                for line in status.splitlines()
-                if line.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt"))
-            ]
-            mine = [
-                line
-                for line in Path("/proc/thread-self/status").read_text().splitlines()
-                if line.startswith(("SigBlk", "SigIgn"))
-            ]
-            proc.send_signal(signal.SIGABRT)
-            try:
-                _, stderr = proc.communicate(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                _, stderr = proc.communicate()
-            pytest.fail(
-                f"doctor did not end within 60 s of SIGINT; its signal masks {masks}, this thread's {mine}; "
-                f"its threads:\n{stderr[-6000:]}\n{children}"
-            )
+            pytest.fail(f"doctor did not end within 60 s of SIGINT; {_hang_report(proc)}")
         assert proc.returncode == 130
         assert "Traceback" not in proc.stderr.read()
         with pytest.raises(ProcessLookupError):

@@ -31,7 +31,7 @@ import contextlib
 import hmac
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 #: Shortest bearer token accepted for a non-loopback bind, and the least estimated entropy (bits).
@@ -112,40 +112,42 @@ def token_problem(token: str | None) -> str | None:
 TOKEN_ADVICE = 'Make one with: python -c "import secrets; print(secrets.token_urlsafe(32))"'
 
 
-async def _reply(send: Any, status: int, message: str, extra: Iterable[tuple[bytes, bytes]] = ()) -> None:
+async def _reply(
+    send: Any,
+    status: int,
+    message: str,
+    extra: Iterable[tuple[bytes, bytes]] = (),
+    before_end: Callable[[], Awaitable[None]] | None = None,
+) -> None:
     await _send_json(
-        send, status, json.dumps({"error": message}).encode(), [(b"connection", b"close"), *extra]
+        send, status, json.dumps({"error": message}).encode(), [(b"connection", b"close"), *extra], before_end
     )
 
 
-async def _send_json(send: Any, status: int, body: bytes, extra: Iterable[tuple[bytes, bytes]] = ()) -> None:
+async def _send_json(
+    send: Any,
+    status: int,
+    body: bytes,
+    extra: Iterable[tuple[bytes, bytes]] = (),
+    before_end: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """The whole response at once; with ``before_end``, the response is finished (and so, under
+    ``connection: close``, the connection closed) only after it has run (:func:`_drain`)."""
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra]
     await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-async def _refuse_body(receive: Any, send: Any, max_body_bytes: int, timeout_s: float) -> None:
-    """A 413 sent at once, whole, and the response finished only once the rest of the body is read and
-    dropped (:func:`_drain`): uvicorn closes the connection when a ``connection: close`` response is
-    complete and hands out no more of the body after it, and a connection closed with request bytes unread
-    is reset by the kernel, which can cost the client the refusal it was sent (httpx: "peer closed
-    connection without sending complete message body"). The client has its answer before it sends the
-    body; the server reads what it sends, up to :data:`DRAIN_BYTES` and ``timeout_s``, then closes."""
-    body = json.dumps({"error": f"body larger than {max_body_bytes} bytes"}).encode()
-    headers = [
-        (b"content-type", b"application/json"),
-        (b"content-length", str(len(body)).encode()),
-        (b"connection", b"close"),
-    ]
-    await send({"type": "http.response.start", "status": 413, "headers": headers})
-    await send({"type": "http.response.body", "body": body, "more_body": True})
-    await _drain(receive, timeout_s)
-    await send({"type": "http.response.body", "body": b""})
+    await send({"type": "http.response.body", "body": body, "more_body": before_end is not None})
+    if before_end is not None:
+        await before_end()
+        await send({"type": "http.response.body", "body": b""})
 
 
 async def _drain(receive: Any, timeout_s: float) -> None:
     """Read and drop the rest of a refused body, up to :data:`DRAIN_BYTES` and ``timeout_s`` (or until the
-    client goes), while the refusal's response is still open (:func:`_refuse_body`)."""
+    client goes), after the refusal was sent whole and before its response is finished (``before_end``):
+    uvicorn closes the connection when a ``connection: close`` response is complete and hands out no more
+    of the body after it, and a connection closed with request bytes unread is reset by the kernel, which
+    can cost the client the refusal it was sent (httpx: "peer closed connection without sending complete
+    message body")."""
     dropped = 0
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(timeout_s):
@@ -202,7 +204,12 @@ def guard_requests(
                 await _reply(send, 400, "invalid Content-Length")
                 return
             if int(lengths[0]) > max_body_bytes:
-                await _refuse_body(receive, send, max_body_bytes, body_timeout_s)
+                await _reply(
+                    send,
+                    413,
+                    f"body larger than {max_body_bytes} bytes",
+                    before_end=lambda: _drain(receive, body_timeout_s),
+                )
                 return
         if scope.get("method") not in ("POST", "PUT", "PATCH"):
             await app(scope, receive, send)
@@ -243,7 +250,13 @@ def guard_requests(
                     chunk = event.get("body", b"")
                     size += len(chunk)
                     if size > max_body_bytes:
-                        await _refuse_body(receive, send, max_body_bytes, body_timeout_s)
+                        more = event.get("more_body", False)
+                        await _reply(
+                            send,
+                            413,
+                            f"body larger than {max_body_bytes} bytes",
+                            before_end=(lambda: _drain(receive, body_timeout_s)) if more else None,
+                        )
                         return
                     chunks.append(chunk)
                     more = event.get("more_body", False)
