@@ -95,21 +95,28 @@ class SpuServer:
         last, else the list shipped with the package if it was built from the same code
         (:mod:`tools_server.core.toollist`), else the registry loaded and the list built from a background
         thread. Then (after the first ``tools/list``, or a second at most, when the list came from the
-        store) load the registry, check the stored list against it and keep the list for the next start;
-        only then start the warm workers (their imports would compete with start-up for the CPU)."""
+        store or the package) load the registry for the first call; a list from the store is checked
+        against it and the list is kept for the next start (a shipped list needs neither: its key is a
+        digest of the content the list was built from, and the next start finds it the same way). Only then
+        start the warm workers (their imports would compete with start-up for the CPU)."""
         kept = toollist.load()
-        stored = kept if kept is not None else toollist.shipped()
+        shipped = toollist.shipped() if kept is None else None
+        stored = kept if kept is not None else shipped
         if stored is not None:
             try:
                 self._tools = [Tool.model_validate(t) for t in stored]
             except ValueError:
-                stored = None
+                stored = shipped = None
 
         def load() -> None:
             if stored is None:
                 tools = self.tools()  # built here, under the lock a tools/list waits on
             else:
                 self._listed.wait(1.0)
+                if shipped is not None:
+                    self.dispatcher.registry  # noqa: B018 (loaded here, ahead of the first call)
+                    self.dispatcher.warm_up_later()
+                    return
                 tools = self._build_tools()
             fresh = [dump_tool(t) for t in tools]
             if stored is not None and fresh != stored:

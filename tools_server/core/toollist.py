@@ -18,7 +18,8 @@ digest of the content of every ``.py`` file of ``tools_server`` and ``spu_common
 points, an empty ``SPU_TOOL_MODULES``, and the versions of Python, the MCP SDK and pydantic that shape the
 schemas. The key is of content, not of times or paths, so an installed wheel, a clean clone and a checkout
 all match it; a plugin, an edited tool or another pydantic does not, and the registry builds the list as
-before.
+before. A shipped list that matches is served without building the list again to check it, and is not
+stored: the next start finds it the same way (a digest of about 200 files: 11 ms).
 """
 
 from __future__ import annotations
