@@ -5,7 +5,8 @@
 #   scripts/setup-docker.sh, for tests/container); each step is idempotent and fast once done, and the first
 #   three run side by side.
 # Without arguments: the whole suite, everything but the container tests in SPU_TEST_JOBS processes
-# (pytest-xdist, default one per core, at most 8; a file's tests stay in one process), and
+# (pytest-xdist, default one more than the cores, at most 8, and 1 on one core; a file's tests stay in one
+# process), and
 # beside them, in one more process, the container tests (each session owns its Docker objects: tests/container/conftest.py), whose
 # output is printed once both are done; the exit status is the worse of the two, and a part that collects
 # no tests fails. With arguments, one plain pytest run with them (e.g. -m "not slow",
@@ -72,10 +73,13 @@ container_log=$(mktemp -t spu-container-tests.XXXXXX)
 run -m container tests/container >"$container_log" 2>&1 &
 container_pid=$!
 trap 'kill "$container_pid" 2>/dev/null || true; rm -f "$container_log"' EXIT
-# one process per core, at most 8 (nproc counts the cores this process may use; it would also obey
-# OMP_NUM_THREADS, which a user's shell may set)
+# One more process than the cores (at most 8; 1 on one core): the tests wait on their servers, clients and
+# engines' processes part of the time, and a third process on 2 cores fills it (docs/testing.md has the
+# runs). nproc counts the cores this process may use; it would also obey OMP_NUM_THREADS, which a user's
+# shell may set.
 cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
-jobs="${SPU_TEST_JOBS:-$(( cores > 8 ? 8 : cores ))}"
+default_jobs=$(( cores > 1 ? cores + 1 : 1 ))
+jobs="${SPU_TEST_JOBS:-$(( default_jobs > 8 ? 8 : default_jobs ))}"
 if [ "$jobs" -gt 1 ]; then
   run -n "$jobs" --dist loadfile -m "not container" || status=$?
 else

@@ -99,11 +99,11 @@ def test_the_container_tests_run_beside_the_rest_and_both_statuses_count(tmp_pat
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
-@pytest.mark.parametrize("cores", [1, 2])
-def test_part_one_runs_in_one_process_per_core(tmp_path, cores, monkeypatch):
-    """Without SPU_TEST_JOBS: one process per core the script may use (``nproc``, which reads the affinity
-    the test sets), whatever OMP_NUM_THREADS says (``nproc`` obeys it; a test before this one may have set
-    it, as a user's shell may)."""
+@pytest.mark.parametrize(("cores", "processes"), [(1, 1), (2, 3)])
+def test_part_one_runs_in_one_process_more_than_the_cores(tmp_path, cores, processes, monkeypatch):
+    """Without SPU_TEST_JOBS: one process more than the cores the script may use (``nproc``, which reads
+    the affinity the test sets), one on one core, whatever OMP_NUM_THREADS says (``nproc`` obeys it; a
+    test before this one may have set it, as a user's shell may)."""
     available = sorted(os.sched_getaffinity(0))
     if len(available) < cores:
         pytest.skip(f"this machine has {len(available)} cores")
@@ -116,7 +116,7 @@ def test_part_one_runs_in_one_process_per_core(tmp_path, cores, monkeypatch):
         os.sched_setaffinity(0, previous)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     args = (tmp_path / "rest.args").read_text().splitlines()
-    assert (args[args.index("-n") + 1] if "-n" in args else "1") == str(cores)
+    assert (args[args.index("-n") + 1] if "-n" in args else "1") == str(processes)
 
 
 #: a set-up step: it says it started, waits (at most 60 s) until the other two side-by-side steps have
