@@ -8,6 +8,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 
 
 def test_quick_job_returns_result_with_provenance(job_server):
@@ -91,6 +93,21 @@ def test_memory_limit_stops_the_job(job_server):
     assert err["code"] == "engine_crashed"
     assert "memory limit of 300 MiB" in err["message"]
     assert job_server.call_ok("test_allocate", {"megabytes": 50, "hold_s": 0})["allocated_mb"] == 50
+
+
+@given(limit=st.integers(1, 2**20), over=st.floats(0, 2**20, exclude_min=True, allow_nan=False))
+def test_a_job_over_its_memory_limit_is_said_to_use_more_than_the_limit(limit, over):
+    """Whatever the excess, the figure the error reports is over the limit (a job at 500.3 MiB under a
+    500 MiB limit was said to have used "500 MiB, over its memory limit of 500 MiB")."""
+    from tools_server.core.jobs.local import over_memory
+
+    rss = limit + over
+    assume(rss > limit)
+    err = over_memory(rss, limit).to_dict()
+    assert err["code"] == "engine_crashed"
+    assert err["details"]["memory_mb"] > limit and err["details"]["memory_limit_mb"] == limit
+    used = int(err["message"].split("The job used ", 1)[1].split(" MiB", 1)[0])
+    assert used == err["details"]["memory_mb"] and used - 1 < rss <= used
 
 
 def test_memory_limit_counts_the_processes_a_job_starts(job_server):

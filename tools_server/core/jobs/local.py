@@ -10,6 +10,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import json
+import math
 import os
 import select
 import signal
@@ -514,17 +515,20 @@ def run_job_on(
         memory_checked = time.monotonic()
         rss = worker.rss_mb()
         if rss > memory_limit_mb:
-            return {
-                "kill": True,
-                "error": ToolError(
-                    "engine_crashed",
-                    f"The job used {rss:.0f} MiB, over its memory limit of {memory_limit_mb} MiB, and was "
-                    "stopped.",
-                    "Use a smaller input or a cheaper method, or raise SPU_JOB_MEMORY_MB.",
-                    memory_mb=round(rss),
-                    memory_limit_mb=memory_limit_mb,
-                ).to_dict(),
-            }
+            return {"kill": True, "error": over_memory(rss, memory_limit_mb).to_dict()}
+
+
+def over_memory(rss_mb: float, memory_limit_mb: int) -> ToolError:
+    """The error of a job whose processes hold ``rss_mb`` (over ``memory_limit_mb``); the figure is rounded
+    up to whole MiB, so that it reads as over the limit (500.3 MiB is "501 MiB", not "500")."""
+    used = math.ceil(rss_mb)
+    return ToolError(
+        "engine_crashed",
+        f"The job used {used} MiB, over its memory limit of {memory_limit_mb} MiB, and was stopped.",
+        "Use a smaller input or a cheaper method, or raise SPU_JOB_MEMORY_MB.",
+        memory_mb=used,
+        memory_limit_mb=memory_limit_mb,
+    )
 
 
 def crash_report(worker: _Worker) -> dict[str, Any]:
