@@ -36,6 +36,25 @@ def average_ranks(values: Sequence[float] | np.ndarray) -> np.ndarray:
     return ranks
 
 
+def average_ranks_rows(values: np.ndarray) -> np.ndarray:
+    """:func:`average_ranks` of each row of a 2-D array, all rows at once (the screen ranks a panel of
+    about 230 descriptors per group: one call here instead of one per descriptor)."""
+    x = np.asarray(values, dtype=float)
+    rows, n = x.shape
+    order = np.argsort(x, axis=1, kind="mergesort")
+    sorted_x = np.take_along_axis(x, order, axis=1)
+    position = np.broadcast_to(np.arange(n), (rows, n))
+    first = np.ones((rows, n), dtype=bool)  # where a run of equal sorted values starts
+    first[:, 1:] = sorted_x[:, 1:] != sorted_x[:, :-1]
+    last = np.ones((rows, n), dtype=bool)  # where one ends
+    last[:, :-1] = first[:, 1:]
+    starts = np.maximum.accumulate(np.where(first, position, 0), axis=1)
+    stops = np.minimum.accumulate(np.where(last, position + 1, n)[:, ::-1], axis=1)[:, ::-1]
+    ranks = np.empty((rows, n), dtype=float)
+    np.put_along_axis(ranks, order, (starts + 1 + stops) / 2.0, axis=1)
+    return ranks
+
+
 def _small_average_ranks(x: list[float]) -> list[float]:
     order = sorted(range(len(x)), key=x.__getitem__)  # stable, like the mergesort below
     ranks = [0.0] * len(x)

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from spu_common.rank_agreement import average_ranks, centered_measured_ranks
+from spu_common.rank_agreement import average_ranks_rows, centered_measured_ranks
 from spu_common.task import AnswerGroup, Answers, Task
 
 ALPHA = 0.05
@@ -112,11 +112,12 @@ def build_panel(task: Task, answers: Answers, columns: dict[str, dict[str, float
         values = answers.group(group.group_id).values
         centered, denominator = centered_measured_ranks([values[e] for e in ids])
         matrix = np.zeros((len(names), len(ids)))
-        for i, name in enumerate(names):
-            entry = [columns[name].get(e) for e in ids]
-            if all(v is not None for v in entry):
-                r = average_ranks(entry)
-                matrix[i] = r - r.mean()
+        entries = [[columns[name].get(e) for e in ids] for name in names]
+        known = np.array([all(v is not None for v in entry) for entry in entries], dtype=bool)
+        if known.any():
+            rows = [entry for entry, k in zip(entries, known, strict=True) if k]
+            r = average_ranks_rows(np.array(rows, dtype=float))
+            matrix[known] = r - r.mean(axis=1, keepdims=True)
         ranks.append(matrix)
         measured.append(centered)
         scale.append(group.weight / denominator if denominator else 0.0)

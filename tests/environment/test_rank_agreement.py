@@ -12,6 +12,7 @@ from scipy.stats import spearmanr
 
 from spu_common.rank_agreement import (
     average_ranks,
+    average_ranks_rows,
     pairs_in_order,
     spearman_of_order,
     spearman_of_values,
@@ -103,3 +104,21 @@ def test_small_rankings_in_python_equal_scipys_average_ranks(values):
     ranks = average_ranks(values)
     assert ranks.dtype == np.float64 and ranks.shape == (len(values),)
     assert np.array_equal(ranks, rankdata(values, method="average"))
+
+
+_cells = st.sampled_from([-1.0, 0.0, 1.0, 2.5, float("nan"), float("inf")]) | st.floats(-1e6, 1e6)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(1, 30).flatmap(
+        lambda n: st.lists(st.lists(_cells, min_size=n, max_size=n), min_size=1, max_size=8)
+    )
+)
+def test_a_panel_ranked_at_once_equals_each_row_ranked_alone(rows):
+    # the screen ranks a group's whole panel in one call: row for row what average_ranks gives, ties
+    # averaged, NaN each its own run at the end
+    ranks = average_ranks_rows(np.array(rows, dtype=float))
+    assert ranks.shape == (len(rows), len(rows[0]))
+    for row, ranked in zip(rows, ranks, strict=True):
+        assert np.array_equal(ranked, average_ranks(row))
