@@ -394,30 +394,28 @@ class DaskExecutor:
         threading.Thread(target=self._watch, args=(job, finish, future, event, variable), daemon=True).start()
 
     def _watch(self, job: Job, finish: Finisher, future: Any, event: Any, variable: Any) -> None:
-        from distributed import TimeoutError as DaskTimeout
-
-        # the task enforces the time limit itself once it runs; this one also covers the wait for a worker
+        # the task enforces the time limit itself once it runs; this one also covers the wait for a worker.
+        # The wait is on the future's done callback, and the result is read once it is done: Dask's
+        # future.result(timeout=...) runs its own timeout on the client's loop as well, and when that one
+        # wins the race under load it raises UnboundLocalError ("cannot access local variable 'result'").
         deadline = time.monotonic() + job.time_limit_s + 60
+        finished = threading.Event()
+        future.add_done_callback(lambda _: finished.set())
         try:
-            while True:
-                try:
-                    reply = future.result(timeout=POLL_S)
-                except (DaskTimeout, TimeoutError):
-                    self._read_progress(job, variable)
-                    if job.cancel_requested or time.monotonic() > deadline:
-                        event.set()  # the task kills its worker process and frees its thread
-                        future.cancel()
-                        code = "cancelled" if job.cancel_requested else "timeout"
-                        finish(
-                            job, {"error": ToolError(code, f"The job was {code} on the cluster.").to_dict()}
-                        )
-                        return
-                    continue
-                except Exception as exc:
-                    finish(job, {"error": ToolError("engine_crashed", f"Dask task failed: {exc}").to_dict()})
+            while not finished.wait(POLL_S):
+                self._read_progress(job, variable)
+                if job.cancel_requested or time.monotonic() > deadline:
+                    event.set()  # the task kills its worker process and frees its thread
+                    future.cancel()
+                    code = "cancelled" if job.cancel_requested else "timeout"
+                    finish(job, {"error": ToolError(code, f"The job was {code} on the cluster.").to_dict()})
                     return
-                finish(job, _land(job, reply))
+            try:
+                reply = future.result()
+            except Exception as exc:
+                finish(job, {"error": ToolError("engine_crashed", f"Dask task failed: {exc}").to_dict()})
                 return
+            finish(job, _land(job, reply))
         finally:
             with contextlib.suppress(Exception):
                 variable.delete()
