@@ -283,8 +283,8 @@ def load_task(
     one hard link too (the tool server's rule)."""
     root = Path(path)
     within = list(roots) if roots is not None else [root]
-    try:
-        confined.check_dir(root, within)
+    try:  # the folder as reached below its root: the path is never resolved by name (a link swapped in
+        shown = confined.check_dir(root, within)  # later would be followed, or raise mid-resolution)
     except confined.Refused as exc:
         if exc.reason in ("missing", "not_regular"):
             raise TaskError(f"task directory {root} does not exist or is not a directory") from None
@@ -296,7 +296,7 @@ def load_task(
     if os.path.lexists(root / "answers.json"):
         raise TaskError(f"{root} holds answers.json: answers must be kept outside the task directory")
     fields = parse_contract(
-        _parse_json(files["contract.json"] or b"", root / "contract.json", "contract"), root.resolve()
+        _parse_json(files["contract.json"] or b"", root / "contract.json", "contract"), shown
     )
     try:
         targets_text = (files["targets.csv"] or b"").decode("utf-8-sig")

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
 
 import pytest
 from env_task_factory import write_task
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from environment.demo_tasks import DEMO_TASKS, demo_answers_path, demo_task_dir
 from spu_common.task import TaskError, check_answers, load_answers, load_task
@@ -120,3 +125,96 @@ def test_answers_must_cover_the_task(make_task, tmp_path):
     (tmp_path / "text.json").write_text(json.dumps(data))
     with pytest.raises(TaskError, match="finite number"):
         load_answers(tmp_path / "text.json")
+
+
+# -- a folder swapped for a link while a task loads -------------------------------------------------------
+# The tool server loads tasks from paths an agent names, below its roots, while anything else may be
+# changing that folder. The rule: the path is reached only through spu_common.confined, never named again
+# (resolved, stat'ed) outside it. The test swaps one component of the path between its real folder and a
+# link to a twin (outside the root, or beside it) at the boundaries of the OS calls load_task makes
+# (``sys.setprofile`` sees each call into ``os``). Whatever the schedule, the load ends in a TaskError or in
+# the real task, shown at its real path: never another error, never the twin.
+
+
+class _Swapper:
+    """Swaps ``target`` between its real folder and a link to ``twin`` before the OS calls whose index
+    (counted from 0 over calls into ``os`` on this thread) is in ``toggles``."""
+
+    def __init__(self, target, twin, toggles):
+        self.target, self.twin, self.held = target, twin, target.with_name(f".held-{target.name}")
+        self.toggles, self.calls, self.linked = set(toggles), 0, False
+
+    def _toggle(self):
+        if self.linked:
+            os.unlink(self.target)
+            os.rename(self.held, self.target)
+        else:
+            os.rename(self.target, self.held)
+            os.symlink(self.twin, self.target)
+        self.linked = not self.linked
+
+    def _profile(self, frame, event, arg):
+        if event == "c_call" and getattr(arg, "__module__", None) == "posix":
+            if self.calls in self.toggles:
+                self._toggle()
+            self.calls += 1
+
+    def load(self, task_dir, roots):
+        sys.setprofile(self._profile)
+        try:
+            return load_task(task_dir, roots=roots, allow_hard_links=False)
+        finally:
+            sys.setprofile(None)
+            if self.linked:
+                self._toggle()
+
+
+@pytest.fixture(scope="module")
+def swap_layout(tmp_path_factory):
+    """root/raced/task (the real task), its twin outside the root and beside it, with another title."""
+    base = tmp_path_factory.mktemp("swaps")
+    task_dir, _ = write_task(base / "root" / "raced", {"a": {"x": 1, "y": 2}, "b": {"z": 1, "w": 2}})
+    for twin in (base / "outside" / "raced", base / "root" / "beside"):
+        shutil.copytree(task_dir.parent, twin)
+        _mutate_contract(twin / task_dir.name, lambda c: c.update(title="the twin"))
+    return base, task_dir
+
+
+def _load_swapped(base, task_dir, component, twin, toggles):
+    target = task_dir if component == "task" else task_dir.parent
+    far = {"outside": base / "outside" / "raced", "beside": base / "root" / "beside"}[twin]
+    to = far / task_dir.name if component == "task" else far
+    try:
+        task = _Swapper(target, to, toggles).load(task_dir, [base / "root"])
+    except TaskError:
+        return
+    assert task.root == task_dir.resolve()
+    assert task.title != "the twin"
+
+
+@pytest.mark.parametrize("component", ["task", "raced"])
+@pytest.mark.parametrize("twin", ["outside", "beside"])
+@pytest.mark.parametrize("length", [1, 2])
+def test_a_folder_swapped_for_a_link_at_any_os_call_is_refused_or_never_followed(
+    swap_layout, component, twin, length
+):
+    """Every single swap (there and back after ``length`` calls), at every OS call of the load."""
+    base, task_dir = swap_layout
+    counter = _Swapper(task_dir, task_dir, ())
+    assert counter.load(task_dir, [base / "root"]).title != "the twin"
+    assert counter.calls > 20  # the profile hook sees the load's calls into os
+    for start in range(counter.calls):
+        _load_swapped(base, task_dir, component, twin, (start, start + length))
+
+
+@settings(max_examples=60)
+@given(
+    toggles=st.lists(st.integers(min_value=0, max_value=120), max_size=8),
+    component=st.sampled_from(["task", "raced"]),
+    twin=st.sampled_from(["outside", "beside"]),
+)
+def test_any_schedule_of_swaps_while_a_task_loads_is_refused_or_never_followed(
+    swap_layout, toggles, component, twin
+):
+    base, task_dir = swap_layout
+    _load_swapped(base, task_dir, component, twin, toggles)
