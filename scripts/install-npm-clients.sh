@@ -22,7 +22,7 @@ mkdir -p "$PREFIX"
 echo '*' > "$PREFIX/.gitignore"
 # --prefix keeps everything out of the global node_modules; no audit/fund calls, no update notifier.
 export NPM_CONFIG_UPDATE_NOTIFIER=false NPM_CONFIG_FUND=false NPM_CONFIG_AUDIT=false
-npm install --prefix "$PREFIX" --no-save --loglevel=error "${PACKAGES[@]}"
+npm install --prefix "$PREFIX" --no-save --loglevel=error --prefer-offline "${PACKAGES[@]}"   # the cache first
 for bin in claude codex mcp-inspector; do
   if [ ! -x "$PREFIX/node_modules/.bin/$bin" ]; then
     echo "install-npm-clients: $bin missing from $PREFIX/node_modules/.bin" >&2

@@ -28,7 +28,9 @@ PYTHON=${PYTHON:-$(find_python)}
 HARBOR_VERSION=${HARBOR_VERSION:-0.25.0}
 STAMP=.harbor-venv/.spu-harbor-$HARBOR_VERSION
 
+source scripts/venv-install.sh
 if [ -f "$STAMP" ]; then
+  venv_compiled .harbor-venv   # compiled in full once where scripts/test.sh set it up lazily
   exit 0
 fi
 if ! "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
@@ -39,10 +41,10 @@ if [ ! -x .harbor-venv/bin/python ]; then
   echo "setup-harbor: creating .harbor-venv with $("$PYTHON" --version)"
   "$PYTHON" -m venv .harbor-venv
 fi
-source scripts/venv-install.sh
 venv_installer .harbor-venv
 venv_install "harbor==$HARBOR_VERSION"
 rm -f .harbor-venv/.spu-harbor-*
+venv_compiled .harbor-venv installed
 touch "$STAMP"
 echo "setup-harbor: done; .harbor-venv/bin/harbor $(HARBOR_TELEMETRY=0 .harbor-venv/bin/harbor --version 2>/dev/null || true)"
 echo "setup-harbor: set HARBOR_TELEMETRY=0 to keep Harbor from sending usage events"

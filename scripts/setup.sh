@@ -6,6 +6,7 @@
 # pip, 44 s with uv (33 s of it compiling bytecode), from empty caches (docs/testing.md).
 #   PYTHON=python3.11 bash scripts/setup.sh      choose the interpreter
 #   SPU_EXTRAS=all,dev                           extras to install (default: all,dev)
+#   SPU_COMPILE_BYTECODE=lazy                    compile modules at first import (scripts/venv-install.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,14 +14,15 @@ PYTHON=${PYTHON:-$(command -v python3.11 || command -v python3)}
 EXTRAS=${SPU_EXTRAS:-all,dev}
 STAMP=.venv/.spu-setup-$(sha256sum pyproject.toml | cut -c1-16)-${EXTRAS//,/-}
 
+source scripts/venv-install.sh
 if [ -f "$STAMP" ]; then
+  venv_compiled .venv   # a venv set up lazily (scripts/test.sh) is compiled in full once, here
   exit 0
 fi
 if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv with $($PYTHON --version)"
   "$PYTHON" -m venv .venv
 fi
-source scripts/venv-install.sh
 venv_installer .venv
 if ! .venv/bin/python -c "import torch" 2>/dev/null; then
   if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
@@ -36,5 +38,6 @@ fi
 echo "setup: installing spu-scaffold[$EXTRAS] (editable)"
 venv_install -e ".[$EXTRAS]"
 rm -f .venv/.spu-setup-*
+venv_compiled .venv installed
 touch "$STAMP"
 echo "setup: done; the spu command is .venv/bin/spu"

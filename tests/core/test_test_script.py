@@ -160,3 +160,39 @@ def test_the_set_up_steps_run_side_by_side_and_a_failed_one_stops_the_run(tmp_pa
         assert proc.returncode == 0, out
         assert "pytest ran" in out
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+def _compiled(venv: Path, *args: str, lazy: bool) -> None:
+    env = {**os.environ, "SPU_COMPILE_BYTECODE": "lazy" if lazy else ""}
+    command = f'source "{REPO}/scripts/venv-install.sh" && venv_compiled "{venv}" {" ".join(args)}'
+    subprocess.run(["bash", "-c", command], env=env, check=True, timeout=120)
+
+
+def test_a_venv_set_up_lazily_is_compiled_in_full_by_the_next_plain_set_up(tmp_path):
+    """The test command sets the venvs up without compiling every installed module (each compiles when
+    first imported); the next set-up outside it compiles the rest, once; an install that compiled already
+    is only marked."""
+    import importlib.util
+    import sysconfig
+    import venv
+
+    target = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(target)
+    purelib = Path(sysconfig.get_paths(vars={"base": str(target), "platbase": str(target)})["purelib"])
+    module = purelib / "spu_probe_module.py"
+    module.write_text("VALUE = 1\n")
+    cached = Path(importlib.util.cache_from_source(str(module)))
+    mark = target / ".spu-compiled"
+
+    _compiled(target, lazy=True)  # scripts/test.sh: nothing compiled, no mark
+    assert not cached.exists() and not mark.exists()
+    _compiled(target, lazy=False)  # the next plain scripts/setup.sh
+    assert cached.exists() and mark.exists()
+    cached.unlink()
+    _compiled(target, lazy=False)  # marked: not compiled again
+    assert not cached.exists()
+    mark.unlink()
+    _compiled(target, "installed", lazy=False)  # uv compiled the install: only the mark
+    assert mark.exists() and not cached.exists()
+    _compiled(target, lazy=True)  # a lazy install takes the mark away
+    assert not mark.exists()
