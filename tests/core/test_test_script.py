@@ -164,7 +164,8 @@ def test_the_set_up_steps_run_side_by_side_and_a_failed_one_stops_the_run(tmp_pa
 
 def _compiled(venv: Path, *args: str, lazy: bool) -> None:
     env = {**os.environ, "SPU_COMPILE_BYTECODE": "lazy" if lazy else ""}
-    command = f'source "{REPO}/scripts/venv-install.sh" && venv_compiled "{venv}" {" ".join(args)}'
+    script = REPO / "scripts" / "venv-install.sh"
+    command = f'set -euo pipefail; source "{script}"; venv_compiled "{venv}" {" ".join(args)}'  # as setup.sh
     subprocess.run(["bash", "-c", command], env=env, check=True, timeout=120)
 
 
@@ -181,6 +182,8 @@ def test_a_venv_set_up_lazily_is_compiled_in_full_by_the_next_plain_set_up(tmp_p
     purelib = Path(sysconfig.get_paths(vars={"base": str(target), "platbase": str(target)})["purelib"])
     module = purelib / "spu_probe_module.py"
     module.write_text("VALUE = 1\n")
+    # packages ship some files no Python 3 compiles (test data)
+    (purelib / "spu_probe_python2.py").write_text("print 'a Python 2 statement'\n")
     cached = Path(importlib.util.cache_from_source(str(module)))
     mark = target / ".spu-compiled"
 
