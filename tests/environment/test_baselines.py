@@ -533,9 +533,11 @@ def test_baselines_of_every_suite_task():
     payload = json.loads(done.stdout)
     results = payload.get("tasks", [payload])
     assert len(results) == len(task_dirs)
+    tasks = {task.task_id: (task, task_dir) for task_dir in task_dirs for task in [load_task(task_dir)]}
+    assert len(tasks) == len(task_dirs)  # one task id per folder
     for result in results:
-        task_dir = next(d for d in task_dirs if load_task(d).task_id == result["task_id"])
-        task, answers = load_task(task_dir), load_answers(task_dir.parent / "answers.json")
+        task, task_dir = tasks[result["task_id"]]
+        answers = load_answers(task_dir.parent / "answers.json")
         expected = chance_threshold(task, answers, draws=500)
         assert result["chance_threshold"] == pytest.approx(expected["chance_threshold"])
         assert result["attainable_max"] == pytest.approx(expected["attainable_max"])
