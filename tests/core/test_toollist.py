@@ -78,6 +78,26 @@ def test_the_shipped_list_is_the_registry_s_list_for_the_code_here(spu_env, monk
     assert shipped == _dumped(SpuServer().tools())
 
 
+def test_the_list_check_fails_on_a_stale_list_and_writes_nothing(spu_env, monkeypatch, tmp_path, capsys):
+    """``ship_tool_list --check`` (before a commit): status 1 on a list that is not the code's, 0 on the
+    list it would write; it never writes."""
+    monkeypatch.delenv("SPU_TOOL_MODULES", raising=False)
+    from tools_server.commands.ship_tool_list import main
+
+    real = toollist.SHIPPED.read_text(encoding="utf-8")
+    copy = tmp_path / "tool-list.json"
+    monkeypatch.setattr(toollist, "SHIPPED", copy)
+    stale = real.replace('"key": "', '"key": "0', 1)
+    for text, status in ((real, 0), (stale, 1), (real.replace("Draw molecules", "Draw"), 1)):
+        copy.write_text(text, encoding="utf-8")
+        assert main(["--check"]) == status
+        assert copy.read_text(encoding="utf-8") == text  # nothing written
+    copy.unlink()
+    assert main(["--check"]) == 1 and not copy.exists()
+    assert "is stale" in capsys.readouterr().err
+    assert main(["--bogus"]) == 2
+
+
 def test_a_first_start_serves_the_shipped_list_and_builds_no_list(spu_env, monkeypatch):
     """The shipped list's key is a digest of what it was built from, so a first start on it loads the
     registry for the first call but neither builds the list again nor stores it (about 0.1 s of CPU)."""

@@ -168,11 +168,15 @@ def shipped() -> list[dict[str, Any]] | None:
         return None
 
 
-def write_shipped(tools: list[dict[str, Any]]) -> Path:
-    """Write ``tools`` (the in-tree list) as the shipped list, keyed to the code here."""
+def shipped_text(tools: list[dict[str, Any]]) -> str:
+    """The shipped list's file content for ``tools`` (the in-tree list), keyed to the code here."""
     key = shipped_key()
     if key is None:
         raise RuntimeError("unset SPU_TOOL_MODULES: the shipped list holds the in-tree tools only")
-    text = json.dumps({"schema": SCHEMA, "key": key, "tools": tools})
-    SHIPPED.write_text(text + "\n", encoding="utf-8")
+    return json.dumps({"schema": SCHEMA, "key": key, "tools": tools}) + "\n"
+
+
+def write_shipped(tools: list[dict[str, Any]]) -> Path:
+    """Write ``tools`` (the in-tree list) as the shipped list, keyed to the code here."""
+    SHIPPED.write_text(shipped_text(tools), encoding="utf-8")
     return SHIPPED
