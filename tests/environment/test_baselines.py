@@ -533,11 +533,11 @@ def test_baselines_of_every_suite_task():
     payload = json.loads(done.stdout)
     results = payload.get("tasks", [payload])
     assert len(results) == len(task_dirs)
-    tasks = {task.task_id: (task, task_dir) for task_dir in task_dirs for task in [load_task(task_dir)]}
+    tasks = {task.task_id: task for task in map(load_task, task_dirs)}
     assert len(tasks) == len(task_dirs)  # one task id per folder
     for result in results:
-        task, task_dir = tasks[result["task_id"]]
-        answers = load_answers(task_dir.parent / "answers.json")
+        task = tasks[result["task_id"]]
+        answers = load_answers(task.root.parent / "answers.json")
         expected = chance_threshold(task, answers, draws=500)
         assert result["chance_threshold"] == pytest.approx(expected["chance_threshold"])
         assert result["attainable_max"] == pytest.approx(expected["attainable_max"])
