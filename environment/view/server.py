@@ -13,6 +13,7 @@ from __future__ import annotations
 import hmac
 import http.server
 import secrets
+import sys
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
@@ -63,13 +64,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         return
 
 
+class _Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A browser that drops a connection (a preconnect it never used, a tab closed mid-page) is no error
+        of the server: nothing is printed. Anything else is printed as the standard library does."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 def make_server(render: Callable[[], str], port: int = 0) -> http.server.ThreadingHTTPServer:
     """A server on 127.0.0.1:``port`` (0: a free port) answering with ``render()``; not yet started.
 
     Its token is ``server.token``; :func:`page_url` is the URL to print."""
     token = secrets.token_urlsafe(24)
     handler = type("ViewHandler", (_Handler,), {"render": staticmethod(render), "token": token})
-    server = http.server.ThreadingHTTPServer((HOST, port), handler)
+    server = _Server((HOST, port), handler)
     server.daemon_threads = True
     server.token = token  # type: ignore[attr-defined]
     return server

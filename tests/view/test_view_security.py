@@ -1,6 +1,7 @@
 """`spu view` against hostile folders and requests: no link below the folder shown is followed,
-NaN and deeply nested JSON give a page that says what is wrong (both modes), and the served page answers
-only on loopback, to its own Host, with the token of this start."""
+NaN and deeply nested JSON give a page that says what is wrong (both modes), the served page answers
+only on loopback, to its own Host, with the token of this start, and a client that drops its connection
+prints nothing."""
 
 from __future__ import annotations
 
@@ -10,11 +11,15 @@ import http.client
 import json
 import re
 import shutil
+import socket
+import struct
 import subprocess
 import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from view_testing import SPU, spu
 
 from environment.view.collect import collect
@@ -206,3 +211,46 @@ def test_the_command_prints_the_url_with_its_token(tmp_path):
         proc.terminate()
         proc.wait(timeout=10)
     assert "Traceback" not in proc.stderr.read()
+
+
+def _connection_errors(cls: type[BaseException] = ConnectionError) -> list[type[BaseException]]:
+    return [cls, *(sub for direct in cls.__subclasses__() for sub in _connection_errors(direct))]
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(error=st.sampled_from(_connection_errors()), other=st.sampled_from([ValueError, OSError, KeyError]))
+def test_a_dropped_connection_prints_nothing_and_other_errors_still_print(capfd, error, other):
+    """A browser drops connections it opened (preconnects, a closed tab): the terminal stays quiet; an error
+    of the server itself is still printed, as the standard library prints it."""
+    server = make_server(lambda: "", 0)
+    try:
+        for exc, printed in ((error(), False), (other("the server's own"), True)):
+            capfd.readouterr()
+            try:
+                raise exc
+            except BaseException:
+                server.handle_error(None, ("127.0.0.1", 1))
+            assert ("Traceback" in capfd.readouterr().err) == printed, exc
+    finally:
+        server.server_close()
+
+
+def test_a_client_that_resets_its_connection_leaves_no_traceback(served, tmp_path, capfd):
+    server = served(nan_run(tmp_path))
+    handled = threading.Event()
+    original = server.server.handle_error
+
+    def seen(request, address):
+        try:
+            original(request, address)
+        finally:
+            handled.set()
+
+    server.server.handle_error = seen
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
+    sock.sendall(b"GET /?tok")  # part of a request line, then a reset (RST, not FIN)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+    assert handled.wait(30), "the reset never reached the server"
+    assert "Traceback" not in capfd.readouterr().err
+    assert server.get(f"/?token={server.server.token}")[0] == 200  # and it serves on
