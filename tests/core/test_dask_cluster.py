@@ -5,6 +5,7 @@ reaching the worker process, progress, artifacts and the cache on the server."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -18,18 +19,11 @@ HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture
-def cluster(spu_env, monkeypatch):
+@contextlib.contextmanager
+def _local_cluster():
+    """A LocalCluster of two one-thread worker processes on loopback, and its client."""
     from distributed import Client, LocalCluster
 
-    from tools_server.core.dispatch import Dispatcher
-    from tools_server.core.jobs import JobManager
-    from tools_server.core.jobs.dask import DaskExecutor
-    from tools_server.core.registry import load_registry
-
-    sys.path.insert(0, str(HERE))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]]))
-    monkeypatch.setenv("SPU_TOOL_MODULES", "spu_dask_tools")
     with (
         LocalCluster(
             n_workers=2,
@@ -41,8 +35,73 @@ def cluster(spu_env, monkeypatch):
         ) as local,
         Client(local) as client,
     ):
-        manager = JobManager(DaskExecutor(client=client))
-        yield Dispatcher(manager, registry=load_registry()), manager, client
+        yield client
+
+
+@pytest.fixture(scope="module")
+def cluster_env(tmp_path_factory):
+    """What the Dask workers inherit when they start: the test tools on PYTHONPATH, a work folder of their
+    own, and a weights folder (the ESM-2 test writes its model there)."""
+    sys.path.insert(0, str(HERE))
+    root = tmp_path_factory.mktemp("dask-cluster")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]]))
+        mp.setenv("SPU_TOOL_MODULES", "spu_dask_tools")
+        mp.setenv("SPU_WORKDIR", str(root / "work"))
+        mp.setenv("SPU_CACHE_DIR", str(root / "cache"))
+        mp.setenv("SPU_WARM_WORKERS", "0")  # as spu_env has it
+        mp.setenv("SPU_WEIGHTS_DIR", str(root / "weights"))
+        mp.setenv("TORCH_HOME", str(root / "torch_home"))
+        mp.delenv("SPU_WEIGHTS_DOWNLOAD", raising=False)
+        yield root
+
+
+@pytest.fixture(scope="module")
+def shared_client(cluster_env):
+    """One cluster for the module's tests (a server's cluster outlives its jobs, too): starting one costs
+    two Dask worker processes and their warm spu worker processes, about 10 s of CPU."""
+    with _local_cluster() as client:
+        yield client
+
+
+def _executor_over(client):
+    from tools_server.core.dispatch import Dispatcher
+    from tools_server.core.jobs import JobManager
+    from tools_server.core.jobs.dask import DaskExecutor
+    from tools_server.core.registry import load_registry
+
+    manager = JobManager(DaskExecutor(client=client))
+    return Dispatcher(manager, registry=load_registry()), manager, client
+
+
+def _busy(client) -> list[str]:
+    """The tasks the scheduler has on its workers now."""
+    return [key for keys in client.processing().values() for key in keys]
+
+
+@pytest.fixture
+def cluster(shared_client, spu_env):
+    """A server (dispatcher and job manager, with this test's work folder and cache) on the shared cluster.
+    Each test finds both workers free: at its end, a job it left is cancelled, and a task still on a worker
+    30 s later (a test that failed midway) gets the workers restarted, as a cluster of its own would."""
+    dispatcher, manager, client = _executor_over(shared_client)
+    yield dispatcher, manager, client
+    for job in list(manager.jobs.values()):
+        if not job.done:
+            manager.cancel(job.job_id)
+    deadline = time.monotonic() + 30  # bounds the wait for the tasks to end; no speed is asserted
+    while _busy(client) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if left := _busy(client):
+        print(f"restarting the Dask workers: tasks left on them {left}")
+        client.restart()
+
+
+@pytest.fixture
+def own_cluster(cluster_env, spu_env):
+    """A server on a cluster of its own, for a test about a cluster that has run nothing yet."""
+    with _local_cluster() as client:
+        yield _executor_over(client)
 
 
 def _local_result(values: list[float]) -> list[dict]:
@@ -83,11 +142,11 @@ def _idle_processes(dask_worker) -> tuple[int, int]:
     return tuple(sum(1 for p in spu_dask._idle[role] if p.alive()) for role in ("job", "items"))
 
 
-def test_each_dask_worker_has_worker_processes_waiting_before_its_first_job(cluster):
+def test_each_dask_worker_has_worker_processes_waiting_before_its_first_job(own_cluster):
     """The executor starts one worker process for jobs and one for batch items on every Dask worker when it
     connects, so neither a Dask worker's first job nor its first chunk of a batch waits for one (about 0.4 s
     each)."""
-    _, _, client = cluster
+    _, _, client = own_cluster
     deadline = time.monotonic() + 60  # bounds the wait for four process starts; no speed is asserted
     counts: dict = {}
     while time.monotonic() < deadline:
@@ -246,12 +305,13 @@ def test_a_crash_in_an_item_fails_the_call_and_the_dask_workers_live_on(cluster)
     assert set(client.scheduler_info()["workers"]) == workers, "a Dask worker was lost and replaced"
 
 
-def test_a_batch_that_fails_stops_its_other_items(cluster, tmp_path):
+def test_a_batch_that_fails_stops_its_other_items(own_cluster, tmp_path):
     """When one item's crash fails the call, the items still running in other chunks are stopped as well
-    (they used to run to their end, holding their Dask workers)."""
+    (they used to run to their end, holding their Dask workers). On a cluster of its own: on one that ran
+    the tests before it, the scheduler may queue both chunks on one worker, behind the item that holds."""
     from tools_server.core.errors import ToolError
 
-    dispatcher, _, _ = cluster
+    dispatcher, _, _ = own_cluster
     with pytest.raises(ToolError) as err:
         args = {"values": [1, -1], "pid_dir": str(tmp_path), "seconds": 300, "wait_s": 120}
         asyncio.run(dispatcher.call("dask_items_crash_held", args))
@@ -467,17 +527,14 @@ def test_dock_spreads_its_ligands_with_per_item_errors_kept(cluster):
 
 
 @pytest.fixture
-def esm_weights(spu_env, tmp_path, monkeypatch):
-    """A tiny random ESM-2 in SPU_WEIGHTS_DIR, set before the cluster starts so its workers find it too."""
+def esm_weights(cluster_env, monkeypatch):
+    """A tiny random ESM-2 in the cluster's SPU_WEIGHTS_DIR, which its workers had when they started."""
     pytest.importorskip("torch")
     pytest.importorskip("esm")
     from tools_server.protein import weights
 
-    monkeypatch.setenv("SPU_WEIGHTS_DIR", str(tmp_path / "weights"))
-    monkeypatch.delenv("SPU_WEIGHTS_DOWNLOAD", raising=False)
-    monkeypatch.setenv("TORCH_HOME", str(tmp_path / "torch_home"))
     weights._load_esm_cached.cache_clear()
-    weights.save_random_esm2(tmp_path / "weights" / "esm" / "esm2_t2_dask_test.pt")
+    weights.save_random_esm2(cluster_env / "weights" / "esm" / "esm2_t2_dask_test.pt")
     return "esm2_t2_dask_test"
 
 
