@@ -65,6 +65,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
 
 class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A browser that drops a connection (a preconnect it never used, a tab closed mid-page) is no error
         of the server: nothing is printed. Anything else is printed as the standard library does."""
@@ -80,7 +82,6 @@ def make_server(render: Callable[[], str], port: int = 0) -> http.server.Threadi
     token = secrets.token_urlsafe(24)
     handler = type("ViewHandler", (_Handler,), {"render": staticmethod(render), "token": token})
     server = _Server((HOST, port), handler)
-    server.daemon_threads = True
     server.token = token  # type: ignore[attr-defined]
     return server
 

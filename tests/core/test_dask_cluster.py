@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -42,9 +41,9 @@ def _local_cluster():
 def cluster_env(tmp_path_factory):
     """What the Dask workers inherit when they start: the test tools on PYTHONPATH, a work folder of their
     own, and a weights folder (the ESM-2 test writes its model there)."""
-    sys.path.insert(0, str(HERE))
     root = tmp_path_factory.mktemp("dask-cluster")
     with pytest.MonkeyPatch.context() as mp:
+        mp.syspath_prepend(str(HERE))
         mp.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ["PYTHONPATH"]]))
         mp.setenv("SPU_TOOL_MODULES", "spu_dask_tools")
         mp.setenv("SPU_WORKDIR", str(root / "work"))
@@ -527,7 +526,7 @@ def test_dock_spreads_its_ligands_with_per_item_errors_kept(cluster):
 
 
 @pytest.fixture
-def esm_weights(cluster_env, monkeypatch):
+def esm_weights(cluster_env):
     """A tiny random ESM-2 in the cluster's SPU_WEIGHTS_DIR, which its workers had when they started."""
     pytest.importorskip("torch")
     pytest.importorskip("esm")
